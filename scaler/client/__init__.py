@@ -1,0 +1,8 @@
+"""The client library: submit tasks, maps, graphs and objects to a Scaler scheduler."""
+
+from scaler.client.client import Client
+from scaler.client.future import ProfilingInfo, ScalerFuture
+from scaler.client.objects import ObjectReference
+from scaler.client.serializer import Serializer
+
+__all__ = ["Client", "ObjectReference", "ProfilingInfo", "ScalerFuture", "Serializer"]

@@ -1,0 +1,272 @@
+"""The Client: submit functions, maps, graphs and objects to a Scaler scheduler."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
+
+from scaler.client.connection import Connection
+from scaler.client.future import FailureLatch, ScalerFuture
+from scaler.client.graph import plan_graph
+from scaler.client.graph_encoding import submit_plan
+from scaler.client.ledger import ObjectNeed
+from scaler.client.objects import ObjectReference, object_puts
+from scaler.client.serializer import DefaultSerializer, SerializerLike
+from scaler.client.tasks import TaskFactory
+from scaler.config import DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
+from scaler.errors import DisconnectedError
+from scaler.io.sockets import validate_address
+from scaler.protocol import ObjectKind
+from scaler.worker import context as task_context
+
+_KIND_OBJECT = int(ObjectKind.object)
+
+# Clients unpickled in one process (nested tasks) share one connection per scheduler address: a connection per task
+# would leave a thread and a socket behind for every task a worker runs.
+_shared_connections: Dict[Tuple[int, str], Connection] = {}
+_shared_lock = threading.Lock()
+
+
+class Client:
+    """A connection to a Scaler scheduler. Use it as a context manager, or call disconnect() when done.
+
+    `serializer` is a Serializer subclass or instance (cloudpickle by default). `profiling=True` makes workers measure
+    every task (see ScalerFuture.profiling_info); submit and map take a `profiling` keyword to choose per call.
+    `timeout_seconds` bounds the wait for the scheduler's handshake: TimeoutError after it.
+
+    A Client is picklable, so a task can receive one and submit nested tasks: in the worker it connects on first use,
+    to the same address (which must be reachable from there), and tags what it submits as children of the running task.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        serializer: SerializerLike = DefaultSerializer,
+        profiling: bool = False,
+        timeout_seconds: float = DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
+    ) -> None:
+        self._configure(address, serializer, profiling, timeout_seconds)
+        self._shared = False
+        self._connection: Optional[Connection] = Connection(self._address, self._timeout_seconds)
+
+    def _configure(self, address: str, serializer: Any, profiling: Any, timeout_seconds: Any) -> None:
+        self._address = validate_address(address)
+        self._factory = TaskFactory(serializer)
+        self._profiling = _check_profiling(profiling)
+        if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
+            raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
+        self._timeout_seconds = float(timeout_seconds)
+        self._detached = False
+
+    # ---- pickling: nested tasks --------------------------------------------------------------------------------------
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {
+            "address": self._address,
+            "serializer": self._factory.serializer,
+            "profiling": self._profiling,
+            "timeout_seconds": self._timeout_seconds,
+        }
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self._configure(state["address"], state["serializer"], state["profiling"], state["timeout_seconds"])
+        self._shared = True
+        self._connection = None  # connects on first use: unpickling must stay cheap and never block
+
+    # ---- lifetime ----------------------------------------------------------------------------------------------------
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.disconnect()
+
+    def __repr__(self) -> str:
+        connection = self._connection
+        state = "not connected yet" if connection is None else (connection.closed_reason or "connected")
+        return f"<Client {self._address} {'disconnected' if self._detached else state}>"
+
+    def disconnect(self) -> None:
+        """Leave the scheduler, which cancels this client's unfinished tasks and frees its objects. Idempotent.
+
+        Unfinished futures are cancelled. A Client received by a task shares its process's connection with the other
+        tasks there; disconnecting it only detaches it.
+        """
+        if self._detached:
+            return
+        self._detached = True
+        connection = self._connection
+        if connection is not None and not self._shared:
+            connection.close(shutdown_cluster=False)
+
+    def shutdown(self) -> None:
+        """Stop the scheduler and its workers, then disconnect.
+
+        ValueError if the scheduler is protected (the default), TimeoutError if it does not answer; in both cases the
+        client stays connected and usable.
+        """
+        self._open_connection().close(shutdown_cluster=True)
+        self._detached = True
+
+    def clear(self) -> None:
+        """Cancel every unfinished task of this client and delete its objects (ObjectReferences become invalid)."""
+        connection = self._open_connection()
+        self._factory.forget_functions()
+        connection.clear()
+
+    # ---- tasks -------------------------------------------------------------------------------------------------------
+
+    def submit(self, fn: Any, /, *args: Any, profiling: Optional[bool] = None, **kwargs: Any) -> ScalerFuture:
+        """Run fn(*args, **kwargs) on a worker.
+
+        `profiling` is taken by submit, not passed to fn (use functools.partial to give fn a keyword of that name).
+        ObjectReferences from send_object are resolved when they are top-level arguments, positional or keyword.
+        """
+        connection = self._open_connection()
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        profiling = self._profiling if profiling is None else _check_profiling(profiling)
+        factory = self._factory
+        function_need = factory.function_need(connection, fn)
+        needs: List[ObjectNeed] = []
+        parent = task_context.current_task_id or b""
+        message, future = factory.task(connection, function_need[0], args, kwargs, profiling, parent, needs)
+        factory.send(connection, ((fn, function_need),), needs, [message], (future,))
+        return future
+
+    def map(self, fn: Any, iterable: Iterable[Sequence[Any]], profiling: Optional[bool] = None) -> List[Any]:
+        """[fn(*args) for args in iterable], run on workers; raises the exception of the first failing task.
+
+        Every element of iterable is a tuple (or list) of positional arguments: client.map(f, [(1,), (2,)]).
+        """
+        connection = self._open_connection()
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        profiling = self._profiling if profiling is None else _check_profiling(profiling)
+        if isinstance(iterable, (str, bytes)):
+            raise TypeError(f"iterable must hold argument tuples like [(1,), (2,)], got {iterable!r}")
+        all_args = iterable if isinstance(iterable, (list, tuple)) else list(iterable)
+        for index, args in enumerate(all_args):  # every element is checked before anything is sent
+            if type(args) is not tuple and type(args) is not list:
+                raise TypeError(f"element {index} of iterable must be a tuple of arguments like (x,), got {args!r}")
+        factory = self._factory
+        function_need = factory.function_need(connection, fn)
+        function_id = function_need[0]
+        parent = task_context.current_task_id or b""
+        no_kwargs: Dict[str, Any] = {}
+        futures: List[ScalerFuture] = []
+        latch = FailureLatch()
+        try:
+            # A frame's worth at a time, so that workers start while later tasks are still being serialized.
+            for start in range(0, len(all_args), DEFAULT_TASKS_PER_FRAME):
+                needs: List[ObjectNeed] = []
+                messages: List[Any] = []
+                batch: List[ScalerFuture] = []
+                for args in all_args[start : start + DEFAULT_TASKS_PER_FRAME]:
+                    message, future = factory.task(connection, function_id, args, no_kwargs, profiling, parent, needs)
+                    future._latch = latch
+                    messages.append(message)
+                    batch.append(future)
+                factory.send(connection, ((fn, function_need),), needs, messages, batch)
+                futures.extend(batch)
+        except BaseException:
+            _cancel(connection, futures)  # an argument failed to serialize: no half map left running
+            raise
+        return _results(connection, futures, latch)
+
+    starmap = map
+
+    def send_object(self, obj: Any, name: Optional[str] = None) -> ObjectReference:
+        """Ship obj to the scheduler once; pass the reference as a top-level argument of submit, map or a graph.
+
+        The object is serialized with the client's serializer and kept until clear() or disconnect. A reference
+        nested in a list or another object reaches the task as the reference itself, not the object.
+        """
+        connection = self._open_connection()
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a str or None, got {name!r}: the signature is send_object(obj, name=None)")
+        payload = self._factory.serialize(obj)
+        object_id = connection.content_ids.of(payload)
+        needs: List[ObjectNeed] = [(object_id, object_puts(object_id, _KIND_OBJECT, name or "", payload))]
+        self._factory.send(connection, (), needs, [], (), pin=object_id)
+        return ObjectReference(object_id, name or "", len(payload))
+
+    # ---- graphs ------------------------------------------------------------------------------------------------------
+
+    def get(self, graph: Dict[Hashable, Any], keys: Sequence[Hashable], block: bool = True) -> Dict[Hashable, Any]:
+        """Compute the keys of a Dask-style graph: {key: value} in key order, or {key: future} with block=False.
+
+        The graph is checked before anything is sent (TypeError/ValueError naming the bad node); only the nodes the
+        keys need are sent. If a node fails, every requested key depending on it raises that node's exception.
+        See scaler/client/graph.py for what a node may be.
+        """
+        connection = self._open_connection()
+        latch = FailureLatch()
+        plan = plan_graph(graph, keys)
+        parent = task_context.current_task_id or b""
+        futures = submit_plan(self._factory, connection, plan, keys, self._profiling, parent, latch)
+        if not block:
+            return dict(zip(keys, futures))
+        return dict(zip(keys, _results(connection, futures, latch)))
+
+    def submit_graph(self, graph: Dict[Hashable, Any], keys: Sequence[Hashable]) -> List[ScalerFuture]:
+        """Like get(graph, keys, block=False), as a list of futures in key order."""
+        connection = self._open_connection()
+        plan = plan_graph(graph, keys)
+        parent = task_context.current_task_id or b""
+        return submit_plan(self._factory, connection, plan, keys, self._profiling, parent)
+
+    # ---- connection --------------------------------------------------------------------------------------------------
+
+    def _open_connection(self) -> Connection:
+        if self._detached:
+            raise DisconnectedError("the client is disconnected: create a new Client")
+        connection = self._connection
+        if connection is None:
+            connection = self._connect_shared()
+        connection.check_open()
+        self._factory.prepare(connection)
+        return connection
+
+    def _connect_shared(self) -> Connection:
+        key = (os.getpid(), self._address)
+        with _shared_lock:
+            connection = _shared_connections.get(key)
+            if connection is None or connection.closed_reason is not None:
+                connection = Connection(self._address, self._timeout_seconds)
+                _shared_connections[key] = connection
+        self._connection = connection
+        return connection
+
+
+def _check_profiling(profiling: Any) -> bool:
+    if not isinstance(profiling, bool):
+        raise TypeError(f"profiling must be a bool, got {profiling!r}")
+    return profiling
+
+
+def _results(connection: Connection, futures: List[ScalerFuture], latch: FailureLatch) -> List[Any]:
+    """Every future's result in order. As soon as one fails (see FailureLatch), the rest are cancelled, with their
+    graphs, and the exception of the first failed future in order is raised."""
+    try:
+        for future in futures:
+            future._wait_unless_failed(latch)
+            if latch.failed:
+                for failed in futures:
+                    if failed.done() and not failed.cancelled() and failed.exception() is not None:
+                        failed.result()  # raises its exception
+            future.result()  # raises CancelledError if it was cancelled (clear(), disconnect)
+        return [future.result() for future in futures]
+    except BaseException:
+        _cancel(connection, futures)
+        raise
+
+
+def _cancel(connection: Connection, futures: List[ScalerFuture]) -> None:
+    task_ids: Dict[bytes, None] = {}
+    for future in futures:
+        if future._cancel_locally():
+            task_ids[future.task_id] = None
+        task_ids.update(dict.fromkeys(future._graph_task_ids or ()))
+    connection.cancel_tasks(list(task_ids))

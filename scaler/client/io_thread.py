@@ -1,0 +1,223 @@
+"""The one thread that touches a client's DEALER: it sends queued messages, reads incoming ones, and keeps the
+connection alive.
+
+ZeroMQ sockets are not thread safe, so user threads never touch the DEALER: they append to the connection's queue
+and, when it was empty, call wake(), which writes a byte to a socket pair polled together with the DEALER. The loop
+packs the queue into frames of DEFAULT_TASKS_PER_FRAME messages (items already encoded travel as frames of their
+own), drains incoming frames without blocking and hands each decoded message to its handler.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import zmq
+
+from scaler.client.objects import Outgoing
+from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
+from scaler.io.sockets import create_dealer
+from scaler.protocol import ClientHeartbeat, HeartbeatEcho, ProtocolError, decode_frame, encode, encode_many
+
+logger = logging.getLogger(__name__)
+
+_FRAMES_PER_TURN = 1024  # incoming frames handled before the outgoing queue is looked at again
+_IDLE_POLL_MS = 1000  # the loop's longest sleep: timers and the stop flag are looked at least this often
+_COPY_THRESHOLD = 64 * 1024  # ZeroMQ copies smaller frames; larger ones are sent zero-copy
+_CLOSE_LINGER_MS = 100  # a last ClientDisconnect gets this long to leave; an unreachable scheduler costs no more
+
+Handlers = Dict[type, Callable[[Any], None]]
+
+
+class IOThread:
+    def __init__(
+        self,
+        address: str,
+        identity: bytes,
+        hello: bytes,
+        take_outgoing: Callable[[], List[Outgoing]],
+        handlers: Handlers,
+        on_encode_failure: Callable[[Any, Exception], None],
+        on_silence: Callable[[str], None],
+        on_crash: Callable[[Exception], None],
+    ) -> None:
+        self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
+        self.silence_limit_seconds = 0.0
+        self.lag_us = 0  # last heartbeat round trip
+        self._address = address
+        self._hello = hello
+        self._take_outgoing = take_outgoing
+        self._handlers = handlers
+        self._on_encode_failure = on_encode_failure
+        self._on_silence = on_silence
+        self._on_crash = on_crash
+        self._stopping = False
+        self._last_heard = time.monotonic()
+        self._process = _this_process()
+        self._context = zmq.Context(io_threads=1)
+        try:
+            self._socket = create_dealer(self._context, address, identity)
+        except zmq.ZMQError as error:
+            self._context.destroy(linger=0)
+            raise ValueError(f"cannot connect to {address!r}: {error}") from None
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._wake_reader.setblocking(False)
+        self._wake_writer.setblocking(False)
+        self._thread = threading.Thread(target=self._run, name="scaler-client-io", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        try:
+            self._wake_writer.send(b"\0")
+        except OSError:
+            pass  # the buffer is full, so a wake-up is pending anyway; or the loop has exited
+
+    def is_current(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def stop(self) -> None:
+        """Let the loop send what is queued, close the socket and exit; wait for it unless called from it."""
+        self._stopping = True
+        self.wake()
+        if not self.is_current():
+            self._thread.join(DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS)
+
+    def request_stop(self) -> None:
+        """From a handler: the loop exits after the current turn."""
+        self._stopping = True
+
+    # ---- the loop ----------------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        dealer = self._socket
+        try:
+            dealer.send(self._hello)
+            poller = zmq.Poller()
+            poller.register(dealer, zmq.POLLIN)
+            wake_fd = self._wake_reader.fileno()  # pyzmq reports plain sockets by their fd
+            poller.register(wake_fd, zmq.POLLIN)
+            next_heartbeat = 0.0
+            while not self._stopping:
+                now = time.monotonic()
+                timeout_ms = _IDLE_POLL_MS
+                if self.heartbeat_seconds:
+                    if now >= next_heartbeat:
+                        next_heartbeat = now + self.heartbeat_seconds
+                        if self._scheduler_silent(now):
+                            break
+                        self._send_heartbeat(now)
+                    timeout_ms = min(timeout_ms, int((next_heartbeat - now) * 1000) + 1)
+                ready = dict(poller.poll(timeout_ms))
+                if wake_fd in ready:
+                    self._drain_wake()
+                self._flush()
+                if dealer in ready:
+                    self._receive()
+            self._flush()
+        except Exception as error:  # a bug here must not leave futures waiting forever
+            logger.exception("client IO thread failed")
+            self._on_crash(error)
+        finally:
+            dealer.close(linger=_CLOSE_LINGER_MS)
+            self._wake_reader.close()
+            self._wake_writer.close()
+            self._context.term()
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_reader.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def _flush(self) -> None:
+        items = self._take_outgoing()
+        if not items:
+            return
+        send = self._socket.send
+        batch: List[Any] = []
+        for item in items:
+            if item.__class__ is bytes:
+                if batch:
+                    send(self._encode_batch(batch))
+                    batch = []
+                send(item, copy=len(item) < _COPY_THRESHOLD)
+                continue
+            batch.append(item)
+            if len(batch) >= DEFAULT_TASKS_PER_FRAME:
+                send(self._encode_batch(batch))
+                batch = []
+        if batch:
+            send(self._encode_batch(batch))
+
+    def _encode_batch(self, batch: List[Any]) -> bytes:
+        try:
+            return encode_many(batch)
+        except Exception:
+            # Only a bug can make our own messages fail to encode: drop the bad ones and send the rest.
+            parts = []
+            for message in batch:
+                try:
+                    parts.append(encode(message))
+                except Exception as error:
+                    logger.exception("dropped a message that does not encode: %r", message)
+                    self._on_encode_failure(message, error)
+            return b"".join(parts)
+
+    def _receive(self) -> None:
+        recv = self._socket.recv
+        handlers = self._handlers
+        for _ in range(_FRAMES_PER_TURN):
+            try:
+                frame = recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._last_heard = time.monotonic()
+            try:
+                messages = decode_frame(frame)
+            except ProtocolError as error:
+                logger.warning("dropped a malformed frame from the scheduler: %s", error)
+                continue
+            for message in messages:
+                handler = handlers.get(message.__class__)
+                if handler is not None:
+                    handler(message)
+                elif message.__class__ is HeartbeatEcho:
+                    self.lag_us = max(0, int(time.monotonic() * 1_000_000) - message.sent_at_us)
+                else:
+                    logger.debug("ignored unexpected %s from the scheduler", type(message).__name__)
+
+    # ---- liveness ----------------------------------------------------------------------------------------------------
+
+    def _send_heartbeat(self, now: float) -> None:
+        cpu, rss = _process_usage(self._process)
+        self._socket.send(encode(ClientHeartbeat(sent_at_us=int(now * 1_000_000), cpu=cpu, rss=rss)))
+
+    def _scheduler_silent(self, now: float) -> bool:
+        if not self.silence_limit_seconds or now - self._last_heard < self.silence_limit_seconds:
+            return False
+        self._on_silence(f"no message from the scheduler at {self._address} for {now - self._last_heard:.1f}s")
+        return True
+
+
+def _this_process() -> Optional[Any]:
+    try:
+        import psutil
+
+        return psutil.Process()
+    except Exception:  # psutil missing or unusable: heartbeats carry zeros
+        return None
+
+
+def _process_usage(process: Optional[Any]) -> Tuple[float, int]:
+    if process is None:
+        return 0.0, 0
+    try:
+        return float(process.cpu_percent(None)), int(process.memory_info().rss)
+    except Exception:
+        return 0.0, 0

@@ -1,0 +1,80 @@
+"""How functions, arguments and results become bytes: the Serializer API, and cloudpickle as the default."""
+
+from __future__ import annotations
+
+import abc
+import pickle
+from typing import Any, Union
+
+import cloudpickle
+
+
+class Serializer(abc.ABC):
+    """Turns functions, each argument and each result into bytes and back.
+
+    Subclass it with two static methods and pass the class (or an instance) as `Client(serializer=...)`. The serializer
+    is cloudpickled and shipped to the workers once, so whatever it imports must be installed on the workers too.
+    Exceptions raised by tasks always travel cloudpickled, whatever the serializer.
+    """
+
+    @staticmethod
+    @abc.abstractmethod
+    def serialize(obj: Any) -> bytes:
+        """Bytes for a function, an argument or a result."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def deserialize(payload: bytes) -> Any:
+        """The object that `serialize` turned into `payload`."""
+
+
+# Types the C pickler writes exactly as cloudpickle would, many times faster; anything that may hold a function
+# (containers included) goes through cloudpickle, which pickles functions of __main__ by value.
+_PLAIN_TYPES = frozenset({int, float, str, bytes, bool, type(None), complex})
+
+
+class DefaultSerializer(Serializer):
+    """cloudpickle, with the highest pickle protocol. Tasks naming no serializer are read with it by workers."""
+
+    @staticmethod
+    def serialize(obj: Any) -> bytes:
+        if type(obj) in _PLAIN_TYPES:
+            return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @staticmethod
+    def deserialize(payload: bytes) -> Any:
+        return pickle.loads(payload)
+
+
+SerializerLike = Union[Serializer, type]
+
+
+def check_serializer(serializer: Any) -> SerializerLike:
+    """The serializer as given, if it can serialize and deserialize; a precise TypeError otherwise."""
+    abstract = getattr(serializer, "__abstractmethods__", None)
+    if abstract:
+        raise TypeError(
+            "serializer {!r} does not implement {}: define them as @staticmethod".format(
+                serializer, ", ".join(sorted(abstract))
+            )
+        )
+    for method in ("serialize", "deserialize"):
+        if not callable(getattr(serializer, method, None)):
+            raise TypeError(
+                "serializer must be a Serializer subclass or instance with static serialize(obj) -> bytes and "
+                f"deserialize(payload) -> object, got {serializer!r}"
+            )
+    return serializer
+
+
+def is_default_serializer(serializer: Any) -> bool:
+    return serializer is DefaultSerializer or type(serializer) is DefaultSerializer
+
+
+def load_exception(payload: bytes) -> BaseException:
+    """A task's exception: always cloudpickled, whatever the client's serializer."""
+    exception = pickle.loads(payload)
+    if not isinstance(exception, BaseException):
+        raise TypeError(f"the payload of a failed task is a {type(exception).__name__}, not an exception")
+    return exception

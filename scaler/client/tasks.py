@@ -1,0 +1,172 @@
+"""Turning calls into Task messages: the serializer, the function cache and arguments, and sending them.
+
+Serialization happens in the calling thread, so a bad argument raises at the call. Each distinct function is
+serialized once per client (looked up by identity) and sent once per connection (looked up by content id); arguments
+larger than DEFAULT_INLINE_LIMIT_BYTES travel as objects, sent once and deleted when no unanswered task needs them.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import cloudpickle
+
+from scaler.client.connection import Connection
+from scaler.client.future import ScalerFuture
+from scaler.client.ledger import ObjectNeed
+from scaler.client.objects import ObjectReference, object_puts, qualified_name
+from scaler.client.serializer import check_serializer, is_default_serializer
+from scaler.config import DEFAULT_CLIENT_FUNCTION_CACHE_SIZE, DEFAULT_INLINE_LIMIT_BYTES
+from scaler.protocol import Argument, ArgumentKind, ObjectKind, Task, encode
+
+OBJECT_REF = int(ArgumentKind.object_ref)
+_KIND_OBJECT = int(ObjectKind.object)
+_KIND_FUNCTION = int(ObjectKind.function)
+_KIND_SERIALIZER = int(ObjectKind.serializer)
+
+
+class TaskFactory:
+    """One client's serializer and function cache; builds its tasks and hands them to a connection."""
+
+    def __init__(self, serializer: Any) -> None:
+        self.serializer = check_serializer(serializer)
+        self.serialize = self.serializer.serialize
+        self.deserialize = self.serializer.deserialize
+        self.serializer_id = b""  # empty: cloudpickle, nothing to ship
+        self._custom_serializer = not is_default_serializer(self.serializer)
+        self._serializer_need: Optional[ObjectNeed] = None
+        self._functions: Dict[Any, Tuple[Any, bytes]] = {}  # identity key -> (what keeps it alive, function id)
+
+    def prepare(self, connection: Connection) -> None:
+        """Before the first task: a custom serializer gets its id, which every task names."""
+        if self._custom_serializer and self._serializer_need is None:
+            # Workers unpickle it with cloudpickle whatever it is, so it is cloudpickled, not serialized by itself.
+            payload = cloudpickle.dumps(self.serializer)
+            object_id = connection.content_ids.of(payload)
+            self._serializer_need = (object_id, object_puts(object_id, _KIND_SERIALIZER, "", payload))
+            self.serializer_id = object_id
+
+    def forget_functions(self) -> None:
+        self._functions.clear()
+
+    # ---- functions ---------------------------------------------------------------------------------------------------
+
+    def function_need(self, connection: Connection, fn: Any) -> ObjectNeed:
+        """(function id, None) if this client serialized fn before, else (id, its ObjectPuts)."""
+        entry = self._functions.get(_identity_key(fn))
+        if entry is not None:
+            return entry[1], None
+        return self.serialize_function(connection, fn)
+
+    def serialize_function(self, connection: Connection, fn: Any, function_id: Optional[bytes] = None) -> ObjectNeed:
+        """fn's id and ObjectPuts; `function_id` keeps the id tasks were already built with (any id names it)."""
+        payload = self.serialize(fn)
+        if function_id is None:
+            function_id = connection.content_ids.of(payload)
+        functions = self._functions
+        if len(functions) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
+            try:
+                del functions[next(iter(functions))]  # oldest first; it is only serialized again if used again
+            except (KeyError, RuntimeError, StopIteration):
+                pass  # another thread evicted meanwhile
+        # The entry keeps fn alive, so its id() cannot be reused by another object while the entry exists.
+        anchor = (fn.__func__, fn.__self__) if type(fn) is types.MethodType else fn
+        functions[_identity_key(fn)] = (anchor, function_id)
+        return function_id, object_puts(function_id, _KIND_FUNCTION, qualified_name(fn), payload)
+
+    # ---- tasks -------------------------------------------------------------------------------------------------------
+
+    def task(
+        self,
+        connection: Connection,
+        function_id: bytes,
+        args: Sequence[Any],
+        kwargs: Dict[str, Any],
+        profiling: bool,
+        parent: bytes,
+        needs: List[ObjectNeed],
+    ) -> Tuple[Any, ScalerFuture]:
+        """One task and its future; arguments too large to travel inline are added to `needs` as objects."""
+        serialize = self.serialize
+        arguments = []
+        held: List[bytes] = []
+        inline_bytes = 0
+        for arg in args:  # the hot loop of submit and map: the common case is kept inline
+            if type(arg) is ObjectReference:
+                arguments.append(Argument(kind=OBJECT_REF, data=arg.object_id))
+                continue
+            data = serialize(arg)
+            if len(data) <= DEFAULT_INLINE_LIMIT_BYTES:
+                inline_bytes += len(data)
+                arguments.append(Argument(data=data))
+            else:
+                arguments.append(self._object_argument(connection, data, "", needs, held))
+        for name, arg in kwargs.items():
+            argument = self.argument(connection, arg, name, needs, held)
+            if argument.kind != OBJECT_REF:
+                inline_bytes += len(argument.data)
+            arguments.append(argument)
+        task_id = connection.new_task_id()
+        task = Task(
+            task_id=task_id,
+            function_id=function_id,
+            args=arguments,
+            profiling=profiling,
+            parent_task_id=parent,
+            serializer_id=self.serializer_id,
+        )
+        future = ScalerFuture(task_id, connection, profiling, self.deserialize)
+        if held:
+            future._held_objects = held
+        # Many inline arguments could make one batched frame huge: such a task travels as a frame of its own.
+        return (task if inline_bytes <= DEFAULT_INLINE_LIMIT_BYTES else encode(task)), future
+
+    def argument(
+        self, connection: Connection, arg: Any, name: str, needs: List[ObjectNeed], held: List[bytes]
+    ) -> Argument:
+        if type(arg) is ObjectReference:
+            return Argument(kind=OBJECT_REF, name=name, data=arg.object_id)
+        data = self.serialize(arg)
+        if len(data) <= DEFAULT_INLINE_LIMIT_BYTES:
+            return Argument(name=name, data=data)
+        return self._object_argument(connection, data, name, needs, held)
+
+    def _object_argument(
+        self, connection: Connection, data: bytes, name: str, needs: List[ObjectNeed], held: List[bytes]
+    ) -> Argument:
+        object_id = connection.content_ids.of(data)
+        needs.append((object_id, object_puts(object_id, _KIND_OBJECT, "", data)))
+        held.append(object_id)
+        return Argument(kind=OBJECT_REF, name=name, data=object_id)
+
+    # ---- sending -----------------------------------------------------------------------------------------------------
+
+    def send(
+        self,
+        connection: Connection,
+        functions: Sequence[Tuple[Any, ObjectNeed]],
+        needs: List[ObjectNeed],
+        messages: List[Any],
+        futures: Sequence[ScalerFuture],
+        pin: Optional[bytes] = None,
+    ) -> None:
+        """Queue messages after the serializer, functions and objects they need that the scheduler lacks."""
+        if connection.send(self._with_serializer([need for _, need in functions] + needs), messages, futures, pin):
+            return
+        # A function's id was cached but clear() deleted it since: serialize the functions again, under the ids the
+        # messages already carry.
+        fresh = [self.serialize_function(connection, function, need[0]) for function, need in functions]
+        connection.send(self._with_serializer(fresh + needs), messages, futures, pin)
+
+    def _with_serializer(self, needs: List[ObjectNeed]) -> List[ObjectNeed]:
+        if self._serializer_need is not None:
+            needs.insert(0, self._serializer_need)
+        return needs
+
+
+def _identity_key(fn: Any) -> Any:
+    # A bound method is a new object at every attribute access: key it by its function and instance instead.
+    if type(fn) is types.MethodType:
+        return (id(fn.__func__), id(fn.__self__))
+    return id(fn)

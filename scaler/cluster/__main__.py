@@ -1,0 +1,3 @@
+from scaler.cluster.cli import main
+
+main()

@@ -1,0 +1,41 @@
+"""Exceptions users of Scaler can catch. Shared by client, worker and scheduler; standard library only."""
+
+
+class ScalerError(Exception):
+    """Base class of Scaler's own errors."""
+
+
+class ProcessorDiedError(ScalerError):
+    """The process running a task died (os._exit, a signal, out of memory) before the task finished."""
+
+
+class WorkerDiedError(ScalerError):
+    """The task's worker died too many times while running it (the retry cap was reached)."""
+
+
+class TaskRefusedError(ScalerError):
+    """The scheduler refused the task, for example because too many tasks are waiting."""
+
+
+class ProtocolVersionError(ScalerError):
+    """The scheduler speaks another protocol version and refused this peer."""
+
+
+class SchedulerGoneError(ScalerError):
+    """The scheduler stopped or dropped this peer; pending tasks cannot finish."""
+
+
+class DisconnectedError(ScalerError, RuntimeError):
+    """The client was disconnected; no further calls can be made on it (a RuntimeError, like using a shut down
+    executor)."""
+
+
+class RemoteTraceback(Exception):
+    """Carries the text of a traceback from a worker, attached as __cause__ of a task's re-raised exception."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text

@@ -1,0 +1,1 @@
+"""The edge: ZeroMQ sockets and peer identities. Nothing here knows about scheduling."""

@@ -1,0 +1,231 @@
+@0xd4a2c7e91b3f5a60;
+# Scaler wire protocol, version 1.
+#
+# This file is the single source of truth for every message exchanged between clients, the scheduler, workers and
+# monitors. docs/protocol.md explains framing over ZeroMQ, the handshake and the task lifecycle.
+#
+# Every ZeroMQ payload frame holds one or more Cap'n Proto messages in standard stream framing (segment table, then
+# segments), concatenated. The root of each message is `Message`.
+#
+# Identifiers (task ids, object ids) are opaque byte strings chosen by the party that creates them; clients use
+# 16 bytes. Object ids of functions and objects are content ids (a hash of the serialized bytes, salted by client).
+#
+# Field numbers are never reused or renumbered; new fields are only appended. That is what keeps v1 peers compatible.
+
+const protocolVersion :UInt32 = 1;
+
+enum Role {
+  client @0;
+  worker @1;
+  monitor @2;
+}
+
+enum ArgumentKind {
+  inline @0;      # data is the serialized value
+  objectRef @1;   # data is the id of an object put with ObjectPut
+  taskRef @2;     # data is the id of a task whose result is the value (graph edges)
+}
+
+enum TaskStatus {
+  success @0;     # payload (or the result object) is the serialized return value
+  failed @1;      # payload is the serialized exception, errorText its traceback as text
+  canceled @2;    # the task was canceled before it finished
+  notFound @3;    # the receiver does not know this task id
+  workerDied @4;  # the process running the task died too many times (retry cap reached)
+  refused @5;     # the scheduler refused the task (limits, protected state); errorText says why
+}
+
+enum ObjectKind {
+  object @0;      # sent by Client.send_object or a large argument
+  function @1;    # a serialized function; name is its qualified name
+  result @2;      # a large task result, its id is the task id
+  serializer @3;  # a client's serializer (cloudpickled), used by workers for its functions, arguments and results
+}
+
+struct Hello {
+  # First message of every client and worker connection (monitors subscribe and send nothing).
+  protocolVersion @0 :UInt32;
+  role @1 :Role;
+  name @2 :Text;            # human readable identity, e.g. "W|Linux|1234|host"
+  hostname @3 :Text;
+  pid @4 :UInt32;
+  capacity @5 :UInt32;      # workers: how many tasks it accepts at once (queued + running)
+}
+
+struct HelloReply {
+  protocolVersion @0 :UInt32;  # the scheduler's own version
+  accepted @1 :Bool;
+  reason @2 :Text;             # why it was refused, for the peer to show its user
+  heartbeatIntervalMs @3 :UInt32;
+  peerTimeoutMs @4 :UInt32;    # a peer silent this long is considered gone
+}
+
+struct ClientHeartbeat {
+  sentAtUs @0 :UInt64;   # sender's monotonic clock, echoed back in HeartbeatEcho
+  cpu @1 :Float32;       # percent of one core
+  rss @2 :UInt64;        # bytes
+}
+
+struct WorkerHeartbeat {
+  sentAtUs @0 :UInt64;
+  agentCpu @1 :Float32;     # the process talking to the scheduler
+  agentRss @2 :UInt64;
+  processorCpu @3 :Float32; # the process running user code
+  processorRss @4 :UInt64;
+  queued @5 :UInt32;        # tasks received and waiting
+  lagUs @6 :UInt64;         # last measured round trip to the scheduler
+  flags @7 :UInt8;          # bit 0: processor initialized, bit 1: has a task, bit 2: task lock held
+  running @8 :UInt32;       # tasks executing now (0 or 1)
+}
+
+struct HeartbeatEcho {
+  sentAtUs @0 :UInt64;
+}
+
+struct Argument {
+  kind @0 :ArgumentKind;
+  name @1 :Text;      # keyword name; empty for a positional argument
+  data @2 :Data;
+}
+
+struct Task {
+  taskId @0 :Data;
+  functionId @1 :Data;          # object id of the serialized function (ObjectKind.function)
+  args @2 :List(Argument);
+  dependencies @3 :List(Data);  # task ids that must succeed before this one runs
+  profiling @4 :Bool;
+  reportResult @5 :Bool = true; # false for graph nodes the client did not ask for
+  parentTaskId @6 :Data;        # set when submitted from inside a running task (nested tasks)
+  serializerId @7 :Data;        # object id of the client's serializer; empty means cloudpickle
+}
+
+struct TaskResult {
+  taskId @0 :Data;
+  status @1 :TaskStatus;
+  payload @2 :Data;         # inline serialized result or exception; empty when inObject
+  inObject @3 :Bool;        # the payload was too large and is stored as object with id = taskId
+  errorText @4 :Text;       # failed/workerDied/refused: human readable error and traceback
+  durationUs @5 :UInt64;    # profiling: wall time of the call
+  cpuTimeUs @6 :UInt64;     # profiling: CPU time of the call
+  peakMemory @7 :UInt64;    # profiling: peak RSS growth during the call, bytes
+}
+
+struct TaskCancel {
+  taskIds @0 :List(Data);
+}
+
+struct ObjectPut {
+  # Objects larger than one chunk travel as several ObjectPut messages with the same id, chunkIndex 0..chunkCount-1.
+  objectId @0 :Data;
+  kind @1 :ObjectKind;
+  name @2 :Text;
+  payload @3 :Data;
+  chunkIndex @4 :UInt32;
+  chunkCount @5 :UInt32 = 1;
+  totalSize @6 :UInt64;
+}
+
+struct ObjectRequest {
+  objectIds @0 :List(Data);
+}
+
+struct ObjectResponse {
+  objectId @0 :Data;
+  found @1 :Bool;
+  kind @2 :ObjectKind;
+  name @3 :Text;
+  payload @4 :Data;
+  chunkIndex @5 :UInt32;
+  chunkCount @6 :UInt32 = 1;
+  totalSize @7 :UInt64;
+}
+
+struct ObjectDelete {
+  objectIds @0 :List(Data);
+}
+
+struct BalanceRequest {
+  # Scheduler to worker: hand back up to `count` tasks that are queued and not running.
+  count @0 :UInt32;
+}
+
+struct BalanceResponse {
+  # Worker to scheduler: these tasks were removed from its queue and will not run there.
+  taskIds @0 :List(Data);
+}
+
+struct ClientDisconnect {
+  shutdownCluster @0 :Bool;   # ask the scheduler to stop itself and every worker (refused in protected mode)
+}
+
+struct DisconnectReply {
+  accepted @0 :Bool;
+  reason @1 :Text;
+}
+
+struct WorkerDisconnect {
+  reason @0 :Text;
+}
+
+struct Goodbye {
+  # Scheduler to a peer: the scheduler is stopping, or has dropped this peer.
+  reason @0 :Text;
+}
+
+struct Counter {
+  name @0 :Text;
+  value @1 :UInt64;
+}
+
+struct WorkerStatus {
+  name @0 :Text;
+  agentCpu @1 :Float32;
+  agentRss @2 :UInt64;
+  cpu @3 :Float32;
+  rss @4 :UInt64;
+  free @5 :UInt32;
+  sent @6 :UInt32;
+  queued @7 :UInt32;
+  lagUs @8 :UInt64;
+  flags @9 :UInt8;
+  processed @10 :UInt64;
+}
+
+struct SchedulerStatus {
+  # Published on the monitor socket about once a second.
+  timeUs @0 :UInt64;          # scheduler wall clock, microseconds since the epoch
+  cpu @1 :Float32;
+  rss @2 :UInt64;
+  taskStates @3 :List(Counter);
+  sent @4 :List(Counter);      # message counts by type
+  received @5 :List(Counter);
+  functionTasks @6 :List(Counter);  # tasks in flight by function name
+  workers @7 :List(WorkerStatus);
+  clients @8 :UInt32;
+  malformed @9 :UInt64;        # frames dropped because they did not decode
+  completedTasks @10 :UInt64;  # total finished since start, for rates
+}
+
+struct Message {
+  union {
+    hello @0 :Hello;
+    helloReply @1 :HelloReply;
+    clientHeartbeat @2 :ClientHeartbeat;
+    workerHeartbeat @3 :WorkerHeartbeat;
+    heartbeatEcho @4 :HeartbeatEcho;
+    task @5 :Task;
+    taskResult @6 :TaskResult;
+    taskCancel @7 :TaskCancel;
+    objectPut @8 :ObjectPut;
+    objectRequest @9 :ObjectRequest;
+    objectResponse @10 :ObjectResponse;
+    objectDelete @11 :ObjectDelete;
+    balanceRequest @12 :BalanceRequest;
+    balanceResponse @13 :BalanceResponse;
+    clientDisconnect @14 :ClientDisconnect;
+    disconnectReply @15 :DisconnectReply;
+    workerDisconnect @16 :WorkerDisconnect;
+    goodbye @17 :Goodbye;
+    schedulerStatus @18 :SchedulerStatus;
+  }
+}

@@ -1,0 +1,3 @@
+from scaler.scheduler.cli import main
+
+main()

@@ -1,0 +1,126 @@
+"""`scaler_scheduler ADDRESS`, also `python -m scaler.scheduler ADDRESS` and `pypy3 -m scaler.scheduler ADDRESS`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from scaler import config
+from scaler.io.sockets import validate_address
+from scaler.logs import setup_logging
+from scaler.scheduler.settings import SchedulerSettings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scaler_scheduler",
+        description="Run a Scaler scheduler: clients and workers connect to ADDRESS, monitors to the monitor address.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("address", help="address to bind, e.g. tcp://0.0.0.0:2345 or ipc:///tmp/scaler")
+    parser.add_argument(
+        "--monitor-address",
+        "-ma",
+        default=None,
+        help="address to publish status on (default: ipc:///tmp/{host}_{port}_monitor)",
+    )
+    parser.add_argument(
+        "--protected",
+        action=argparse.BooleanOptionalAction,
+        default=config.DEFAULT_PROTECTED,
+        help="refuse client.shutdown(); --no-protected lets a client stop the cluster",
+    )
+    parser.add_argument(
+        "--event-loop",
+        "-e",
+        choices=config.EVENT_LOOPS,
+        default=config.DEFAULT_EVENT_LOOP,
+        help="asyncio's builtin loop, or uvloop (CPython only)",
+    )
+    parser.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
+        help="seconds between the heartbeats clients and workers are asked to send",
+    )
+    parser.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=config.DEFAULT_WORKER_TIMEOUT_SECONDS,
+        help="seconds of silence after which a worker is dead and its tasks run elsewhere",
+    )
+    parser.add_argument(
+        "--client-timeout",
+        type=float,
+        default=config.DEFAULT_CLIENT_TIMEOUT_SECONDS,
+        help="seconds of silence after which a client is gone and its tasks are canceled",
+    )
+    parser.add_argument(
+        "--max-tasks-waiting",
+        type=int,
+        default=config.DEFAULT_MAX_TASKS_WAITING,
+        help="tasks held at once; beyond it new tasks are refused",
+    )
+    parser.add_argument(
+        "--task-retry-limit",
+        type=int,
+        default=config.DEFAULT_TASK_RETRY_LIMIT,
+        help="a task whose workers died this many times fails instead of running again",
+    )
+    parser.add_argument(
+        "--balance-interval",
+        type=float,
+        default=config.DEFAULT_BALANCE_INTERVAL_SECONDS,
+        help="seconds between looks for idle workers to move queued tasks to",
+    )
+    parser.add_argument(
+        "--status-interval",
+        type=float,
+        default=config.DEFAULT_STATUS_INTERVAL_SECONDS,
+        help="seconds between status messages on the monitor address",
+    )
+    parser.add_argument(
+        "--logging-paths",
+        "-lp",
+        nargs="+",
+        default=list(config.DEFAULT_LOGGING_PATHS),
+        help="where to log: files, /dev/stdout or /dev/stderr",
+    )
+    parser.add_argument("--logging-level", "-ll", choices=config.LOGGING_LEVELS, default=config.DEFAULT_LOGGING_LEVEL)
+    return parser
+
+
+def parse_settings(argv: Optional[List[str]] = None) -> SchedulerSettings:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return SchedulerSettings(
+            address=validate_address(args.address),
+            monitor_address=args.monitor_address,
+            protected=args.protected,
+            event_loop=args.event_loop,
+            heartbeat_interval_seconds=args.heartbeat_interval,
+            worker_timeout_seconds=args.worker_timeout,
+            client_timeout_seconds=args.client_timeout,
+            max_tasks_waiting=args.max_tasks_waiting,
+            task_retry_limit=args.task_retry_limit,
+            balance_interval_seconds=args.balance_interval,
+            status_interval_seconds=args.status_interval,
+            logging_paths=tuple(args.logging_paths),
+            logging_level=args.logging_level,
+        )
+    except (TypeError, ValueError) as error:
+        parser.error(str(error))
+        raise  # unreachable: parser.error exits
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    settings = parse_settings(argv)
+    setup_logging(settings.logging_paths, settings.logging_level)
+    from scaler.scheduler.shell import run_scheduler  # imported late so `-h` answers fast, without zmq
+
+    try:
+        run_scheduler(settings)
+    except ValueError as error:
+        sys.exit(f"scaler_scheduler: {error}")

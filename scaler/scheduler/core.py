@@ -1,0 +1,652 @@
+"""The scheduler's sans-IO core: decoded messages and the time in, encoded messages per peer out.
+
+No sockets, clocks or event loops here: `receive`, `receive_malformed` and `tick` change state and queue messages, and
+`take_outgoing` hands the queued bytes to whoever does the IO. Every message type is handled in exactly one method,
+reached through a per-role table indexed by the message's small-int `WHICH`. Tasks and results are forwarded as the
+bytes their sender encoded, so routing a task costs no re-encoding.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections import deque
+from typing import Callable, Deque, Dict, List, Optional
+
+from scaler.protocol import (
+    MESSAGE_TYPES,
+    PROTOCOL_VERSION,
+    BalanceRequest,
+    BalanceResponse,
+    ClientDisconnect,
+    ClientHeartbeat,
+    DisconnectReply,
+    Goodbye,
+    HeartbeatEcho,
+    Hello,
+    HelloReply,
+    ObjectDelete,
+    ObjectKind,
+    ObjectPut,
+    ObjectRequest,
+    ObjectResponse,
+    Role,
+    Task,
+    TaskCancel,
+    TaskResult,
+    TaskStatus,
+    WorkerDisconnect,
+    WorkerHeartbeat,
+    encode,
+)
+from scaler.scheduler.settings import SchedulerSettings
+from scaler.scheduler.state import (
+    ASSIGNED,
+    CANCELING,
+    READY,
+    WAITING,
+    ClientState,
+    StoredObject,
+    TaskState,
+    WorkerState,
+)
+
+logger = logging.getLogger(__name__)
+
+_SUCCESS = int(TaskStatus.success)
+_CANCELED = int(TaskStatus.canceled)
+_DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
+_N_TYPES = len(MESSAGE_TYPES)
+FINISHED_NAMES = tuple(status.name for status in TaskStatus)
+
+Handler = Callable[..., None]
+
+
+class SchedulerCore:
+    def __init__(self, settings: SchedulerSettings, now: float) -> None:
+        self.settings = settings
+        self.tasks: Dict[bytes, TaskState] = {}
+        self.workers: Dict[bytes, WorkerState] = {}
+        self.clients: Dict[bytes, ClientState] = {}
+        self.objects: Dict[bytes, StoredObject] = {}
+        self.ready: Deque[TaskState] = deque()
+        self.children: Dict[bytes, List[bytes]] = {}  # parent task id -> nested task ids
+        self.function_names: Dict[bytes, str] = {}
+        self.function_tasks: Dict[bytes, int] = {}
+        self.state_counts = [0, 0, 0, 0]  # tasks by state: waiting, ready, assigned, canceling
+        self.finished_counts = [0] * len(TaskStatus)
+        self.sent_counts = [0] * _N_TYPES
+        self.received_counts = [0] * _N_TYPES
+        self.malformed = 0
+        self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
+        self._outgoing: Dict[bytes, List[bytes]] = {}
+        self._next_balance = now + settings.balance_interval_seconds
+        self._heartbeat_interval_ms = int(settings.heartbeat_interval_seconds * 1000)
+        self._client_handlers: List[Optional[Handler]] = [None] * _N_TYPES
+        self._worker_handlers: List[Optional[Handler]] = [None] * _N_TYPES
+        for message_type, handler in (
+            (ClientHeartbeat, self._on_client_heartbeat),
+            (Task, self._on_task),
+            (TaskCancel, self._on_task_cancel),
+            (ObjectPut, self._on_object_put),
+            (ObjectRequest, self._on_object_request),
+            (ObjectDelete, self._on_object_delete),
+            (ClientDisconnect, self._on_client_disconnect),
+        ):
+            self._client_handlers[message_type.WHICH] = handler
+        for message_type, handler in (
+            (WorkerHeartbeat, self._on_worker_heartbeat),
+            (TaskResult, self._on_task_result),
+            (ObjectPut, self._on_object_put),
+            (ObjectRequest, self._on_object_request),
+            (BalanceResponse, self._on_balance_response),
+            (WorkerDisconnect, self._on_worker_disconnect),
+        ):
+            self._worker_handlers[message_type.WHICH] = handler
+
+    # ---- inputs ------------------------------------------------------------------------------------------------------
+
+    def receive(self, peer: bytes, messages: list, now: float) -> None:
+        """Messages decoded from one frame of `peer`."""
+        received_counts = self.received_counts
+        for message in messages:
+            which = message.WHICH
+            received_counts[which] += 1
+            client = self.clients.get(peer)
+            if client is not None:
+                client.last_seen = now
+                handler = self._client_handlers[which]
+                state: object = client
+            else:
+                worker = self.workers.get(peer)
+                if worker is None:
+                    self._on_stranger(peer, message, now)
+                    continue
+                worker.last_seen = now
+                handler = self._worker_handlers[which]
+                state = worker
+            if handler is None:
+                self._misuse(peer, state, type(message).__name__, now)
+                continue
+            handler(state, message, now)
+        self._assign_ready()
+
+    def receive_malformed(self, peer: bytes, reason: str, now: float) -> None:
+        """A frame of `peer` that did not decode: counted, logged once per peer, dropped."""
+        self.malformed += 1
+        state = self.clients.get(peer) or self.workers.get(peer)
+        if state is None:
+            logger.warning("dropped a malformed frame from unregistered peer %r: %s", peer, reason)
+            return
+        state.malformed += 1
+        if state.malformed == 1:
+            logger.warning(
+                "dropped a malformed frame from %s (further ones counted, not logged): %s", state.name, reason
+            )
+        if state.malformed >= self.settings.max_malformed_per_peer:
+            self._drop_peer(state, f"sent {state.malformed} malformed frames", now)
+
+    def tick(self, now: float) -> None:
+        """Timers: peers that went silent, and load balancing."""
+        worker_deadline = now - self.settings.worker_timeout_seconds
+        for worker in [w for w in self.workers.values() if w.last_seen < worker_deadline]:
+            self._drop_worker(worker, f"no heartbeat for {now - worker.last_seen:.1f}s", now)
+        client_deadline = now - self.settings.client_timeout_seconds
+        for client in [c for c in self.clients.values() if c.last_seen < client_deadline]:
+            self._drop_client(client, f"no heartbeat for {now - client.last_seen:.1f}s")
+        if now >= self._next_balance:
+            self._next_balance = now + self.settings.balance_interval_seconds
+            self._balance()
+        self._assign_ready()
+
+    def take_outgoing(self) -> Dict[bytes, List[bytes]]:
+        """Encoded messages queued per peer since the last call; each list is meant to travel as one frame."""
+        outgoing = self._outgoing
+        self._outgoing = {}
+        return outgoing
+
+    # ---- helpers -----------------------------------------------------------------------------------------------------
+
+    def _send(self, peer: bytes, which: int, data: bytes) -> None:
+        self.sent_counts[which] += 1
+        queue = self._outgoing.get(peer)
+        if queue is None:
+            self._outgoing[peer] = [data]
+        else:
+            queue.append(data)
+
+    def _send_message(self, peer: bytes, message) -> None:
+        self._send(peer, message.WHICH, encode(message))
+
+    def _set_state(self, task: TaskState, state: int) -> None:
+        counts = self.state_counts
+        counts[task.state] -= 1
+        counts[state] += 1
+        task.state = state
+
+    def _misuse(self, peer: bytes, state, type_name: str, now: float) -> None:
+        self.receive_malformed(peer, f"a {type(state).__name__[:-5].lower()} may not send {type_name}", now)
+
+    # ---- peers -------------------------------------------------------------------------------------------------------
+
+    def _on_stranger(self, peer: bytes, message, now: float) -> None:
+        if type(message) is not Hello:
+            self._send_message(peer, Goodbye(reason="not registered: send Hello first"))
+            return
+        if message.protocol_version != PROTOCOL_VERSION:
+            reason = (
+                f"protocol version {message.protocol_version} is not supported: "
+                f"this scheduler speaks version {PROTOCOL_VERSION}"
+            )
+            logger.warning("refused %s (%r): %s", message.name or "a peer", peer, reason)
+            self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
+            return
+        name = message.name or peer.decode("utf-8", "replace")
+        if message.role == Role.worker:
+            if message.capacity < 1:
+                reason = "a worker must have capacity >= 1"
+                self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
+                return
+            self.workers[peer] = WorkerState(peer, name, message.capacity, now)
+            logger.info("worker %s connected, capacity %d", name, message.capacity)
+        elif message.role == Role.client:
+            self.clients[peer] = ClientState(peer, name, now)
+            logger.info("client %s connected", name)
+        else:
+            reason = f"role {message.role} does not connect to the scheduler address (monitors subscribe)"
+            self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
+            return
+        timeout = (
+            self.settings.worker_timeout_seconds
+            if message.role == Role.worker
+            else self.settings.client_timeout_seconds
+        )
+        self._send_message(
+            peer,
+            HelloReply(
+                protocol_version=PROTOCOL_VERSION,
+                accepted=True,
+                heartbeat_interval_ms=self._heartbeat_interval_ms,
+                peer_timeout_ms=int(timeout * 1000),
+            ),
+        )
+
+    def _drop_peer(self, state, reason: str, now: float) -> None:
+        if isinstance(state, WorkerState):
+            self._drop_worker(state, reason, now)
+        else:
+            self._drop_client(state, reason)
+        self._send_message(state.identity, Goodbye(reason=reason))
+
+    def _on_client_heartbeat(self, client: ClientState, message: ClientHeartbeat, now: float) -> None:
+        self._send_message(client.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
+
+    def _on_worker_heartbeat(self, worker: WorkerState, message: WorkerHeartbeat, now: float) -> None:
+        worker.agent_cpu = message.agent_cpu
+        worker.agent_rss = message.agent_rss
+        worker.cpu = message.processor_cpu
+        worker.rss = message.processor_rss
+        worker.queued = message.queued
+        worker.lag_us = message.lag_us
+        worker.flags = message.flags
+        self._send_message(worker.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
+
+    def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
+        self._drop_worker(worker, "disconnected: {}".format(message.reason or "no reason given"), now)
+
+    def _drop_worker(self, worker: WorkerState, reason: str, now: float) -> None:
+        """Forget a worker; what it held runs elsewhere, unless a task has now killed too many workers."""
+        if self.workers.pop(worker.identity, None) is None:
+            return
+        logger.info("worker %s removed (%s), %d task(s) to reassign", worker.name, reason, len(worker.assigned))
+        retry_limit = self.settings.task_retry_limit
+        for task_id in reversed(list(worker.assigned)):
+            task = self.tasks[task_id]
+            task.worker = None
+            if task.state == CANCELING:
+                self._finish_locally(task, _CANCELED, b"", "")
+                continue
+            task.retries += 1
+            if task.retries >= retry_limit:
+                text = (
+                    f"task {task_id.hex()} was running on {task.retries} workers that died "
+                    f"(last: {worker.name}, {reason})"
+                )
+                self._finish_locally(task, int(TaskStatus.worker_died), b"", text)
+                continue
+            self._set_state(task, READY)
+            self.ready.appendleft(task)  # first in line: it has waited longest
+
+    def _on_client_disconnect(self, client: ClientState, message: ClientDisconnect, now: float) -> None:
+        if not message.shutdown_cluster:
+            self._drop_client(client, "disconnected")
+            self._send_message(client.identity, DisconnectReply(accepted=True))
+            return
+        if self.settings.protected:
+            reason = "the scheduler is in protected mode: start it unprotected to allow client.shutdown()"
+            logger.info("client %s asked to shut the cluster down: refused, protected mode", client.name)
+            self._send_message(client.identity, DisconnectReply(accepted=False, reason=reason))
+            return
+        logger.info("client %s shut the cluster down", client.name)
+        self._send_message(client.identity, DisconnectReply(accepted=True))
+        self._drop_client(client, "shut the cluster down")
+        self.shutdown("a client shut the cluster down")
+
+    def shutdown(self, reason: str) -> None:
+        """Say Goodbye to every peer; the shell flushes the outgoing messages and stops."""
+        for identity in list(self.workers) + list(self.clients):
+            self._send_message(identity, Goodbye(reason=reason))
+        self.stopping = True
+
+    def _drop_client(self, client: ClientState, reason: str) -> None:
+        """Forget a client: cancel what it still has running and free its objects."""
+        if self.clients.pop(client.identity, None) is None:
+            return
+        logger.info(
+            "client %s removed (%s): %d unfinished task(s) canceled, %d object(s) freed",
+            client.name,
+            reason,
+            len(client.tasks),
+            len(client.objects),
+        )
+        for task_id in list(client.tasks):
+            task = self.tasks.get(task_id)
+            if task is not None:
+                self._cancel(task)
+        for object_id in list(client.objects):
+            stored = self.objects.get(object_id)
+            if stored is not None:
+                stored.released = True
+                self._maybe_free(stored)
+
+    # ---- tasks -------------------------------------------------------------------------------------------------------
+
+    def _on_task(self, client: ClientState, message: Task, now: float) -> None:
+        task_id = message.task_id
+        if task_id in self.tasks or not task_id:
+            self._refuse(client.identity, task_id, f"task id {task_id.hex()!r} is empty or already in use")
+            return
+        if len(self.tasks) >= self.settings.max_tasks_waiting:
+            self._refuse(client.identity, task_id, f"too many tasks waiting ({len(self.tasks)})")
+            return
+        raw = message.raw if message.raw is not None else encode(message)
+        task = TaskState(
+            task_id,
+            client.identity,
+            raw,
+            message.function_id,
+            message.report_result,
+            message.parent_task_id,
+            message.dependencies,
+        )
+        self.tasks[task_id] = task
+        self.state_counts[READY] += 1
+        client.tasks[task_id] = None
+        function_tasks = self.function_tasks
+        function_tasks[message.function_id] = function_tasks.get(message.function_id, 0) + 1
+        if message.parent_task_id:
+            siblings = self.children.get(message.parent_task_id)
+            if siblings is None:
+                self.children[message.parent_task_id] = [task_id]
+            else:
+                siblings.append(task_id)
+        if message.dependencies and not self._link_dependencies(task):
+            return
+        if task.pending_dependencies:
+            self._set_state(task, WAITING)
+        else:
+            self.ready.append(task)
+
+    def _link_dependencies(self, task: TaskState) -> bool:
+        """Wire a graph node to what it waits for; False if it already finished because a dependency is unknown."""
+        for dependency_id in task.dependency_ids:
+            dependency = self.tasks.get(dependency_id)
+            if dependency is not None:
+                if dependency.dependents is None:
+                    dependency.dependents = [task.task_id]
+                else:
+                    dependency.dependents.append(task.task_id)
+                task.pending_dependencies += 1
+                continue
+            stored = self.objects.get(dependency_id)
+            if stored is not None and stored.kind == ObjectKind.result:
+                stored.consumers += 1
+                continue
+            text = (
+                f"dependency {dependency_id.hex()} is unknown: graph nodes must travel in one frame, dependencies first"
+            )
+            self._finish_locally(task, int(TaskStatus.not_found), b"", text)
+            return False
+        return True
+
+    def _refuse(self, client: bytes, task_id: bytes, reason: str) -> None:
+        self.finished_counts[TaskStatus.refused] += 1
+        self._send_message(client, TaskResult(task_id=task_id, status=TaskStatus.refused, error_text=reason))
+
+    def _assign_ready(self) -> None:
+        """Hand ready tasks to the least loaded workers with free capacity, so bursts and rebalanced tasks spread."""
+        ready = self.ready
+        if not ready:
+            return
+        # (load, tie-break, worker): a heap keeps the least loaded on top at O(log workers) per task
+        heap = [(len(w.assigned), n, w) for n, w in enumerate(self.workers.values()) if len(w.assigned) < w.capacity]
+        if not heap:
+            return
+        heapq.heapify(heap)
+        tasks = self.tasks
+        counts = self.state_counts
+        send = self._send
+        task_which = Task.WHICH
+        while ready and heap:
+            task = ready.popleft()
+            if task.state != READY or tasks.get(task.task_id) is not task:
+                continue
+            load, order, worker = heap[0]
+            worker.assigned[task.task_id] = None
+            task.worker = worker.identity
+            task.state = ASSIGNED
+            counts[READY] -= 1
+            counts[ASSIGNED] += 1
+            send(worker.identity, task_which, task.raw)
+            if load + 1 >= worker.capacity:
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, (load + 1, order, worker))
+
+    def _on_task_result(self, worker: WorkerState, message: TaskResult, now: float) -> None:
+        task = self.tasks.get(message.task_id)
+        if task is None or task.worker != worker.identity:
+            return  # a result crossing a cancel or a reassignment: the task was settled already
+        worker.processed += 1
+        self._finish(task, message.status, message, message.raw)
+
+    def _finish_locally(self, task: TaskState, status: int, payload: bytes, error_text: str) -> None:
+        """Finish a task the scheduler settles itself (cancel, failed dependency, dead workers)."""
+        message = TaskResult(task_id=task.task_id, status=status, payload=payload, error_text=error_text)
+        self._finish(task, status, message, None)
+
+    def _finish(self, task: TaskState, status: int, result: TaskResult, raw: Optional[bytes]) -> None:
+        """Forget a task, tell its client if it asked, and settle the graph nodes that wait for it."""
+        self._forget(task, status, result, raw)
+        if task.dependents:
+            if status == _SUCCESS:
+                self._release_dependents(task)
+            else:
+                self._fail_dependents(task, status, result)
+        nested = self.children.pop(task.task_id, None)
+        if nested and status != _SUCCESS:
+            for child_id in nested:
+                child = self.tasks.get(child_id)
+                if child is not None:
+                    self._cancel(child)
+
+    def _forget(self, task: TaskState, status: int, result: TaskResult, raw: Optional[bytes]) -> None:
+        task_id = task.task_id
+        del self.tasks[task_id]
+        self.state_counts[task.state] -= 1
+        task.state = _DONE
+        self.finished_counts[status] += 1
+        if task.worker is not None:
+            worker = self.workers.get(task.worker)
+            if worker is not None:
+                worker.assigned.pop(task_id, None)
+        function_tasks = self.function_tasks
+        remaining = function_tasks[task.function_id] - 1
+        if remaining:
+            function_tasks[task.function_id] = remaining
+        else:
+            del function_tasks[task.function_id]
+        client = self.clients.get(task.client)
+        if client is not None:
+            client.tasks.pop(task_id, None)
+            if task.report_result:
+                self._send(task.client, TaskResult.WHICH, raw if raw is not None else encode(result))
+        for dependency_id in task.dependency_ids:
+            stored = self.objects.get(dependency_id)
+            if stored is not None and stored.consumers:
+                stored.consumers -= 1
+                self._maybe_free(stored)
+        self._settle_result_object(task, status, result, client is not None)
+
+    def _settle_result_object(self, task: TaskState, status: int, result: TaskResult, client_present: bool) -> None:
+        """Keep a finished task's result as an object while graph consumers or its client still need it."""
+        task_id = task.task_id
+        stored = self.objects.get(task_id)
+        if status != _SUCCESS:
+            if stored is not None:
+                self._free(stored)
+            return
+        if stored is None and task.dependents:
+            stored = StoredObject(task_id, task.client, int(ObjectKind.result), "", 1, len(result.payload))
+            stored.chunks.append(result.payload)
+            self.objects[task_id] = stored
+            if client_present:
+                self.clients[task.client].objects[task_id] = None
+        if stored is None:
+            return
+        stored.consumers = len(task.dependents) if task.dependents else 0
+        # the client fetches a reported in-object result itself and deletes it after
+        stored.released = not (result.in_object and task.report_result and client_present)
+        self._maybe_free(stored)
+
+    def _release_dependents(self, task: TaskState) -> None:
+        tasks = self.tasks
+        for dependent_id in task.dependents:
+            dependent = tasks.get(dependent_id)
+            if dependent is None:
+                continue
+            dependent.pending_dependencies -= 1
+            if dependent.pending_dependencies == 0 and dependent.state == WAITING:
+                self._set_state(dependent, READY)
+                self.ready.append(dependent)
+
+    def _fail_dependents(self, task: TaskState, status: int, result: TaskResult) -> None:
+        """Every task downstream of a failed or canceled one finishes the same way, without running.
+
+        Iterative, since a graph may be a chain of 100,000 nodes."""
+        pending = list(task.dependents)
+        tasks = self.tasks
+        while pending:
+            dependent = tasks.get(pending.pop())
+            if dependent is None or dependent.state not in (WAITING, READY):
+                continue
+            copy = TaskResult(
+                task_id=dependent.task_id, status=status, payload=result.payload, error_text=result.error_text
+            )
+            self._forget(dependent, status, copy, None)
+            if dependent.dependents:
+                pending.extend(dependent.dependents)
+
+    # ---- cancel ------------------------------------------------------------------------------------------------------
+
+    def _on_task_cancel(self, client: ClientState, message: TaskCancel, now: float) -> None:
+        for task_id in message.task_ids:
+            task = self.tasks.get(task_id)
+            if task is None or task.client != client.identity:
+                self._send_message(client.identity, TaskResult(task_id=task_id, status=TaskStatus.not_found))
+                continue
+            task.report_result = True  # the client asked about it, so it hears how it ended
+            self._cancel(task)
+
+    def _cancel(self, task: TaskState) -> None:
+        if task.state == ASSIGNED:
+            self._set_state(task, CANCELING)
+            self._send_message(task.worker, TaskCancel(task_ids=[task.task_id]))
+        elif task.state in (WAITING, READY):
+            self._finish_locally(task, _CANCELED, b"", "")
+
+    # ---- objects -----------------------------------------------------------------------------------------------------
+
+    def _on_object_put(self, state, message: ObjectPut, now: float) -> None:
+        object_id = message.object_id
+        stored = self.objects.get(object_id)
+        if stored is None:
+            if message.chunk_index != 0 or message.chunk_count < 1:
+                self._misuse(
+                    state.identity,
+                    state,
+                    f"ObjectPut chunk {message.chunk_index} of {message.chunk_count} for an unknown object",
+                    now,
+                )
+                return
+            owner = state.identity
+            if isinstance(state, WorkerState):
+                task = self.tasks.get(object_id)
+                if task is None or message.kind != ObjectKind.result:
+                    return  # a result for a task that was settled meanwhile
+                owner = task.client
+            client = self.clients.get(owner)
+            if client is None:
+                return
+            if len(client.objects) >= self.settings.max_objects_per_client:
+                logger.warning(
+                    "client %s holds %d objects, the limit: object dropped", client.name, len(client.objects)
+                )
+                return
+            stored = StoredObject(object_id, owner, message.kind, message.name, message.chunk_count, message.total_size)
+            self.objects[object_id] = stored
+            client.objects[object_id] = None
+            if message.kind == ObjectKind.function and message.name:
+                self.function_names[object_id] = message.name
+        elif stored.complete:
+            return  # the same content id again: objects are immutable, the first copy stands
+        if message.chunk_index != len(stored.chunks):
+            self._misuse(state.identity, state, f"ObjectPut chunk {message.chunk_index} out of order", now)
+            return
+        stored.chunks.append(message.payload)
+
+    def _on_object_request(self, state, message: ObjectRequest, now: float) -> None:
+        peer = state.identity
+        for object_id in message.object_ids:
+            stored = self.objects.get(object_id)
+            if stored is None or not stored.complete:
+                self._send_message(peer, ObjectResponse(object_id=object_id, found=False))
+                continue
+            for index, chunk in enumerate(stored.chunks):
+                self._send_message(
+                    peer,
+                    ObjectResponse(
+                        object_id=object_id,
+                        found=True,
+                        kind=stored.kind,
+                        name=stored.name,
+                        payload=chunk,
+                        chunk_index=index,
+                        chunk_count=stored.chunk_count,
+                        total_size=stored.total_size,
+                    ),
+                )
+
+    def _on_object_delete(self, client: ClientState, message: ObjectDelete, now: float) -> None:
+        for object_id in message.object_ids:
+            stored = self.objects.get(object_id)
+            if stored is not None and stored.owner == client.identity:
+                stored.released = True
+                self._maybe_free(stored)
+
+    def _maybe_free(self, stored: StoredObject) -> None:
+        if stored.released and stored.consumers == 0:
+            self._free(stored)
+
+    def _free(self, stored: StoredObject) -> None:
+        self.objects.pop(stored.object_id, None)
+        client = self.clients.get(stored.owner)
+        if client is not None:
+            client.objects.pop(stored.object_id, None)
+
+    # ---- balancing ---------------------------------------------------------------------------------------------------
+
+    def _balance(self) -> None:
+        """Move queued tasks from the busiest workers to idle ones; running tasks never move."""
+        if self.ready or len(self.workers) < 2:
+            return
+        workers = list(self.workers.values())
+        idle = sum(1 for w in workers if not w.assigned)
+        if not idle:
+            return
+        total = sum(len(w.assigned) for w in workers)
+        fair_share = max(1, total // len(workers))
+        for worker in workers:
+            surplus = len(worker.assigned) - fair_share
+            if surplus >= 1 and len(worker.assigned) >= 2 and not worker.balance_pending:
+                worker.balance_pending = True
+                self._send_message(worker.identity, BalanceRequest(count=surplus))
+
+    def _on_balance_response(self, worker: WorkerState, message: BalanceResponse, now: float) -> None:
+        worker.balance_pending = False
+        moved: List[TaskState] = []
+        for task_id in message.task_ids:
+            task = self.tasks.get(task_id)
+            if task is None or task.worker != worker.identity:
+                continue
+            del worker.assigned[task_id]
+            task.worker = None
+            if task.state == CANCELING:
+                self._finish_locally(task, _CANCELED, b"", "")
+                continue
+            self._set_state(task, READY)
+            moved.append(task)
+        if moved:
+            # first in line, in their original order: they have waited longest
+            self.ready.extendleft(reversed(moved))
+            logger.debug("balanced %d task(s) away from %s", len(moved), worker.name)

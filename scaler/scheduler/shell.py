@@ -1,0 +1,222 @@
+"""The scheduler's IO shell: ZeroMQ sockets, the event loop and timers around the sans-IO core.
+
+The ROUTER socket's file descriptor is registered with the event loop (asyncio's own, or uvloop's); when it is
+readable the shell drains every waiting frame without blocking, feeds the decoded messages to the core, then sends
+what the core queued, one frame per peer. ZeroMQ's descriptor is edge triggered, so after every send the shell checks
+ZMQ_EVENTS again and schedules another drain if input arrived meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from typing import Optional
+
+import psutil
+import zmq
+
+from scaler.io.sockets import create_router
+from scaler.protocol import MESSAGE_TYPES, Counter, ProtocolError, SchedulerStatus, WorkerStatus, decode_frame, encode
+from scaler.scheduler.core import FINISHED_NAMES, SchedulerCore
+from scaler.scheduler.settings import SchedulerSettings
+from scaler.scheduler.state import STATE_NAMES
+
+logger = logging.getLogger(__name__)
+
+# bound the work done per readable event, so timers and sends are not starved by a flood of input
+_MAX_FRAMES_PER_DRAIN = 4096
+_TICK_SECONDS = 0.1
+
+
+class SchedulerShell:
+    def __init__(self, settings: SchedulerSettings) -> None:
+        self.settings = settings
+        self.core = SchedulerCore(settings, time.monotonic())
+        self.context = zmq.Context()
+        self.router = create_router(self.context, settings.address, settings.max_frame_bytes)
+        self.monitor = self.context.socket(zmq.PUB)
+        self.monitor.setsockopt(zmq.LINGER, 0)
+        self.monitor.bind(settings.monitor_address)
+        self._process = psutil.Process()
+        self._process.cpu_percent()
+        self._stopped: Optional[asyncio.Future] = None
+        self._next_status = 0.0
+        self._drain_scheduled = False
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._stopped = loop.create_future()
+        fd = self.router.getsockopt(zmq.FD)
+        loop.add_reader(fd, self._on_readable)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, self._on_signal, signum)
+        tick = loop.create_task(self._tick_forever())
+        self._on_readable()  # anything queued before the reader was registered
+        logger.info("Scheduler: listening on %s", self.settings.address)
+        try:
+            await self._stopped
+        finally:
+            tick.cancel()
+            loop.remove_reader(fd)
+            self._flush()
+            self.router.close(linger=500)  # give the final Goodbyes a chance to leave
+            self.monitor.close()
+            self.context.term()
+            logger.info("Scheduler: stopped")
+
+    def stop(self, reason: str) -> None:
+        if self._stopped is not None and not self._stopped.done():
+            logger.info("Scheduler: stopping: %s", reason)
+            if not self.core.stopping:
+                self.core.shutdown(reason)
+            self._stopped.set_result(None)
+
+    def _on_signal(self, signum: int) -> None:
+        self.stop(f"received {signal.Signals(signum).name}")
+
+    def _on_readable(self) -> None:
+        self._drain_scheduled = False
+        router = self.router
+        core = self.core
+        now = time.monotonic()
+        frames = 0
+        try:
+            while frames < _MAX_FRAMES_PER_DRAIN:
+                try:
+                    peer = router.recv(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                payload = router.recv(zmq.NOBLOCK)
+                frames += 1
+                if router.getsockopt(zmq.RCVMORE):
+                    while router.getsockopt(zmq.RCVMORE):
+                        router.recv()
+                    core.receive_malformed(peer, "a message of more than one frame", now)
+                    continue
+                try:
+                    messages = decode_frame(payload)
+                except ProtocolError as error:
+                    core.receive_malformed(peer, str(error), now)
+                    continue
+                core.receive(peer, messages, now)
+        finally:
+            self._flush()
+        if frames >= _MAX_FRAMES_PER_DRAIN or router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            self._schedule_drain()
+        if self.core.stopping:
+            self.stop("shutdown requested")
+
+    def _schedule_drain(self) -> None:
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._on_readable)
+
+    def _flush(self) -> None:
+        outgoing = self.core.take_outgoing()
+        if not outgoing:
+            return
+        router = self.router
+        for peer, chunks in outgoing.items():
+            try:
+                router.send(peer, zmq.SNDMORE | zmq.NOBLOCK)
+                router.send(chunks[0] if len(chunks) == 1 else b"".join(chunks), zmq.NOBLOCK)
+            except zmq.Again:
+                logger.warning("dropped %d message(s) to %r: its queue is full", len(chunks), peer)
+        # sending can consume the edge that announced new input; look again
+        if router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            self._schedule_drain()
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(_TICK_SECONDS)
+            now = time.monotonic()
+            self.core.tick(now)
+            if now >= self._next_status:
+                self._next_status = now + self.settings.status_interval_seconds
+                self._publish_status()
+            self._flush()
+            if self.core.stopping:
+                self.stop("shutdown requested")
+
+    def _publish_status(self) -> None:
+        try:
+            self.monitor.send(encode(self.status()), zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+
+    def status(self) -> SchedulerStatus:
+        core = self.core
+        with self._process.oneshot():
+            cpu = self._process.cpu_percent()
+            rss = self._process.memory_info().rss
+        task_states = [Counter(name=name, value=count) for name, count in zip(STATE_NAMES, core.state_counts)]
+        task_states += [Counter(name=name, value=count) for name, count in zip(FINISHED_NAMES, core.finished_counts)]
+        return SchedulerStatus(
+            time_us=int(time.time() * 1_000_000),
+            cpu=cpu,
+            rss=rss,
+            task_states=task_states,
+            sent=_counters(core.sent_counts),
+            received=_counters(core.received_counts),
+            function_tasks=[
+                Counter(name=core.function_names.get(function_id, function_id.hex()[:12]), value=count)
+                for function_id, count in core.function_tasks.items()
+            ],
+            workers=[
+                WorkerStatus(
+                    name=w.name,
+                    agent_cpu=w.agent_cpu,
+                    agent_rss=w.agent_rss,
+                    cpu=w.cpu,
+                    rss=w.rss,
+                    free=max(0, w.capacity - len(w.assigned)),
+                    sent=len(w.assigned),
+                    queued=w.queued,
+                    lag_us=w.lag_us,
+                    flags=w.flags,
+                    processed=w.processed,
+                )
+                for w in core.workers.values()
+            ],
+            clients=len(core.clients),
+            malformed=core.malformed,
+            completed_tasks=sum(core.finished_counts),
+        )
+
+
+def _counters(counts: list) -> list:
+    return [Counter(name=MESSAGE_TYPES[which].__name__, value=n) for which, n in enumerate(counts) if n]
+
+
+def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
+    if name == "uvloop":
+        try:
+            import uvloop
+        except ImportError as error:
+            raise ValueError("--event-loop uvloop needs uvloop installed (CPython only): pip install uvloop") from error
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def run_scheduler(settings: SchedulerSettings) -> None:
+    """Run a scheduler in this process until it is stopped by a signal or an unprotected client.shutdown()."""
+    loop = new_event_loop(settings.event_loop)
+    asyncio.set_event_loop(loop)
+    logger.info("use event loop: %s", settings.event_loop)
+    shell = SchedulerShell(settings)
+    logger.info("Scheduler: monitor address is %s", settings.monitor_address)
+    logger.info(
+        "Scheduler: pid %d, protected=%s, heartbeat %ss, worker timeout %ss, client timeout %ss",
+        os.getpid(),
+        settings.protected,
+        settings.heartbeat_interval_seconds,
+        settings.worker_timeout_seconds,
+        settings.client_timeout_seconds,
+    )
+    try:
+        loop.run_until_complete(shell.run())
+    finally:
+        loop.close()

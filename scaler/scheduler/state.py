@@ -1,0 +1,124 @@
+"""What the scheduler core remembers about tasks, workers, clients and objects: flat `__slots__` records."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+# Task states, small ints so the hot path branches cheaply. A finished task is forgotten, not kept in a final state.
+WAITING = 0  # has unfinished dependencies
+READY = 1  # in the ready queue, waiting for a worker with free capacity
+ASSIGNED = 2  # sent to a worker, which queues or runs it
+CANCELING = 3  # assigned, and a TaskCancel was sent to its worker; the worker's TaskResult ends it
+
+STATE_NAMES = ("waiting", "ready", "assigned", "canceling")
+
+
+class TaskState:
+    __slots__ = (
+        "task_id",
+        "client",
+        "raw",
+        "function_id",
+        "state",
+        "worker",
+        "pending_dependencies",
+        "dependents",
+        "report_result",
+        "parent_task_id",
+        "retries",
+        "dependency_ids",
+    )
+
+    def __init__(
+        self,
+        task_id: bytes,
+        client: bytes,
+        raw: bytes,
+        function_id: bytes,
+        report_result: bool,
+        parent_task_id: bytes,
+        dependency_ids: List[bytes],
+    ) -> None:
+        self.task_id = task_id
+        self.client = client
+        self.raw = raw  # the Task message exactly as the client sent it, forwarded to the worker unchanged
+        self.function_id = function_id
+        self.state = READY
+        self.worker: Optional[bytes] = None
+        self.pending_dependencies = 0
+        self.dependents: Optional[List[bytes]] = None
+        self.report_result = report_result
+        self.parent_task_id = parent_task_id
+        self.retries = 0
+        self.dependency_ids = dependency_ids
+
+
+class WorkerState:
+    __slots__ = (
+        "identity",
+        "name",
+        "capacity",
+        "assigned",
+        "last_seen",
+        "balance_pending",
+        "agent_cpu",
+        "agent_rss",
+        "cpu",
+        "rss",
+        "queued",
+        "lag_us",
+        "flags",
+        "processed",
+        "malformed",
+    )
+
+    def __init__(self, identity: bytes, name: str, capacity: int, now: float) -> None:
+        self.identity = identity
+        self.name = name
+        self.capacity = capacity
+        # insertion-ordered set of task ids sent to this worker and not finished
+        self.assigned: Dict[bytes, None] = {}
+        self.last_seen = now
+        self.balance_pending = False
+        self.agent_cpu = 0.0
+        self.agent_rss = 0
+        self.cpu = 0.0
+        self.rss = 0
+        self.queued = 0
+        self.lag_us = 0
+        self.flags = 0
+        self.processed = 0
+        self.malformed = 0
+
+
+class ClientState:
+    __slots__ = ("identity", "name", "tasks", "objects", "last_seen", "malformed")
+
+    def __init__(self, identity: bytes, name: str, now: float) -> None:
+        self.identity = identity
+        self.name = name
+        self.tasks: Dict[bytes, None] = {}  # unfinished task ids, insertion ordered
+        self.objects: Dict[bytes, None] = {}
+        self.last_seen = now
+        self.malformed = 0
+
+
+class StoredObject:
+    """An object held for workers and clients: sent by a client, or a task result kept for graph consumers."""
+
+    __slots__ = ("object_id", "owner", "kind", "name", "chunks", "chunk_count", "total_size", "consumers", "released")
+
+    def __init__(self, object_id: bytes, owner: bytes, kind: int, name: str, chunk_count: int, total_size: int) -> None:
+        self.object_id = object_id
+        self.owner = owner
+        self.kind = kind
+        self.name = name
+        self.chunks: List[bytes] = []
+        self.chunk_count = chunk_count
+        self.total_size = total_size
+        self.consumers = 0  # unfinished graph tasks that still need this result
+        self.released = True  # False while the owning client still has to fetch it (a reported in-object result)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.chunks) == self.chunk_count

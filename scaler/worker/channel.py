@@ -1,0 +1,123 @@
+"""Messages between a worker agent and its processor: length-prefixed pickles over a Unix stream socket.
+
+Both ends are the same code of the same user on the same host, so pickle is safe here and the fastest way to move
+tuples of bytes. A stream socket (not SEQPACKET) because arguments and results may be gigabytes.
+
+The agent sends `ProcessorOrders`: tasks to run in order, and ids of tasks sent earlier to drop if not started yet.
+The processor answers with `ProcessorReport`s: the result of the task it just finished, the task it starts next, and
+the tasks it dropped. Knowing exactly which task has started is what lets the agent hand a processor several short
+tasks at once and still cancel, balance and recover from a crash precisely.
+"""
+
+from __future__ import annotations
+
+import pickle
+import select
+import socket
+import struct
+from typing import Any, List, NamedTuple, Optional
+
+_HEADER = struct.Struct("<Q")
+_SMALL_MESSAGE_BYTES = 64 * 1024  # below this, header and body go in one syscall; above, concatenating would copy
+_READ_CHUNK_BYTES = 1024 * 1024
+
+
+class ProcessorArgument(NamedTuple):
+    name: str  # keyword, or "" for a positional argument
+    object_id: bytes  # b"" for an inline argument
+    payload: Optional[bytes]  # None when the processor already holds object_id
+    cacheable: bool  # objects and functions are kept by the processor; graph results are used once
+
+
+class ProcessorTask(NamedTuple):
+    task_id: bytes
+    serializer_id: bytes  # b"" means cloudpickle
+    serializer_payload: Optional[bytes]
+    function_id: bytes
+    function_payload: Optional[bytes]
+    arguments: List[ProcessorArgument]
+    profiling: bool
+    forget_object_ids: List[bytes]  # objects the agent evicted: the processor drops its copies
+
+
+class ProcessorOrders(NamedTuple):
+    tasks: List[ProcessorTask]
+    drops: List[bytes]  # ids of tasks sent earlier: drop each one that has not started
+
+
+class ProcessorResult(NamedTuple):
+    task_id: bytes
+    succeeded: bool
+    payload: bytes  # serialized return value, or the cloudpickled exception
+    error_text: str
+    duration_us: int  # always measured: the agent learns from it how far ahead it may feed the processor
+    cpu_time_us: int  # profiling only
+    peak_memory: int  # profiling only
+
+
+class ProcessorReport(NamedTuple):
+    result: Optional[ProcessorResult]  # the task just finished
+    started: Optional[bytes]  # the task starting now
+    dropped: List[bytes]  # tasks dropped on the agent's orders, never started
+
+
+def send_message(sock: socket.socket, message: Any) -> None:
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    header = _HEADER.pack(len(body))
+    if len(body) < _SMALL_MESSAGE_BYTES:
+        sock.sendall(header + body)
+    else:
+        sock.sendall(header)
+        sock.sendall(body)
+
+
+class MessageReader:
+    """Reads messages as they complete, without ever blocking unless asked to."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._buffer = bytearray()
+        self.closed = False
+
+    def read_available(self) -> List[Any]:
+        """Messages complete so far; sets `closed` when the peer has gone (EOF or reset)."""
+        while not self.closed:
+            try:
+                chunk = self._sock.recv(_READ_CHUNK_BYTES, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            except OSError:
+                self.closed = True
+                break
+            if not chunk:
+                self.closed = True
+                break
+            self._buffer += chunk
+            if len(chunk) < _READ_CHUNK_BYTES:
+                break  # drained: saves the syscall that would only say EAGAIN
+        return self._parse()
+
+    def wait(self) -> List[Any]:
+        """Block until at least one message is complete or the peer has gone."""
+        while True:
+            messages = self.read_available()
+            if messages or self.closed:
+                return messages
+            select.select([self._sock], [], [])
+
+    def _parse(self) -> List[Any]:
+        messages = []
+        start = 0
+        # The view must be released before the buffer is trimmed: a bytearray with live exports cannot resize.
+        with memoryview(self._buffer) as view:
+            while len(view) - start >= _HEADER.size:
+                (size,) = _HEADER.unpack_from(view, start)
+                end = start + _HEADER.size + size
+                if end > len(view):
+                    break
+                with view[start + _HEADER.size : end] as body:
+                    messages.append(pickle.loads(body))
+                start = end
+        if start:
+            del self._buffer[:start]
+        return messages

@@ -1,0 +1,97 @@
+"""The worker's cache of functions, serializers and objects fetched from the scheduler, each fetched once."""
+
+from __future__ import annotations
+
+import time
+from typing import Dict, Iterable, List, Optional
+
+
+class _PartialObject:
+    __slots__ = ("chunk_count", "chunks")
+
+    def __init__(self, chunk_count: int) -> None:
+        self.chunk_count = chunk_count
+        self.chunks: Dict[int, bytes] = {}
+
+
+class ObjectCache:
+    """Payloads by object id. An object is pinned while a queued or running task needs it; an unpinned object unused
+    for the retention time is evicted by `evict_unused`, so a long-lived worker does not keep every object forever."""
+
+    def __init__(self, retention_seconds: float) -> None:
+        self._retention_seconds = retention_seconds
+        self._payloads: Dict[bytes, bytes] = {}
+        self._last_used: Dict[bytes, float] = {}
+        self._pins: Dict[bytes, int] = {}
+        self._partial: Dict[bytes, _PartialObject] = {}
+
+    def __contains__(self, object_id: bytes) -> bool:
+        return object_id in self._payloads
+
+    def __len__(self) -> int:
+        return len(self._payloads)
+
+    def get(self, object_id: bytes) -> bytes:
+        self._last_used[object_id] = time.monotonic()
+        return self._payloads[object_id]
+
+    def add_chunk(self, object_id: bytes, payload: bytes, chunk_index: int, chunk_count: int) -> bool:
+        """Store one chunk; True once the object is complete."""
+        if chunk_count <= 1:
+            self._store(object_id, payload)
+            return True
+        if not 0 <= chunk_index < chunk_count:
+            raise ValueError(f"chunk {chunk_index} of {chunk_count} for object {object_id.hex()}")
+        partial = self._partial.get(object_id)
+        if partial is None or partial.chunk_count != chunk_count:
+            partial = self._partial[object_id] = _PartialObject(chunk_count)
+        partial.chunks[chunk_index] = payload
+        if len(partial.chunks) < chunk_count:
+            return False
+        del self._partial[object_id]
+        self._store(object_id, b"".join(partial.chunks[index] for index in range(chunk_count)))
+        return True
+
+    def discard_partial(self, object_id: bytes) -> None:
+        self._partial.pop(object_id, None)
+
+    def pin(self, object_ids: Iterable[bytes]) -> None:
+        pins = self._pins
+        for object_id in object_ids:
+            pins[object_id] = pins.get(object_id, 0) + 1
+
+    def unpin(self, object_ids: Iterable[bytes]) -> None:
+        pins = self._pins
+        now = time.monotonic()
+        for object_id in object_ids:
+            count = pins[object_id] - 1
+            if count:
+                pins[object_id] = count
+            else:
+                del pins[object_id]
+            if object_id in self._last_used:
+                self._last_used[object_id] = now
+
+    def evict_unused(self, now: Optional[float] = None) -> List[bytes]:
+        """Drop unpinned objects unused for the retention time; returns their ids."""
+        oldest_kept = (time.monotonic() if now is None else now) - self._retention_seconds
+        evicted = [
+            object_id
+            for object_id, last_used in self._last_used.items()
+            if last_used < oldest_kept and object_id not in self._pins
+        ]
+        return self.delete(evicted)
+
+    def delete(self, object_ids: Iterable[bytes]) -> List[bytes]:
+        """Drop the given objects unless a task still needs them; returns the ids dropped."""
+        deleted = []
+        for object_id in object_ids:
+            if object_id in self._payloads and object_id not in self._pins:
+                del self._payloads[object_id]
+                del self._last_used[object_id]
+                deleted.append(object_id)
+        return deleted
+
+    def _store(self, object_id: bytes, payload: bytes) -> None:
+        self._payloads[object_id] = payload
+        self._last_used[object_id] = time.monotonic()

@@ -1,0 +1,236 @@
+"""The processor: the process that runs user code, one task at a time, for its worker agent.
+
+It lives apart from the agent so that a long CPU-bound task, a crash or a kill never stops the agent's heartbeats.
+It keeps functions, serializers and objects deserialized between tasks, so a function is unpickled once per processor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import traceback
+from collections import deque
+from types import TracebackType
+from typing import Any, Deque, Dict, List, Optional, Set, Tuple
+
+import cloudpickle
+
+from scaler import config
+from scaler.worker import context
+from scaler.worker.channel import MessageReader, ProcessorReport, ProcessorResult, ProcessorTask, send_message
+from scaler.worker.lifetime import parent_alive
+from scaler.worker.profiling import CallProfile
+
+_ValueKey = Tuple[bytes, bytes]  # (id of the serializer that deserialized it, object id)
+_MISSING = object()
+
+
+class _CloudpickleSerializer:
+    """What an empty serializerId means."""
+
+    @staticmethod
+    def serialize(obj: Any) -> bytes:
+        return cloudpickle.dumps(obj)
+
+    @staticmethod
+    def deserialize(payload: bytes) -> Any:
+        return cloudpickle.loads(payload)
+
+
+_CLOUDPICKLE = _CloudpickleSerializer()
+
+
+class _Serialized:
+    """An object's bytes as the agent sent them, deserialized on first use."""
+
+    __slots__ = ("payload",)
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+
+class _LoadFailure:
+    """Kept in place of an object that failed to deserialize: each task using it fails with that same error, since
+    the agent sends an object's bytes to a processor only once."""
+
+    __slots__ = ("error", "traceback")
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        self.traceback = error.__traceback__
+
+
+def run_processor(sock: socket.socket, parent_pid: int, watch_parent: bool) -> None:
+    """Serve the agent on `sock` until it goes away: run its tasks in order, report each start and result.
+
+    `watch_parent`: poll for the parent's death from a thread, for systems without PR_SET_PDEATHSIG. Only then,
+    because a thread here would make every os.fork() in user code warn (Python >= 3.12) and risk its locks.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when a processor stops, not Ctrl-C
+    if watch_parent:
+        threading.Thread(
+            target=_exit_when_orphaned, args=(parent_pid,), name="scaler-orphan-check", daemon=True
+        ).start()
+    runner = TaskRunner()
+    reader = MessageReader(sock)
+    pending: Deque[ProcessorTask] = deque()
+    to_drop: Set[bytes] = set()
+    finished: Optional[ProcessorResult] = None
+    dropped: List[bytes] = []
+    while True:
+        # Orders are read between tasks only, so a drop reaches a task that is still pending or none at all; the
+        # agent learns which from the `started` of our reports.
+        orders = reader.read_available() if pending or finished is not None else reader.wait()
+        if reader.closed:
+            return
+        for order in orders:
+            pending.extend(order.tasks)
+            to_drop.update(order.drops)
+        next_task = None
+        while pending and next_task is None:
+            task = pending.popleft()
+            if task.task_id in to_drop:
+                # Absorbed in its turn, not earlier: its evictions must not reach tasks handed before it.
+                runner.absorb(task)
+                to_drop.discard(task.task_id)
+                dropped.append(task.task_id)
+            else:
+                next_task = task
+        if to_drop:  # a drop that arrived after its task ran means nothing
+            to_drop.intersection_update(task.task_id for task in pending)
+        if finished is not None or next_task is not None or dropped:
+            send_message(sock, ProcessorReport(finished, next_task.task_id if next_task else None, dropped))
+            finished, dropped = None, []
+        if next_task is not None:
+            finished = runner.run(next_task)
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    stop = threading.Event()
+    while not stop.wait(config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS):
+        if not parent_alive(parent_pid):
+            logging.error("processor: parent %d is gone, exiting", parent_pid)
+            os._exit(1)
+
+
+class TaskRunner:
+    def __init__(self) -> None:
+        # Values are deserialized on first use, so absorbing a task that never runs costs no deserialization.
+        self._values: Dict[_ValueKey, Any] = {}
+
+    def absorb(self, task: ProcessorTask) -> None:
+        """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
+        if task.forget_object_ids:
+            forgotten = set(task.forget_object_ids)
+            for key in [key for key in self._values if key[1] in forgotten]:
+                del self._values[key]
+        serializer_id = task.serializer_id
+        if task.serializer_payload is not None:
+            self._values[(b"", serializer_id)] = _Serialized(task.serializer_payload)
+        if task.function_payload is not None:
+            self._values[(serializer_id, task.function_id)] = _Serialized(task.function_payload)
+        for argument in task.arguments:
+            if argument.cacheable and argument.payload is not None:
+                self._values[(serializer_id, argument.object_id)] = _Serialized(argument.payload)
+
+    def run(self, task: ProcessorTask) -> ProcessorResult:
+        self.absorb(task)
+        try:
+            serializer = self._serializer(task.serializer_id)
+            function = self._value(serializer, task.serializer_id, task.function_id)
+            args, kwargs = self._arguments(serializer, task)
+        except BaseException as error:  # noqa: B036 - a task's failure must never take the processor down
+            return _failure(task.task_id, error, skip_frames=0, duration_us=0, profile=None)
+
+        profile = CallProfile() if task.profiling else None
+        context.current_task_id = task.task_id
+        start = time.perf_counter_ns()
+        try:
+            if profile is None:
+                value = function(*args, **kwargs)
+            else:
+                with profile:
+                    value = function(*args, **kwargs)
+        except BaseException as error:  # noqa: B036 - SystemExit/KeyboardInterrupt from a task are its failure
+            return _failure(task.task_id, error, 1, (time.perf_counter_ns() - start) // 1000, profile)
+        finally:
+            context.current_task_id = None
+        duration_us = (time.perf_counter_ns() - start) // 1000
+        try:
+            payload = bytes(serializer.serialize(value))
+        except BaseException as error:  # noqa: B036 - an unserializable result is the task's failure
+            return _failure(task.task_id, error, 1, duration_us, profile)
+        return _result(task.task_id, True, payload, "", duration_us, profile)
+
+    def _serializer(self, serializer_id: bytes) -> Any:
+        if not serializer_id:
+            return _CLOUDPICKLE
+        # A serializer object is itself cloudpickled, hence keyed under the empty (cloudpickle) serializer id.
+        return self._value(_CLOUDPICKLE, b"", serializer_id)
+
+    def _arguments(self, serializer: Any, task: ProcessorTask) -> Tuple[List[Any], Dict[str, Any]]:
+        args: List[Any] = []
+        kwargs: Dict[str, Any] = {}
+        for argument in task.arguments:
+            if argument.cacheable:
+                value = self._value(serializer, task.serializer_id, argument.object_id)
+            else:  # inline data, or a graph result used by one task or a few: not worth keeping
+                value = serializer.deserialize(argument.payload)
+            if argument.name:
+                kwargs[argument.name] = value
+            else:
+                args.append(value)
+        return args, kwargs
+
+    def _value(self, serializer: Any, serializer_id: bytes, object_id: bytes) -> Any:
+        key = (serializer_id, object_id)
+        value = self._values.get(key, _MISSING)
+        if value is _MISSING:
+            raise RuntimeError(f"object {object_id.hex()} was never sent to this processor")
+        if type(value) is _Serialized:
+            try:
+                value = serializer.deserialize(value.payload)
+            except Exception as error:
+                value = _LoadFailure(error)
+            self._values[key] = value
+        if type(value) is _LoadFailure:
+            raise value.error.with_traceback(value.traceback)
+        return value
+
+
+def _failure(
+    task_id: bytes, error: BaseException, skip_frames: int, duration_us: int, profile: Optional[CallProfile]
+) -> ProcessorResult:
+    error_traceback: Optional[TracebackType] = error.__traceback__
+    for _ in range(skip_frames):  # the runner's own frame means nothing to the user
+        if error_traceback is not None and error_traceback.tb_next is not None:
+            error_traceback = error_traceback.tb_next
+    error_text = "".join(traceback.format_exception(type(error), error, error_traceback))
+    return _result(task_id, False, _pickle_exception(error), error_text, duration_us, profile)
+
+
+def _pickle_exception(error: BaseException) -> bytes:
+    try:
+        payload = cloudpickle.dumps(error)
+        cloudpickle.loads(payload)  # an exception may pickle yet fail to unpickle (a custom __init__ signature)
+        return payload
+    except Exception:
+        try:
+            description = repr(error)
+        except Exception:
+            description = type(error).__qualname__
+        return cloudpickle.dumps(RuntimeError(f"{description} (the original exception could not be pickled)"))
+
+
+def _result(
+    task_id: bytes, succeeded: bool, payload: bytes, error_text: str, duration_us: int, profile: Optional[CallProfile]
+) -> ProcessorResult:
+    if profile is None:
+        return ProcessorResult(task_id, succeeded, payload, error_text, duration_us, 0, 0)
+    return ProcessorResult(
+        task_id, succeeded, payload, error_text, profile.duration_us, profile.cpu_time_us, profile.peak_memory
+    )

@@ -1,0 +1,252 @@
+"""Starting processors: a small fork server ("zygote") that the worker forks before it creates any ZeroMQ context.
+
+Why: fork() is the fastest way to start a processor (no interpreter start-up, modules already imported), but forking
+the agent itself once it runs ZeroMQ would copy a process whose libzmq threads, locks and sockets the child must never
+touch. The zygote is forked from the worker while it is still single-threaded and has no ZeroMQ context, and never
+creates one, so every processor it forks, the first and any replacement after a kill or a crash, starts from the same
+clean, single-threaded state, in a millisecond. It also reaps its children and reports how each one ended, which the
+agent needs to tell a user why a task's processor died.
+
+Agent and zygote talk over a SOCK_SEQPACKET pair: the agent sends b"fork", the zygote answers ("forked", pid) with
+the processor's end of a fresh socket pair attached (SCM_RIGHTS), and sends ("exited", pid, wait_status) whenever a
+processor ends.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import os
+import pickle
+import select
+import signal
+import socket
+import time
+from typing import Dict, List, Optional, Set, Tuple
+
+from scaler import config
+from scaler.worker.lifetime import die_with_parent, parent_alive
+from scaler.worker.processor import run_processor
+
+_FORK_REQUEST = b"fork"
+_REPLY_BYTES = 4096
+
+
+class ZygoteGone(RuntimeError):
+    """The fork server died: the worker can start no more processors."""
+
+
+class ProcessorZygote:
+    """The agent's handle on its fork server."""
+
+    def __init__(self, control: socket.socket, pid: int) -> None:
+        self._control = control
+        self.pid = pid
+        self._exit_statuses: Dict[int, int] = {}
+        self._unwanted_exits: Set[int] = set()
+
+    @classmethod
+    def start(cls) -> ProcessorZygote:
+        """Fork the zygote. Must be called before this process creates a ZeroMQ context or any thread."""
+        agent_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        agent_pid = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            agent_end.close()
+            exit_code = 0
+            try:
+                _serve(zygote_end, agent_pid)
+            except BaseException:  # noqa: B036 - report anything, then leave without running the agent's cleanup
+                logging.exception("processor fork server failed")
+                exit_code = 1
+            finally:
+                os._exit(exit_code)
+        zygote_end.close()
+        return cls(agent_end, pid)
+
+    def fileno(self) -> int:
+        return self._control.fileno()
+
+    def fork_processor(self, timeout_seconds: float) -> Tuple[int, socket.socket]:
+        """A new processor: its pid and the agent's end of its channel."""
+        try:
+            self._control.send(_FORK_REQUEST)
+        except OSError as error:
+            raise ZygoteGone(f"processor fork server is gone: {error}") from error
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            reply, fds = self._receive(deadline)
+            if reply[0] == "forked":
+                return reply[1], socket.socket(fileno=fds[0])
+            self._record_exit(reply[1], reply[2])
+
+    def read_exits(self) -> None:
+        """Take in the exit reports waiting on the control socket, without blocking."""
+        while True:
+            try:
+                data, fds = _receive_with_fds(self._control, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            except OSError as error:
+                raise ZygoteGone(f"processor fork server is gone: {error}") from error
+            if not data:
+                raise ZygoteGone("processor fork server exited")
+            for fd in fds:
+                os.close(fd)
+            reply = pickle.loads(data)
+            self._record_exit(reply[1], reply[2])
+
+    def has_exited(self, pid: int) -> bool:
+        return pid in self._exit_statuses
+
+    def wait_exit(self, pid: int, timeout_seconds: float) -> Optional[int]:
+        """The wait status of processor `pid` once the zygote has reaped it; None if not reported in time."""
+        deadline = time.monotonic() + timeout_seconds
+        while pid not in self._exit_statuses:
+            try:
+                reply, fds = self._receive(deadline)
+            except TimeoutError:
+                return None
+            for fd in fds:
+                os.close(fd)
+            self._record_exit(reply[1], reply[2])
+        return self._exit_statuses.pop(pid)
+
+    def ignore_exit(self, pid: int) -> None:
+        """The agent killed `pid` itself and does not care how it ended."""
+        if self._exit_statuses.pop(pid, None) is None:
+            self._unwanted_exits.add(pid)
+
+    def stop(self, timeout_seconds: float) -> None:
+        """Closing the control socket makes the zygote exit; its processors then die with it (PDEATHSIG)."""
+        self._control.close()
+        deadline = time.monotonic() + timeout_seconds
+        while time.monotonic() < deadline:
+            if os.waitpid(self.pid, os.WNOHANG)[0] != 0:
+                return
+            time.sleep(0.005)
+        os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+
+    def _receive(self, deadline: float) -> Tuple[tuple, List[int]]:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("processor fork server did not answer in time")
+            if not select.select([self._control], [], [], remaining)[0]:
+                continue
+            try:
+                data, fds = _receive_with_fds(self._control, 0)
+            except OSError as error:
+                raise ZygoteGone(f"processor fork server is gone: {error}") from error
+            if not data:
+                raise ZygoteGone("processor fork server exited")
+            return pickle.loads(data), fds
+
+    def _record_exit(self, pid: int, wait_status: int) -> None:
+        if pid in self._unwanted_exits:
+            self._unwanted_exits.discard(pid)
+        else:
+            self._exit_statuses[pid] = wait_status
+
+
+def _receive_with_fds(sock: socket.socket, flags: int) -> Tuple[bytes, List[int]]:
+    # Not socket.recv_fds: up to Python 3.12 it ignores its flags argument, so MSG_DONTWAIT would block.
+    fds = array.array("i")
+    data, ancillary, _, _ = sock.recvmsg(_REPLY_BYTES, socket.CMSG_LEN(fds.itemsize), flags)
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    return data, list(fds)
+
+
+def describe_wait_status(wait_status: Optional[int]) -> str:
+    if wait_status is None:
+        return "an unknown status"
+    code = os.waitstatus_to_exitcode(wait_status)
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def _serve(control: socket.socket, agent_pid: int) -> None:
+    die_with_parent(agent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the agent decides
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a Python handler is what makes the wakeup fd fire
+    while True:
+        readable = select.select([control, wake_read], [], [], config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS)[0]
+        if not parent_alive(agent_pid):
+            return
+        if wake_read in readable:
+            _drain(wake_read)
+            if not _report_exits(control):
+                return  # the agent closed its end: it is stopping
+        if control in readable:
+            try:
+                request = control.recv(_REPLY_BYTES)
+            except ConnectionError:
+                return  # the agent closed its end with exit reports still unread: it is stopping
+            if not request:
+                return  # the agent closed its end: it is stopping
+            _fork_processor(control, (wake_read, wake_write))
+
+
+def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
+    agent_end, processor_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    zygote_pid = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        exit_code = 0
+        try:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in wake_fds:
+                os.close(fd)
+            control.close()
+            agent_end.close()
+            # Its own process group, so that killing a processor also kills whatever its task started.
+            os.setpgid(0, 0)
+            orphan_signal_armed = die_with_parent(zygote_pid)
+            run_processor(processor_end, zygote_pid, watch_parent=not orphan_signal_armed)
+        except BaseException:  # noqa: B036 - report anything, then leave without running the zygote's cleanup
+            logging.exception("processor failed")
+            exit_code = 1
+        finally:
+            os._exit(exit_code)
+    processor_end.close()
+    try:
+        socket.send_fds(control, [pickle.dumps(("forked", pid))], [agent_end.fileno()])
+    except OSError:
+        pass  # the agent is gone; so will we be, and the processor with us (PDEATHSIG)
+    agent_end.close()
+
+
+def _report_exits(control: socket.socket) -> bool:
+    """Reap ended processors and tell the agent; False if the agent is gone."""
+    while True:
+        try:
+            pid, wait_status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if pid == 0:
+            return True
+        try:
+            control.send(pickle.dumps(("exited", pid, wait_status)))
+        except OSError:
+            return False
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass

@@ -1,0 +1,43 @@
+"""The committed generated code matches the schema, and the generator refuses what it cannot do (CPython+pycapnp)."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("capnp")
+
+from scaler.fastpath import generate  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_committed_messages_module_is_up_to_date() -> None:
+    assert generate.OUTPUT_PATH.read_text() == generate.render(), (
+        "scaler/fastpath/_messages.py is stale: run python3 -m scaler.fastpath.generate"
+    )
+
+
+def test_generation_is_deterministic() -> None:
+    assert generate.render() == generate.render()
+
+
+@pytest.mark.parametrize(
+    ("declarations", "complaint"),
+    [
+        ("struct Node { children @0 :List(Node); }", "recursive"),
+        ("struct Node { values @0 :List(UInt32); }", "List"),
+        ("struct Node { ratio @0 :Float32 = 0.5; }", "float defaults"),
+        ("struct Node { inner :group { x @0 :UInt8; } }", "group"),
+        ("struct Node { raw @0 :Data; }", "reserved"),
+    ],
+)
+def test_generator_refuses_unsupported_schemas(tmp_path: Path, declarations: str, complaint: str) -> None:
+    schema = tmp_path / "unsupported.capnp"
+    file_id = f"@0x{0xE000000000000000 | zlib.crc32(declarations.encode()):016x};"  # valid ids have the top bit set
+    union = "struct Message { union { node @0 :Node; other @1 :Other; } }"
+    schema.write_text(f"{file_id}\n{declarations}\nstruct Other {{ x @0 :UInt8; }}\n{union}\n")
+    with pytest.raises(NotImplementedError, match=complaint):
+        generate.render(schema)

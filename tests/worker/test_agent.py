@@ -1,0 +1,88 @@
+"""The worker's conversation with the scheduler: handshake, heartbeats, Goodbye, death timeout, disconnect."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import psutil
+
+from scaler.protocol import PROTOCOL_VERSION, Goodbye, Role, WorkerDisconnect
+from tests.processes import wait_for
+from tests.worker.helpers import wait_exit, wait_heartbeat
+
+
+def test_hello_describes_the_worker(worker):
+    hello = worker.hello
+    assert hello.protocol_version == PROTOCOL_VERSION
+    assert hello.role == Role.worker
+    assert hello.capacity == 1000
+    assert worker.identity.startswith(b"W|")
+    assert hello.name == worker.identity.decode()
+    agent_pid = psutil.Process(worker.process.pid).children()[0].pid
+    assert hello.pid == agent_pid
+
+
+def test_queue_size_is_the_capacity(peer, start_cluster):
+    start_cluster("--queue-size", "7")
+    _, hello = peer.accept()
+    assert hello.capacity == 7
+
+
+def test_heartbeats_follow_the_schedulers_interval_and_measure_lag(peer, worker):
+    first = wait_heartbeat(peer, lambda hb: True)
+    assert first.agent_rss > 0 and first.processor_rss > 0
+    assert first.flags & 1, "processor initialized"
+    assert first.queued == 0 and first.running == 0
+    echoed = wait_heartbeat(peer, lambda hb: hb.lag_us > 0, what="a heartbeat carrying the measured lag")
+    assert echoed.lag_us < 2_000_000
+    start = len(peer.heartbeats)
+    peer.pump_for(1.0)
+    arrivals = [arrived for arrived, _, _ in peer.heartbeats[start:]]
+    assert 5 <= len(arrivals) <= 15, "the scheduler asked for one every 100 ms"
+
+
+def test_refused_worker_logs_the_reason_and_exits_non_zero(peer, start_cluster):
+    process = start_cluster()
+    peer.accept(accepted=False, reason="protocol version 9 is not 1")
+    assert wait_exit(process, peer) != 0
+    assert "scheduler refused this worker: protocol version 9 is not 1" in process.output()
+
+
+def test_goodbye_stops_the_worker_cleanly(peer, worker):
+    peer.send(worker.identity, Goodbye(reason="scheduler is stopping"))
+    assert wait_exit(worker.process, peer) == 0
+    assert "scheduler said goodbye: scheduler is stopping" in worker.process.output()
+
+
+def test_worker_exits_when_the_scheduler_goes_silent(peer, start_cluster):
+    peer.echo_heartbeats = False
+    process = start_cluster("--death-timeout", "1")
+    peer.accept()
+    assert wait_exit(process, peer, timeout=10) != 0
+    assert "nothing heard from the scheduler for 1s" in process.output()
+
+
+def test_worker_gives_up_when_nobody_answers_hello(peer, start_cluster):
+    process = start_cluster("--death-timeout", "1")
+    assert wait_exit(process, peer, timeout=10) != 0
+    assert f"no answer from {peer.address} within 1s" in process.output()
+
+
+def test_sigterm_sends_worker_disconnect(peer, worker):
+    agent = psutil.Process(worker.process.pid).children()[0]
+    os.kill(agent.pid, signal.SIGTERM)
+    (identity, message) = peer.wait_for(lambda received: type(received[1]) is WorkerDisconnect)
+    assert identity == worker.identity and "SIGTERM" in message.reason
+    assert wait_exit(worker.process, peer) == 0
+
+
+def test_stopping_the_cluster_disconnects_every_worker(peer, start_cluster):
+    process = start_cluster(workers=2)
+    identities = {peer.accept()[0], peer.accept()[0]}
+    wait_for(lambda: len(process.descendants()) == 6, 10, "2 agents, 2 fork servers and 2 processors")
+    process.popen.send_signal(signal.SIGINT)
+    for _ in range(2):
+        identity, _ = peer.wait_for(lambda received: type(received[1]) is WorkerDisconnect)
+        identities.remove(identity)
+    assert wait_exit(process, peer) == 0
