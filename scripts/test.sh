@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 sudo=""
 [ "$(id -u)" = 0 ] || sudo="sudo"
-packages=(pypy3 pypy3-venv pypy3-dev tmux)
+packages=(pypy3 pypy3-venv pypy3-dev tmux chromium)
 missing=()
 for package in "${packages[@]}"; do
     dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
