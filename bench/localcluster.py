@@ -1,0 +1,182 @@
+"""A local Scaler cluster for benchmarks: scheduler under a chosen interpreter, workers on CPython, real processes.
+
+Readiness is polled (the scheduler's "listening" log line, then SchedulerStatus on the monitor socket showing every
+worker connected), never slept for. The scheduler's RSS is sampled in a thread so the peak is known. Every process
+started here is stopped with its whole tree on exit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, List, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
+import zmq  # noqa: E402
+
+from scaler.protocol import SchedulerStatus, decode_frame  # noqa: E402
+from tests.processes import ScalerProcess, free_tcp_address, wait_for  # noqa: E402
+
+CPYTHON = str(ROOT / ".venv" / "bin" / "python")
+PYPY = str(ROOT / ".venv-pypy" / "bin" / "python")
+
+
+def interpreter_label(python: str) -> str:
+    """'PyPy 3.9.18' or 'CPython 3.11.2', asked of the interpreter itself."""
+    import subprocess
+
+    return subprocess.run(
+        [python, "-c", "import platform; print(platform.python_implementation(), platform.python_version())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+class RssSampler:
+    """Samples one process's RSS every `interval` seconds in a daemon thread; `peak` is the largest seen."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self._process = psutil.Process(pid)
+        self._interval = interval
+        self._stop = threading.Event()
+        self.peak = 0
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+        self._thread.start()
+
+    def current(self) -> int:
+        rss = self._process.memory_info().rss
+        self.peak = max(self.peak, rss)
+        return rss
+
+    def reset_peak(self) -> None:
+        self.peak = self.current()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.current()
+            except psutil.NoSuchProcess:
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class LocalCluster:
+    """`with LocalCluster(scheduler_python, workers=2) as cluster:` then Client(cluster.address)."""
+
+    def __init__(
+        self, scheduler_python: str, workers: int = 2, worker_python: str = CPYTHON, event_loop: str = "builtin"
+    ) -> None:
+        self.scheduler_python = scheduler_python
+        self.workers = workers
+        self.worker_python = worker_python
+        self.event_loop = event_loop
+        self.address = free_tcp_address()
+        self._tmp = tempfile.TemporaryDirectory(prefix="scaler-bench-")
+        self.monitor_address = "ipc://" + os.path.join(self._tmp.name, "monitor")
+        self._processes: List[ScalerProcess] = []
+        self.rss: Optional[RssSampler] = None
+
+    def __enter__(self) -> LocalCluster:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    @property
+    def scheduler_pid(self) -> int:
+        return self._processes[0].pid
+
+    def _start(self) -> None:
+        scheduler = ScalerProcess(
+            "scaler.scheduler",
+            [
+                self.address,
+                "--monitor-address",
+                self.monitor_address,
+                "--no-protected",
+                "--event-loop",
+                self.event_loop,
+                "--logging-level",
+                "WARNING",
+                "--logging-paths",
+                "/dev/stdout",
+            ],
+            os.path.join(self._tmp.name, "scheduler.log"),
+            python=self.scheduler_python,
+        )
+        self._processes.append(scheduler)
+        # the listening line is INFO; with WARNING logging we wait for the monitor socket instead
+        status = self.wait_for_status(lambda s: True, timeout=60.0, what="the scheduler's first status")
+        del status
+        self.rss = RssSampler(scheduler.pid)
+        cluster = ScalerProcess(
+            "scaler.cluster",
+            ["-n", str(self.workers), self.address],
+            os.path.join(self._tmp.name, "cluster.log"),
+            python=self.worker_python,
+        )
+        self._processes.append(cluster)
+        self.wait_for_status(
+            lambda s: len(s.workers) >= self.workers, timeout=60.0, what=f"{self.workers} workers connected"
+        )
+
+    def wait_for_status(self, condition: Any, timeout: float, what: str) -> SchedulerStatus:
+        """Subscribe to the monitor socket until a SchedulerStatus satisfies `condition`."""
+        context = zmq.Context.instance()
+        socket = context.socket(zmq.SUB)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.SUBSCRIBE, b"")
+        socket.connect(self.monitor_address)
+        found: List[SchedulerStatus] = []
+
+        def seen() -> bool:
+            for process in self._processes:
+                if process.popen.poll() is not None:
+                    raise RuntimeError(f"pid {process.pid} exited early:\n{process.output()}")
+            while socket.poll(0):
+                for message in decode_frame(socket.recv()):
+                    if isinstance(message, SchedulerStatus) and condition(message):
+                        found.append(message)
+            return bool(found)
+
+        try:
+            wait_for(seen, timeout, what)
+        finally:
+            socket.close()
+        return found[-1]
+
+    def close(self) -> None:
+        if self.rss is not None:
+            self.rss.stop()
+        for process in reversed(self._processes):
+            process.stop()
+        self._processes.clear()
+        self._tmp.cleanup()
+
+
+def median(values: List[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def timed(function: Any, *args: Any) -> tuple:
+    start = time.perf_counter()
+    value = function(*args)
+    return time.perf_counter() - start, value
