@@ -19,9 +19,8 @@ from typing import Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from localcluster import CPYTHON, PYPY, LocalCluster, interpreter_label, median, timed  # noqa: E402
-
 import cloudpickle  # noqa: E402
+from localcluster import CPYTHON, PYPY, LocalCluster, interpreter_label, median, timed  # noqa: E402
 
 from scaler import Client  # noqa: E402
 
