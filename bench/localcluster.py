@@ -103,38 +103,28 @@ class LocalCluster:
         return self._processes[0].pid
 
     def _start(self) -> None:
-        scheduler = ScalerProcess(
+        scheduler = self.start_process(
             "scaler.scheduler",
-            [
-                self.address,
-                "--monitor-address",
-                self.monitor_address,
-                "--no-protected",
-                "--event-loop",
-                self.event_loop,
-                "--logging-level",
-                "WARNING",
-                "--logging-paths",
-                "/dev/stdout",
-            ],
-            os.path.join(self._tmp.name, "scheduler.log"),
-            python=self.scheduler_python,
+            [self.address, "--monitor-address", self.monitor_address, "--no-protected", "--event-loop", self.event_loop]
+            + ["--logging-level", "WARNING", "--logging-paths", "/dev/stdout"],
+            "scheduler",
+            self.scheduler_python,
         )
-        self._processes.append(scheduler)
         # the listening line is INFO; with WARNING logging we wait for the monitor socket instead
-        status = self.wait_for_status(lambda s: True, timeout=60.0, what="the scheduler's first status")
-        del status
+        self.wait_for_status(lambda s: True, timeout=60.0, what="the scheduler's first status")
         self.rss = RssSampler(scheduler.pid)
-        cluster = ScalerProcess(
-            "scaler.cluster",
-            ["-n", str(self.workers), self.address],
-            os.path.join(self._tmp.name, "cluster.log"),
-            python=self.worker_python,
-        )
-        self._processes.append(cluster)
-        self.wait_for_status(
-            lambda s: len(s.workers) >= self.workers, timeout=60.0, what=f"{self.workers} workers connected"
-        )
+        if self.workers:
+            self.start_process("scaler.cluster", ["-n", str(self.workers), self.address], "cluster", self.worker_python)
+            self.wait_for_workers(self.workers)
+
+    def start_process(self, module: str, args: List[str], name: str, python: str = CPYTHON) -> ScalerProcess:
+        """`python -m module args...` (cwd: the repository), stopped with the cluster."""
+        process = ScalerProcess(module, args, os.path.join(self._tmp.name, f"{name}.log"), python=python)
+        self._processes.append(process)
+        return process
+
+    def wait_for_workers(self, count: int) -> None:
+        self.wait_for_status(lambda s: len(s.workers) >= count, timeout=60.0, what=f"{count} workers connected")
 
     def wait_for_status(self, condition: Any, timeout: float, what: str) -> SchedulerStatus:
         """Subscribe to the monitor socket until a SchedulerStatus satisfies `condition`."""
