@@ -14,6 +14,7 @@ DEFAULT_HEARTBEAT_INTERVAL_SECONDS = 1.0  # clients and workers send a heartbeat
 DEFAULT_WORKER_TIMEOUT_SECONDS = 5.0  # a worker silent this long is dead; its tasks run elsewhere
 DEFAULT_CLIENT_TIMEOUT_SECONDS = 30.0  # a client silent this long is gone; its tasks are canceled, objects freed
 DEFAULT_MAX_TASKS_WAITING = 10_000_000  # tasks the scheduler holds before refusing new ones
+DEFAULT_PER_WORKER_QUEUE_SIZE = None  # a cap on the tasks sent to one worker at once; None: what the worker announces
 DEFAULT_BALANCE_INTERVAL_SECONDS = 0.5  # how often the scheduler looks for idle workers to rebalance onto
 DEFAULT_TASK_RETRY_LIMIT = 3  # a task whose worker died this many times fails with TaskStatus.worker_died
 DEFAULT_STATUS_INTERVAL_SECONDS = 1.0  # how often the scheduler publishes SchedulerStatus on the monitor socket

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from scaler import config
 from scaler.io.sockets import validate_address
@@ -63,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="tasks held at once; beyond it new tasks are refused",
     )
     parser.add_argument(
+        "--per-worker-queue-size",
+        type=int,
+        default=config.DEFAULT_PER_WORKER_QUEUE_SIZE,
+        help="most tasks sent to one worker at once (default: the queue size each worker announces)",
+    )
+    parser.add_argument(
         "--task-retry-limit",
         type=int,
         default=config.DEFAULT_TASK_RETRY_LIMIT,
@@ -88,14 +95,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to log: files, /dev/stdout or /dev/stderr",
     )
     parser.add_argument("--logging-level", "-ll", choices=config.LOGGING_LEVELS, default=config.DEFAULT_LOGGING_LEVEL)
+    parser.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="exit when the process that started this one exits (used by SchedulerClusterCombo)",
+    )
+    parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)  # SchedulerClusterCombo's pipe
     return parser
 
 
-def parse_settings(argv: Optional[List[str]] = None) -> SchedulerSettings:
+def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[SchedulerSettings, argparse.Namespace]:
+    """The settings, and the parsed arguments that are not settings (process lifetime); exit status 2 on errors."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return SchedulerSettings(
+        settings = SchedulerSettings(
             address=validate_address(args.address),
             monitor_address=args.monitor_address,
             protected=args.protected,
@@ -104,6 +118,7 @@ def parse_settings(argv: Optional[List[str]] = None) -> SchedulerSettings:
             worker_timeout_seconds=args.worker_timeout,
             client_timeout_seconds=args.client_timeout,
             max_tasks_waiting=args.max_tasks_waiting,
+            per_worker_queue_size=args.per_worker_queue_size,
             task_retry_limit=args.task_retry_limit,
             balance_interval_seconds=args.balance_interval,
             status_interval_seconds=args.status_interval,
@@ -113,14 +128,30 @@ def parse_settings(argv: Optional[List[str]] = None) -> SchedulerSettings:
     except (TypeError, ValueError) as error:
         parser.error(str(error))
         raise  # unreachable: parser.error exits
+    return settings, args
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    settings = parse_settings(argv)
+    settings, args = parse_arguments(argv)
+    parent_pid = os.getppid() if args.exit_with_parent else None
     setup_logging(settings.logging_paths, settings.logging_level)
-    from scaler.scheduler.shell import run_scheduler  # imported late so `-h` answers fast, without zmq
+    # imported late so `-h` answers fast, without zmq
+    import zmq
+
+    from scaler.scheduler.shell import run_scheduler
 
     try:
-        run_scheduler(settings)
-    except ValueError as error:
-        sys.exit(f"scaler_scheduler: {error}")
+        run_scheduler(settings, on_listening=_ready_signal(args.ready_fd), parent_pid=parent_pid)
+    except (ValueError, zmq.ZMQError) as error:  # a missing uvloop, an address in use or of an unknown interface
+        sys.exit(f"scaler_scheduler: cannot serve {settings.address}: {error}")
+
+
+def _ready_signal(fd: Optional[int]) -> Callable[[], None]:
+    """Tells whoever started us, through a pipe, that the sockets are bound; a closed pipe without it means failure."""
+
+    def signal_ready() -> None:
+        if fd is not None:
+            os.write(fd, b"listening\n")
+            os.close(fd)
+
+    return signal_ready

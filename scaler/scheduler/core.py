@@ -207,8 +207,12 @@ class SchedulerCore:
                 reason = "a worker must have capacity >= 1"
                 self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
                 return
-            self.workers[peer] = WorkerState(peer, name, message.capacity, now)
-            logger.info("worker %s connected, capacity %d", name, message.capacity)
+            capacity = message.capacity
+            queue_cap = self.settings.per_worker_queue_size
+            if queue_cap is not None and capacity > queue_cap:
+                capacity = queue_cap
+            self.workers[peer] = WorkerState(peer, name, capacity, now)
+            logger.info("worker %s connected, capacity %d", name, capacity)
         elif message.role == Role.client:
             self.clients[peer] = ClientState(peer, name, now)
             logger.info("client %s connected", name)

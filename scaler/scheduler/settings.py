@@ -17,6 +17,7 @@ class SchedulerSettings:
         "worker_timeout_seconds",
         "client_timeout_seconds",
         "max_tasks_waiting",
+        "per_worker_queue_size",
         "balance_interval_seconds",
         "task_retry_limit",
         "status_interval_seconds",
@@ -37,6 +38,7 @@ class SchedulerSettings:
         worker_timeout_seconds: float = config.DEFAULT_WORKER_TIMEOUT_SECONDS,
         client_timeout_seconds: float = config.DEFAULT_CLIENT_TIMEOUT_SECONDS,
         max_tasks_waiting: int = config.DEFAULT_MAX_TASKS_WAITING,
+        per_worker_queue_size: Optional[int] = config.DEFAULT_PER_WORKER_QUEUE_SIZE,
         balance_interval_seconds: float = config.DEFAULT_BALANCE_INTERVAL_SECONDS,
         task_retry_limit: int = config.DEFAULT_TASK_RETRY_LIMIT,
         status_interval_seconds: float = config.DEFAULT_STATUS_INTERVAL_SECONDS,
@@ -57,6 +59,8 @@ class SchedulerSettings:
         ):
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
+        if per_worker_queue_size is not None and per_worker_queue_size < 1:
+            raise ValueError(f"per_worker_queue_size must be >= 1 or None, got {per_worker_queue_size!r}")
         if task_retry_limit < 1:
             raise ValueError(f"task_retry_limit must be >= 1, got {task_retry_limit!r}")
         self.address = address
@@ -67,6 +71,7 @@ class SchedulerSettings:
         self.worker_timeout_seconds = worker_timeout_seconds
         self.client_timeout_seconds = client_timeout_seconds
         self.max_tasks_waiting = max_tasks_waiting
+        self.per_worker_queue_size = per_worker_queue_size
         self.balance_interval_seconds = balance_interval_seconds
         self.task_retry_limit = task_retry_limit
         self.status_interval_seconds = status_interval_seconds

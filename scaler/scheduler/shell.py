@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import psutil
 import zmq
@@ -32,8 +32,9 @@ _TICK_SECONDS = 0.1
 
 
 class SchedulerShell:
-    def __init__(self, settings: SchedulerSettings) -> None:
+    def __init__(self, settings: SchedulerSettings, parent_pid: Optional[int] = None) -> None:
         self.settings = settings
+        self._parent_pid = parent_pid
         self.core = SchedulerCore(settings, time.monotonic())
         self.context = zmq.Context()
         self.router = create_router(self.context, settings.address, settings.max_frame_bytes)
@@ -140,6 +141,8 @@ class SchedulerShell:
             self._flush()
             if self.core.stopping:
                 self.stop("shutdown requested")
+            elif self._parent_pid is not None and os.getppid() != self._parent_pid:
+                self.stop(f"the process that started it ({self._parent_pid}) exited")
 
     def _publish_status(self) -> None:
         try:
@@ -201,12 +204,21 @@ def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-def run_scheduler(settings: SchedulerSettings) -> None:
-    """Run a scheduler in this process until it is stopped by a signal or an unprotected client.shutdown()."""
+def run_scheduler(
+    settings: SchedulerSettings,
+    on_listening: Optional[Callable[[], None]] = None,
+    parent_pid: Optional[int] = None,
+) -> None:
+    """Run a scheduler in this process until it is stopped by a signal or an unprotected client.shutdown().
+
+    `on_listening` is called once both sockets are bound. With `parent_pid`, the scheduler also stops once that
+    process is no longer its parent (it died)."""
     loop = new_event_loop(settings.event_loop)
     asyncio.set_event_loop(loop)
     logger.info("use event loop: %s", settings.event_loop)
-    shell = SchedulerShell(settings)
+    shell = SchedulerShell(settings, parent_pid)
+    if on_listening is not None:
+        on_listening()
     logger.info("Scheduler: monitor address is %s", settings.monitor_address)
     logger.info(
         "Scheduler: pid %d, protected=%s, heartbeat %ss, worker timeout %ss, client timeout %ss",

@@ -1,0 +1,108 @@
+"""The CLIs as users run them: `-h`, the logs of the docs, and a scheduler on PyPy serving CPython workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scaler import Client
+from tests.processes import ROOT, ScalerProcess, free_tcp_address
+
+BIN = Path(sys.executable).parent
+PYPY = Path(ROOT) / ".venv-pypy" / "bin" / "python"
+
+
+@pytest.mark.parametrize(
+    "command, words",
+    [
+        ("scaler_scheduler", ["--event-loop", "--protected", "--worker-timeout", "--per-worker-queue-size"]),
+        ("scaler_cluster", ["--num-workers", "--heartbeat-interval", "--death-timeout"]),
+        ("scaler_worker", ["--num-workers"]),
+    ],
+)
+def test_every_cli_answers_help(command: str, words: list) -> None:
+    completed = subprocess.run([str(BIN / command), "-h"], capture_output=True, text=True, timeout=30)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("usage:")
+    for word in words:
+        assert word in completed.stdout
+
+
+def test_bad_cli_arguments_fail_with_a_clear_message() -> None:
+    completed = subprocess.run(
+        [str(BIN / "scaler_scheduler"), "http://nowhere"], capture_output=True, text=True, timeout=30
+    )
+    assert completed.returncode == 2 and "tcp://" in completed.stderr
+    completed = subprocess.run(
+        [str(BIN / "scaler_cluster"), "-n", "0", "tcp://127.0.0.1:1"], capture_output=True, text=True, timeout=30
+    )
+    assert completed.returncode == 2 and "num-workers" in completed.stderr
+
+
+def test_scheduler_in_use_address_exits_with_the_reason(tmp_path: Path) -> None:
+    address = free_tcp_address()
+    first = ScalerProcess("scaler.scheduler", [address, "-ma", f"ipc://{tmp_path}/m1"], str(tmp_path / "one.log"))
+    try:
+        first.wait_for_output("Scheduler: listening on")
+        second = subprocess.run(
+            [sys.executable, "-m", "scaler.scheduler", address, "-ma", f"ipc://{tmp_path}/m2"],
+            capture_output=True, text=True, timeout=30, cwd=ROOT,
+        )  # fmt: skip
+        assert second.returncode == 1
+        assert "Address already in use" in second.stderr and address in second.stderr
+    finally:
+        first.stop()
+
+
+def test_scheduler_and_cluster_logs_read_like_the_docs(scheduler, cluster) -> None:
+    address, scheduler_process = scheduler
+    _, cluster_process = cluster
+    log = scheduler_process.output()
+    assert "use event loop: builtin" in log
+    assert "Scheduler: monitor address is ipc://" in log
+    cluster_log = cluster_process.output()
+    assert "ClusterProcess: starting 2 workers" in cluster_log
+    assert "Worker[0] started" in cluster_log
+
+
+def _serve_and_check(python: str, tmp_path: Path, extra: list) -> None:
+    address = free_tcp_address()
+    scheduler = ScalerProcess(
+        "scaler.scheduler", [address, "-ma", f"ipc://{tmp_path}/monitor", *extra], str(tmp_path / "s.log"), python
+    )
+    try:
+        scheduler.wait_for_output("Scheduler: listening on", timeout=60)
+        workers = ScalerProcess("scaler.cluster", ["-n", "2", address], str(tmp_path / "c.log"))
+        try:
+            with Client(address, timeout_seconds=30) as client:
+                assert client.map(pow, [(3, n) for n in range(200)]) == [3**n for n in range(200)]
+                assert client.get({"a": 1, "b": (abs, -41), "c": (max, "a", "b")}, keys=["c"]) == {"c": 41}
+        finally:
+            workers.stop()
+    finally:
+        assert scheduler.stop() == 0, scheduler.output()
+    assert "Scheduler: stopped" in scheduler.output()
+
+
+@pytest.mark.skipif(not PYPY.exists(), reason="no PyPy environment: scripts/test.sh builds .venv-pypy")
+def test_pypy_scheduler_serves_cpython_workers_and_client(tmp_path: Path) -> None:
+    _serve_and_check(str(PYPY), tmp_path, [])
+
+
+def test_uvloop_scheduler(tmp_path: Path) -> None:
+    pytest.importorskip("uvloop", reason="uvloop is CPython only")
+    _serve_and_check(sys.executable, tmp_path, ["--event-loop", "uvloop"])
+
+
+def test_scheduler_refuses_uvloop_on_pypy(tmp_path: Path) -> None:
+    if not PYPY.exists():
+        pytest.skip("no PyPy environment: scripts/test.sh builds .venv-pypy")
+    completed = subprocess.run(
+        [str(PYPY), "-m", "scaler.scheduler", free_tcp_address(), "-ma", f"ipc://{tmp_path}/m", "-e", "uvloop"],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ},
+    )  # fmt: skip
+    assert completed.returncode == 1 and "uvloop" in completed.stderr

@@ -1,0 +1,113 @@
+"""Every script in examples/ (each one a README snippet) runs against a real cluster and prints what README says.
+
+Scripts that talk to a running scheduler get one started from the CLIs, as on separate hosts; scripts that start a
+SchedulerClusterCombo start their own. Only the address is changed, to a free port, so tests never collide.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Iterator, List
+
+import pytest
+
+from tests.processes import ROOT, ScalerProcess, free_tcp_address
+
+EXAMPLES = Path(ROOT) / "examples"
+README_ADDRESS = "tcp://127.0.0.1:2345"
+
+# script -> lines its output must contain, in order
+EXPECTED_OUTPUT: Dict[str, List[str]] = {
+    "quick_start.py": ["661.46"],
+    "submit.py": ["16"],
+    "graph.py": ["{'e': 1}"],
+    "submit_graph.py": ["1"],
+    "nested.py": ["21"],
+    "profiling.py": ["True", "True"],
+    "send_object.py": ["[1, 2, 3, 4, 5, 6]"],
+    "custom_serializer.py": ["3"],
+    "shutdown.py": ["cluster stopped"],
+    "local_cluster.py": ["16"],
+    "map_client.py": ["10000 results, in order"],
+    "simple_client.py": ["1000 results"],
+    "uvloop_combo.py": ["6"],
+}
+STARTS_OWN_CLUSTER = {"local_cluster.py", "map_client.py", "simple_client.py", "uvloop_combo.py"}
+NEEDS_UNPROTECTED = {"shutdown.py"}
+
+
+def test_every_example_is_checked() -> None:
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED_OUTPUT)
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory) -> Iterator[str]:
+    """One protected scheduler and two workers from the CLIs, shared by the examples that need a running cluster."""
+    yield from _cli_cluster(tmp_path_factory.mktemp("shared"), protected=True)
+
+
+def _cli_cluster(directory: Path, protected: bool) -> Iterator[str]:
+    address = free_tcp_address()
+    monitor = f"ipc://{directory}/monitor"
+    protection = "--protected" if protected else "--no-protected"
+    scheduler = ScalerProcess(
+        "scaler.scheduler", [address, "--monitor-address", monitor, protection], str(directory / "scheduler.log")
+    )
+    try:
+        scheduler.wait_for_output("Scheduler: listening on")
+        cluster = ScalerProcess("scaler.cluster", ["-n", "2", address], str(directory / "cluster.log"))
+        try:
+            cluster.wait_for_output("Worker[1] started")
+            yield address
+        finally:
+            cluster.stop()
+    finally:
+        scheduler.stop()
+
+
+def _run_example(name: str, address: str, directory: Path) -> str:
+    source = (EXAMPLES / name).read_text()
+    assert README_ADDRESS in source, f"{name} should use the README's address"
+    script = directory / name
+    script.write_text(source.replace(README_ADDRESS, address))
+    completed = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=90,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )  # fmt: skip
+    assert completed.returncode == 0, f"{name} failed:\n{completed.stdout}\n{completed.stderr}"
+    return completed.stdout
+
+
+def _assert_prints(name: str, output: str) -> None:
+    lines = [line.strip() for line in output.splitlines()]
+    expected = EXPECTED_OUTPUT[name]
+    found = [line for line in lines if any(line.startswith(want) for want in expected)]
+    assert len(found) >= len(expected), f"{name} printed {output!r}, expected lines starting with {expected}"
+    for want, got in zip(expected, [line for line in lines if line.startswith(tuple(expected))]):
+        assert got.startswith(want), f"{name}: expected {want!r}, got {got!r} in {output!r}"
+
+
+@pytest.mark.parametrize("name", sorted(set(EXPECTED_OUTPUT) - STARTS_OWN_CLUSTER - NEEDS_UNPROTECTED))
+def test_example_against_cli_cluster(name: str, shared_cluster: str, tmp_path: Path) -> None:
+    _assert_prints(name, _run_example(name, shared_cluster, tmp_path))
+
+
+@pytest.mark.parametrize("name", sorted(STARTS_OWN_CLUSTER))
+def test_example_with_its_own_cluster(name: str, tmp_path: Path) -> None:
+    if name == "uvloop_combo.py":
+        pytest.importorskip("uvloop", reason="uvloop is CPython only")
+    _assert_prints(name, _run_example(name, free_tcp_address(), tmp_path))
+
+
+def test_shutdown_example_stops_an_unprotected_cluster(tmp_path: Path) -> None:
+    cluster = _cli_cluster(tmp_path, protected=False)
+    address = next(cluster)
+    try:
+        _assert_prints("shutdown.py", _run_example("shutdown.py", address, tmp_path))
+        scheduler_log = (tmp_path / "scheduler.log").read_text()
+        assert "shut the cluster down" in scheduler_log
+    finally:
+        cluster.close()
