@@ -1,0 +1,158 @@
+"""What a monitor shows of a SchedulerStatus, formatted once for both scaler_top and scaler_ui.
+
+Pure functions and small classes over the protocol's SchedulerStatus: no sockets, no terminal, no web server.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from scaler.protocol import Counter, SchedulerStatus, WorkerStatus
+
+# the worker heartbeat's flag bits (scaler/worker/agent.py), shown in this order as the ITL column
+_FLAG_BITS = (1, 2, 4)  # processor Initialized, has a Task, Task Lock (the processor is running one)
+
+
+def format_count(value: int) -> str:
+    return f"{value:,}"
+
+
+def format_percent(value: float) -> str:
+    return f"{value:.1f}%"
+
+
+def format_bytes(value: int) -> str:
+    """Memory as top prints it, one decimal and a unit letter: 512b, 31.5k, 130.1m, 2.0g."""
+    amount = float(value)
+    for unit in ("b", "k", "m", "g"):
+        if amount < 1024 or unit == "g":
+            return f"{int(amount)}{unit}" if unit == "b" else f"{amount:.1f}{unit}"
+        amount /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_lag(microseconds: int) -> str:
+    """Round-trip lag between scheduler and worker: 0.7ms, 12ms, 1.5s."""
+    milliseconds = microseconds / 1000
+    if milliseconds < 10:
+        text = f"{milliseconds:.1f}"
+        return (text[:-2] if text.endswith(".0") else text) + "ms"
+    if milliseconds < 1000:
+        return f"{milliseconds:.0f}ms"
+    return f"{milliseconds / 1000:.1f}s"
+
+
+def format_flags(flags: int) -> str:
+    """The ITL column: 1 where the bit is set, e.g. 110 for an initialized processor with a queued task."""
+    return "".join("1" if flags & bit else "0" for bit in _FLAG_BITS)
+
+
+def format_rate(per_second: Optional[float]) -> str:
+    return "-" if per_second is None else format_count(round(per_second))
+
+
+def no_status_message(address: str, silence_seconds: float, timeout_seconds: float, had_status: bool) -> str:
+    what = "no new status" if had_status else "no status"
+    return (
+        f"{what} from {address} for {silence_seconds:.0f}s (timeout {timeout_seconds:g}s): "
+        "is the scheduler running, and is this its monitor address?"
+    )
+
+
+class Section(NamedTuple):
+    title: str
+    rows: List[Tuple[str, str]]  # (label, formatted value)
+
+
+def _counter_rows(counters: Sequence[Counter]) -> List[Tuple[str, str]]:
+    return [(counter.name, format_count(counter.value)) for counter in counters]
+
+
+def status_sections(status: SchedulerStatus, tasks_per_second: Optional[float]) -> List[Section]:
+    """The blocks above the worker table, in the order scaler_top lays them out."""
+    scheduler = [
+        ("cpu", format_percent(status.cpu)),
+        ("rss", format_bytes(status.rss)),
+        ("clients", format_count(status.clients)),
+        ("tasks/s", format_rate(tasks_per_second)),
+    ]
+    if status.malformed:
+        scheduler.append(("malformed", format_count(status.malformed)))
+    return [
+        Section("scheduler", scheduler),
+        Section("task_manager", _counter_rows(status.task_states)),
+        Section("scheduler_sent", _counter_rows(status.sent)),
+        Section("scheduler_received", _counter_rows(status.received)),
+        Section("function_tasks", _counter_rows(status.function_tasks)),
+    ]
+
+
+class WorkerColumn(NamedTuple):
+    key: str  # the single-key sort shortcut; also the column's id in scaler_ui
+    header: str
+    width: int  # of the widest value scaler_top expects; the worker name column takes what is left
+    value: Callable[[WorkerStatus], object]  # what the column sorts by
+    text: Callable[[WorkerStatus], str]
+
+
+WORKER_COLUMNS: Tuple[WorkerColumn, ...] = (
+    WorkerColumn("n", "worker", 0, lambda w: w.name, lambda w: w.name),
+    WorkerColumn("C", "agt_cpu", 7, lambda w: w.agent_cpu, lambda w: format_percent(w.agent_cpu)),
+    WorkerColumn("M", "agt_rss", 7, lambda w: w.agent_rss, lambda w: format_bytes(w.agent_rss)),
+    WorkerColumn("c", "cpu", 6, lambda w: w.cpu, lambda w: format_percent(w.cpu)),
+    WorkerColumn("m", "rss", 7, lambda w: w.rss, lambda w: format_bytes(w.rss)),
+    WorkerColumn("f", "free", 5, lambda w: w.free, lambda w: format_count(w.free)),
+    WorkerColumn("w", "sent", 5, lambda w: w.sent, lambda w: format_count(w.sent)),
+    WorkerColumn("d", "queued", 6, lambda w: w.queued, lambda w: format_count(w.queued)),
+    WorkerColumn("l", "lag", 5, lambda w: w.lag_us, lambda w: format_lag(w.lag_us)),
+)
+ITL_HEADER = "ITL"
+SORT_KEYS: Dict[str, WorkerColumn] = {column.key: column for column in WORKER_COLUMNS}
+DEFAULT_SORT_KEY = "c"
+
+
+def check_sort_key(sort_key: str) -> str:
+    if not isinstance(sort_key, str):
+        raise TypeError(f"sort key must be a str, got {type(sort_key).__name__}")
+    if sort_key not in SORT_KEYS:
+        raise ValueError(f"sort key must be one of {''.join(SORT_KEYS)}, got {sort_key!r}")
+    return sort_key
+
+
+def shortcuts_text() -> str:
+    return "Shortcuts: " + " ".join(f"{column.header}[{column.key}]" for column in WORKER_COLUMNS) + " quit[q]"
+
+
+def sorted_workers(workers: Sequence[WorkerStatus], sort_key: str) -> List[WorkerStatus]:
+    """Names ascending; every number descending, as top does, so the busiest worker comes first. Ties by name."""
+    column = SORT_KEYS[check_sort_key(sort_key)]
+    by_name = sorted(workers, key=lambda worker: worker.name)
+    if column.key == "n":
+        return by_name
+    return sorted(by_name, key=column.value, reverse=True)  # stable: equal values stay in name order
+
+
+class RateMeter:
+    """Tasks finished per second, overall and per worker, from two consecutive statuses and the scheduler's clock.
+
+    Counters that go down mean the scheduler (or a worker of the same name) restarted: that interval has no rate.
+    """
+
+    def __init__(self) -> None:
+        self._previous: Optional[SchedulerStatus] = None
+        self.tasks_per_second: Optional[float] = None
+        self.worker_tasks_per_second: Dict[str, float] = {}
+
+    def update(self, status: SchedulerStatus) -> None:
+        previous, self._previous = self._previous, status
+        if previous is None or status.time_us <= previous.time_us:
+            return
+        seconds = (status.time_us - previous.time_us) / 1_000_000
+        finished = status.completed_tasks - previous.completed_tasks
+        self.tasks_per_second = finished / seconds if finished >= 0 else None
+        processed_before = {worker.name: worker.processed for worker in previous.workers}
+        self.worker_tasks_per_second = {}
+        for worker in status.workers:
+            before = processed_before.get(worker.name)
+            if before is not None and worker.processed >= before:
+                self.worker_tasks_per_second[worker.name] = (worker.processed - before) / seconds

@@ -1,0 +1,276 @@
+"""`scaler_top MONITOR_ADDRESS`: a top-like terminal view of a scheduler and its workers.
+
+render() turns what is known into lines of text and is all the layout there is; the curses loop below only draws
+those lines, reads keys and follows resizes, so the screen can be tested without a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from dataclasses import dataclass
+from typing import List, NamedTuple, Optional, Sequence
+
+from scaler.monitor.model import (
+    DEFAULT_SORT_KEY,
+    ITL_HEADER,
+    SORT_KEYS,
+    WORKER_COLUMNS,
+    Section,
+    check_sort_key,
+    format_flags,
+    no_status_message,
+    shortcuts_text,
+    sorted_workers,
+    status_sections,
+)
+from scaler.protocol import SchedulerStatus, WorkerStatus
+
+DEFAULT_TIMEOUT_SECONDS = 5.0
+_REDRAW_MILLISECONDS = 250  # how long a key read waits: the "updated ... ago" clock and new statuses show this fast
+_BLOCK_SEPARATOR = " | "
+_MIN_NAME_WIDTH = 12
+
+
+@dataclass
+class TopState:
+    """Everything the screen shows; changed by the loop (new status, key presses), read by render()."""
+
+    address: str
+    timeout_seconds: float
+    sort_key: str = DEFAULT_SORT_KEY
+    status: Optional[SchedulerStatus] = None
+    silence_seconds: float = 0.0  # since the last status, or since connecting
+    tasks_per_second: Optional[float] = None
+
+
+class Line(NamedTuple):
+    text: str
+    style: str = ""  # "", "title" (section and column headers) or "alert" (no status)
+
+
+def render(state: TopState, width: int, height: Optional[int] = None) -> List[Line]:
+    """The whole screen for a terminal `width` columns wide and `height` rows high (None: as long as it takes)."""
+    if width < 1:
+        raise ValueError(f"width must be at least 1, got {width}")
+    timed_out = state.silence_seconds > state.timeout_seconds
+    lines: List[Line] = []
+    if timed_out:
+        message = no_status_message(
+            state.address, state.silence_seconds, state.timeout_seconds, state.status is not None
+        )
+        lines += [Line(part, "alert") for part in _wrap(message, width)]
+    if state.status is None:
+        if not timed_out:
+            lines.append(Line(f"waiting for the first status from {state.address} ..."))
+        return _fit(lines, width, height, None)
+    status = state.status
+    if not timed_out:
+        lines.append(Line(f"scaler_top {state.address}   updated {state.silence_seconds:.1f}s ago"))
+    lines.append(Line(""))
+    lines += _blocks(status_sections(status, state.tasks_per_second), width)
+    lines.append(Line("-" * width))
+    lines.append(Line(shortcuts_text()))
+    lines.append(Line(""))
+    lines.append(Line(f"Total {len(status.workers)} worker(s)"))
+    table_start = len(lines)
+    lines += _worker_table(sorted_workers(status.workers, state.sort_key), state.sort_key, width)
+    return _fit(lines, width, height, table_start + 1)
+
+
+def render_text(state: TopState, width: int, height: Optional[int] = None) -> str:
+    return "\n".join(line.text.rstrip() for line in render(state, width, height))
+
+
+def _wrap(text: str, width: int) -> List[str]:
+    return [text[start : start + width] for start in range(0, len(text), width)] or [""]
+
+
+def _fit(lines: List[Line], width: int, height: Optional[int], first_row: Optional[int]) -> List[Line]:
+    """Cut lines to the terminal; when worker rows do not fit, say how many are hidden instead of the last one."""
+    lines = [Line(line.text[:width], line.style) for line in lines]
+    if height is None or len(lines) <= height:
+        return lines
+    if first_row is None or height < 1:
+        return lines[:height]
+    hidden = len(lines) - max(first_row, height - 1)  # worker rows that do not fit, counting the one this line hides
+    return lines[: height - 1] + [Line(f"... {hidden} worker(s) not shown: enlarge the terminal"[:width], "alert")]
+
+
+def _section_lines(section: Section) -> List[str]:
+    label_width = max((len(label) for label, _ in section.rows), default=0)
+    value_width = max((len(value) for _, value in section.rows), default=0)
+    rows = [f"{label:>{label_width}} {value:>{value_width}}" for label, value in section.rows]
+    block_width = max([len(section.title)] + [len(row) for row in rows])
+    return [part.ljust(block_width) for part in [section.title, *rows]]
+
+
+def _blocks(sections: Sequence[Section], width: int) -> List[Line]:
+    """Sections side by side as in the seeds' screen, wrapping onto another band when the terminal is too narrow."""
+    bands: List[List[List[str]]] = [[]]
+    used = 0
+    for section in sections:
+        block = _section_lines(section)
+        needed = len(block[0]) + (len(_BLOCK_SEPARATOR) if bands[-1] else 0)
+        if bands[-1] and used + needed > width:
+            bands.append([])
+            needed = len(block[0])
+            used = 0
+        bands[-1].append(block)
+        used += needed
+    lines: List[Line] = []
+    for number, band in enumerate(bands):
+        if number:
+            lines.append(Line(""))
+        rows = max(len(block) for block in band)
+        for row in range(rows):
+            cells = [block[row] if row < len(block) else " " * len(block[0]) for block in band]
+            lines.append(Line(_BLOCK_SEPARATOR.join(cells).rstrip(), "title" if row == 0 else ""))
+    return lines
+
+
+def _worker_table(workers: Sequence[WorkerStatus], sort_key: str, width: int) -> List[Line]:
+    name_column, numbers = WORKER_COLUMNS[0], WORKER_COLUMNS[1:]
+    cells = [[column.text(worker) for column in numbers] + [format_flags(worker.flags)] for worker in workers]
+    widths = [
+        max([column.width, len(column.header)] + [len(row[index]) for row in cells])
+        for index, column in enumerate(numbers)
+    ] + [len(ITL_HEADER)]
+    fixed = sum(widths) + len(widths)  # one space before each column, where the header's * goes when sorted
+    longest_name = max([len(worker.name) for worker in workers] + [len(name_column.header) + 1])
+    name_width = max(_MIN_NAME_WIDTH, min(longest_name, width - fixed))
+
+    def row(name: str, values: Sequence[str], marked: Optional[int] = None) -> str:
+        if len(name) > name_width:
+            name = name[: name_width - 1] + "+"
+        return name.ljust(name_width) + "".join(
+            ("*" + value if index == marked else value).rjust(size + 1)
+            for index, (value, size) in enumerate(zip(values, widths))
+        )
+
+    headers = [column.header for column in numbers] + [ITL_HEADER]
+    marked = next((index for index, column in enumerate(numbers) if column.key == sort_key), None)
+    name_header = ("*" if sort_key == name_column.key else "") + name_column.header
+    lines = [Line(row(name_header, headers, marked), "title")]
+    lines += [Line(row(worker.name, values)) for worker, values in zip(workers, cells)]
+    return lines
+
+
+# ---- the terminal ----------------------------------------------------------------------------------------------------
+
+
+def _draw(screen, state: TopState) -> None:  # screen: a curses window
+    import curses
+
+    height, width = screen.getmaxyx()
+    styles = {"": curses.A_NORMAL, "title": curses.A_BOLD, "alert": curses.A_REVERSE | curses.A_BOLD}
+    screen.erase()
+    for row, line in enumerate(render(state, width, height)):
+        try:
+            screen.addnstr(row, 0, line.text, width, styles[line.style])
+        except curses.error:
+            pass  # writing the bottom-right cell moves the cursor off the screen; the text is drawn all the same
+    screen.refresh()
+
+
+def _run_curses(screen, subscriber, state: TopState) -> None:  # subscriber: a StatusSubscriber
+    import curses
+
+    from scaler.monitor.model import RateMeter
+
+    try:
+        curses.curs_set(0)
+    except curses.error:
+        pass  # some terminals cannot hide the cursor
+    screen.timeout(_REDRAW_MILLISECONDS)
+    rates = RateMeter()
+    while True:
+        status = subscriber.receive()
+        if status is not None:
+            rates.update(status)
+            state.status, state.tasks_per_second = status, rates.tasks_per_second
+        state.silence_seconds = subscriber.silence_seconds()
+        _draw(screen, state)
+        key = screen.getch()
+        if key in (ord("q"), ord("Q")):
+            return
+        if key == curses.KEY_RESIZE:
+            curses.update_lines_cols()
+            screen.clear()  # forget what was on the old-sized screen, so nothing stale survives the redraw
+        elif 0 <= key < 256 and chr(key) in SORT_KEYS:
+            state.sort_key = chr(key)
+
+
+def _positive_seconds(text: str) -> float:
+    from scaler.monitor.subscriber import check_timeout
+
+    try:
+        return check_timeout(float(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scaler_top",
+        description="Watch a Scaler scheduler and its workers, top-style. Keys: "
+        + shortcuts_text().replace("Shortcuts: ", "sort by ")
+        + "; the sorted column is marked with *.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("address", help="the scheduler's monitor address, e.g. ipc:///tmp/127.0.0.1_2345_monitor")
+    parser.add_argument(
+        "--timeout",
+        "-t",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        help="seconds without a status after which the screen says the scheduler is not answering",
+    )
+    parser.add_argument(
+        "--sort", "-s", choices=sorted(SORT_KEYS), default=DEFAULT_SORT_KEY, help="initial sort key, as the shortcuts"
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="print one screen as plain text and exit (1 if no status came within --timeout), e.g. for scripts",
+    )
+    return parser
+
+
+def _print_once(subscriber, state: TopState) -> int:
+    status = subscriber.receive(state.timeout_seconds)
+    if status is None:
+        print(f"scaler_top: {subscriber.no_status_message()}", file=sys.stderr)
+        return 1
+    state.status = status
+    state.silence_seconds = subscriber.silence_seconds()
+    print(render_text(state, shutil.get_terminal_size().columns))
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = build_parser().parse_args(argv)
+    from scaler.monitor.subscriber import StatusSubscriber  # imported late so `-h` answers fast, without zmq
+
+    try:
+        subscriber = StatusSubscriber(args.address, args.timeout)
+    except (TypeError, ValueError) as error:
+        sys.exit(f"scaler_top: {error}")
+    state = TopState(address=args.address, timeout_seconds=args.timeout, sort_key=check_sort_key(args.sort))
+    try:
+        if args.once:
+            sys.exit(_print_once(subscriber, state))
+        if not sys.stdout.isatty():
+            sys.exit("scaler_top: needs a terminal; use --once to print a single screen")
+        import curses
+
+        curses.wrapper(_run_curses, subscriber, state)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        subscriber.close()
+
+
+if __name__ == "__main__":
+    main()

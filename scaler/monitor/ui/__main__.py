@@ -1,0 +1,3 @@
+from scaler.monitor.ui.app import main
+
+main()

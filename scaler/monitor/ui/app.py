@@ -1,0 +1,140 @@
+"""`scaler_ui MONITOR_ADDRESS --port 8081`: a live web page of a scheduler and its workers (`pip install "scaler[ui]"`).
+
+One asyncio thread runs both the aiohttp server and the reader of the monitor socket, so the history needs no lock.
+The page (static/, no CDN: it works offline) polls GET /api/state?since=N once a second, as often as the scheduler
+publishes, and gets the newest status plus the chart samples it has not seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from typing import List, Optional
+
+DEFAULT_HOST = "127.0.0.1"  # a monitor shows cluster internals: only this machine, unless asked otherwise
+DEFAULT_PORT = 8081
+DEFAULT_TIMEOUT_SECONDS = 5.0
+_POLL_SECONDS = 0.1  # how often the monitor socket is read; a status arrives about once a second
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+
+logger = logging.getLogger(__name__)
+
+
+def build_app(address: str, timeout_seconds: float):  # -> aiohttp.web.Application
+    from aiohttp import web
+
+    from scaler.monitor.subscriber import StatusSubscriber
+    from scaler.monitor.ui.history import COLUMNS_JSON, StatusHistory
+
+    subscriber = StatusSubscriber(address, timeout_seconds)
+    history = StatusHistory()
+
+    async def read_monitor() -> None:
+        while True:
+            status = subscriber.receive()
+            if status is not None:
+                history.add(status)
+            await asyncio.sleep(_POLL_SECONDS)
+
+    async def reader_context(app: web.Application):
+        task = asyncio.get_running_loop().create_task(read_monitor())
+        yield
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        subscriber.close()
+
+    async def index(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(os.path.join(STATIC_DIR, "index.html"))
+
+    async def columns(request: web.Request) -> web.Response:
+        return web.json_response(COLUMNS_JSON)
+
+    async def state(request: web.Request) -> web.Response:
+        try:
+            since = int(request.query.get("since", "0"))
+        except ValueError:
+            raise web.HTTPBadRequest(text="since must be an integer sequence number") from None
+        return web.json_response(
+            history.state(since, subscriber.address, subscriber.silence_seconds(), subscriber.timeout_seconds),
+            headers={"Cache-Control": "no-store"},
+        )
+
+    app = web.Application()
+    app.cleanup_ctx.append(reader_context)
+    app.router.add_get("/", index)
+    app.router.add_get("/api/columns", columns)
+    app.router.add_get("/api/state", state)
+    app.router.add_static("/static/", STATIC_DIR)
+    return app
+
+
+def _positive_seconds(text: str) -> float:
+    from scaler.monitor.subscriber import check_timeout
+
+    try:
+        return check_timeout(float(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"port must be an integer, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {port}")
+    return port
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scaler_ui",
+        description="Serve a live web page of a Scaler scheduler and its workers, read from its monitor address.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("address", help="the scheduler's monitor address, e.g. ipc:///tmp/127.0.0.1_2345_monitor")
+    parser.add_argument("--port", "-p", type=_port, default=DEFAULT_PORT, help="port of the web page")
+    parser.add_argument(
+        "--host", default=DEFAULT_HOST, help="interface to serve on; 0.0.0.0 shows the cluster to the network"
+    )
+    parser.add_argument(
+        "--timeout",
+        "-t",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        help="seconds without a status after which the page says the scheduler is not answering",
+    )
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)s]%(asctime)s: %(message)s")
+    try:
+        from aiohttp import web
+    except ImportError:
+        sys.exit('scaler_ui: needs aiohttp: pip install "scaler[ui]"')
+    try:
+        app = build_app(args.address, args.timeout)
+    except (TypeError, ValueError) as error:
+        sys.exit(f"scaler_ui: {error}")
+    url = f"http://{args.host}:{args.port}/"
+
+    def announce(*_: object) -> None:
+        logger.info("scaler_ui: serving %s for monitor address %s", url, args.address)
+
+    try:
+        web.run_app(app, host=args.host, port=args.port, print=announce, access_log=None)
+    except OSError as error:
+        sys.exit(f"scaler_ui: cannot serve on {args.host}:{args.port}: {error}")
+
+
+if __name__ == "__main__":
+    main()
