@@ -11,6 +11,8 @@ from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Protocol
 
+from scaler.worker import context as task_context
+
 
 @dataclass(frozen=True)
 class ProfilingInfo:
@@ -128,6 +130,7 @@ class ScalerFuture(concurrent.futures.Future):
 
     @property  # type: ignore[override]
     def _waiters(self) -> List[Any]:  # only touched with _LOCK held
+        self._before_blocking()  # concurrent.futures.wait() and as_completed() install waiters before they block
         if self._waiter_list is None:
             self._waiter_list = []
         return self._waiter_list
@@ -139,6 +142,7 @@ class ScalerFuture(concurrent.futures.Future):
         return self._callback_list
 
     def result(self, timeout: Optional[float] = None) -> Any:
+        self._before_blocking()
         with _LOCK:
             self._wait_until_done(timeout)
             if self._state != FINISHED:
@@ -151,6 +155,7 @@ class ScalerFuture(concurrent.futures.Future):
             return self._result
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        self._before_blocking()
         with _LOCK:
             self._wait_until_done(timeout)
             if self._state != FINISHED:
@@ -215,6 +220,7 @@ class ScalerFuture(concurrent.futures.Future):
 
     def _wait_unless_failed(self, latch: FailureLatch) -> None:
         """Block until this future is done or another future sharing `latch` failed."""
+        self._before_blocking()
         with _LOCK:
             latch.waiting = self
             try:
@@ -222,6 +228,13 @@ class ScalerFuture(concurrent.futures.Future):
                     self._sleep(-1.0)
             finally:
                 latch.waiting = None
+
+    def _before_blocking(self) -> None:
+        """Inside a task, waiting on a pending future parks the processor, so the worker runs the children the task
+        may be waiting for on another one (see scaler/worker/agent.py): no deadlock when parents fill every worker."""
+        on_block = task_context.on_block
+        if on_block is not None and self._state not in _DONE:
+            on_block()
 
     def _wait_until_done(self, timeout: Optional[float]) -> None:
         """With _LOCK held once: return when done, or raise TimeoutError after `timeout` seconds."""

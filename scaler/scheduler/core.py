@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 _SUCCESS = int(TaskStatus.success)
 _CANCELED = int(TaskStatus.canceled)
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
+_BIT_TASK_LOCK = 4  # WorkerHeartbeat.flags: the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
 FINISHED_NAMES = tuple(status.name for status in TaskStatus)
 
@@ -253,6 +254,10 @@ class SchedulerCore:
         worker.queued = message.queued
         worker.lag_us = message.lag_us
         worker.flags = message.flags
+        # Tasks parked on their children (nested tasks) hold a slot without using the worker: lend their slots back,
+        # or parents could fill every slot and leave none for the children they wait for.
+        active = 1 if message.flags & _BIT_TASK_LOCK else 0
+        worker.parked = max(0, message.running - active)
         self._send_message(worker.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
 
     def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
@@ -270,6 +275,9 @@ class SchedulerCore:
             if task.state == CANCELING:
                 self._finish_locally(task, _CANCELED, b"", "")
                 continue
+            # Its nested tasks were submitted by a client that died with the worker: nobody waits for them any more,
+            # and the task resubmits them when it runs again.
+            self._cancel_children(task)
             task.retries += 1
             if task.retries >= retry_limit:
                 text = (
@@ -393,7 +401,11 @@ class SchedulerCore:
         if not ready:
             return
         # (load, tie-break, worker): a heap keeps the least loaded on top at O(log workers) per task
-        heap = [(len(w.assigned), n, w) for n, w in enumerate(self.workers.values()) if len(w.assigned) < w.capacity]
+        heap = [
+            (len(w.assigned) - w.parked, n, w)
+            for n, w in enumerate(self.workers.values())
+            if len(w.assigned) - w.parked < w.capacity
+        ]
         if not heap:
             return
         heapq.heapify(heap)
@@ -437,12 +449,16 @@ class SchedulerCore:
                 self._release_dependents(task)
             else:
                 self._fail_dependents(task, status, result)
-        nested = self.children.pop(task.task_id, None)
-        if nested and status != _SUCCESS:
-            for child_id in nested:
-                child = self.tasks.get(child_id)
-                if child is not None:
-                    self._cancel(child)
+        if status == _SUCCESS:
+            self.children.pop(task.task_id, None)
+        else:
+            self._cancel_children(task)
+
+    def _cancel_children(self, task: TaskState) -> None:
+        for child_id in self.children.pop(task.task_id, ()):
+            child = self.tasks.get(child_id)
+            if child is not None:
+                self._cancel(child)
 
     def _forget(self, task: TaskState, status: int, result: TaskResult, raw: Optional[bytes]) -> None:
         task_id = task.task_id
@@ -488,7 +504,9 @@ class SchedulerCore:
                 self.clients[task.client].objects[task_id] = None
         if stored is None:
             return
-        stored.consumers = len(task.dependents) if task.dependents else 0
+        # Only dependents still unfinished will read it: some may have been canceled while this task ran.
+        tasks = self.tasks
+        stored.consumers = sum(1 for dependent in task.dependents if dependent in tasks) if task.dependents else 0
         # the client fetches a reported in-object result itself and deletes it after
         stored.released = not (result.in_object and task.report_result and client_present)
         self._maybe_free(stored)
@@ -625,14 +643,13 @@ class SchedulerCore:
         if self.ready or len(self.workers) < 2:
             return
         workers = list(self.workers.values())
-        idle = sum(1 for w in workers if not w.assigned)
-        if not idle:
+        loads = [max(0, len(w.assigned) - w.parked) for w in workers]  # parked tasks neither run nor move
+        if 0 not in loads:
             return
-        total = sum(len(w.assigned) for w in workers)
-        fair_share = max(1, total // len(workers))
-        for worker in workers:
-            surplus = len(worker.assigned) - fair_share
-            if surplus >= 1 and len(worker.assigned) >= 2 and not worker.balance_pending:
+        fair_share = max(1, sum(loads) // len(workers))
+        for worker, load in zip(workers, loads):
+            surplus = load - fair_share
+            if surplus >= 1 and load >= 2 and not worker.balance_pending:
                 worker.balance_pending = True
                 self._send_message(worker.identity, BalanceRequest(count=surplus))
 

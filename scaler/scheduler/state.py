@@ -70,6 +70,7 @@ class WorkerState:
         "flags",
         "processed",
         "malformed",
+        "parked",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float) -> None:
@@ -89,6 +90,7 @@ class WorkerState:
         self.flags = 0
         self.processed = 0
         self.malformed = 0
+        self.parked = 0  # its tasks waiting on nested tasks (last heartbeat): they do not count against capacity
 
 
 class ClientState:

@@ -3,6 +3,12 @@
 It registers with Hello, heartbeats, queues the tasks it is sent, fetches and caches the functions and objects they
 need, feeds them one at a time to its processor (a separate process, see zygote.py) and sends the results back. It
 answers cancels, balance requests and Goodbye, and exits when the scheduler has been silent for the death timeout.
+
+Nested tasks: a task that waits on a future "parks" its processor (see processor.py). The agent takes back the tasks it
+had handed that processor ahead, and from then on feeds another processor (a spare one, or a fresh fork), so that the
+children the parent waits for never queue behind it: with every worker's processor parked, children still run. A
+parked processor finishes its task and becomes a spare. Tasks submitted from tasks are run newest first (see
+task_queue.py), which keeps the number of parked processors near the nesting depth rather than the tree's width.
 Everything happens on one thread around one poll of the scheduler socket, the processor's channel, the fork server's
 control socket and a signal wake-up socket, so no state is ever shared between threads.
 """
@@ -67,6 +73,10 @@ _DISCONNECT_LINGER_MS = 1000  # lets WorkerDisconnect leave before the socket cl
 _BIT_PROCESSOR_INITIALIZED = 1  # heartbeat flags, shown as "ITL" by scaler_top
 _BIT_HAS_TASK = 2  # a task is queued or running here
 _BIT_TASK_LOCK = 4  # the processor is busy running a task
+# Idle processors kept after parkings, so the next parking reuses one rather than forking a processor that has to
+# connect its nested client and fetch functions again; a spare idle for a while goes.
+_MAX_SPARE_PROCESSORS = 16
+_SPARE_IDLE_SECONDS = 10.0
 
 
 def run_worker(settings: WorkerSettings, name: str, parent_pid: Optional[int] = None) -> int:
@@ -93,7 +103,9 @@ class WorkerAgent:
         self._to_request: Set[bytes] = set()
         self._requested: Set[bytes] = set()  # asked for, not (completely) received yet
         self._forget: List[bytes] = []  # evicted ids the processor should drop with the next task
-        self._processor: Optional[ProcessorLink] = None
+        self._processor: Optional[ProcessorLink] = None  # the one tasks are handed to
+        self._parked: List[ProcessorLink] = []  # each runs one task that waited on a future; handed nothing more
+        self._spares: List[ProcessorLink] = []  # idle, formerly parked
         self._durations: Dict[bytes, float] = {}  # function id -> recent run time (moving average), seconds
         self._connected = False
         self._heartbeat_interval = settings.heartbeat_interval_seconds
@@ -175,7 +187,7 @@ class WorkerAgent:
             linger = _DISCONNECT_LINGER_MS
         if self._connected and self._exit_code != EXIT_SCHEDULER_LOST:
             self._flush()  # results of finished tasks still count
-        self._kill_processor()
+        self._kill_all_processors()
         signal.set_wakeup_fd(-1)
         self._wake_read.close()
         wake_write.close()
@@ -192,15 +204,17 @@ class WorkerAgent:
             self._on_signals()
         if self._dealer in events:
             self._read_scheduler()
-        processor = self._processor
-        if processor is not None and processor.fileno() in events:
-            self._read_processor()
+        for processor in self._all_processors():
+            if processor.fileno() in events:
+                self._read_processor(processor)
         if self._zygote.fileno() in events:
             self._zygote.read_exits()
             # Its exit, not only its end of file: children its task forked may keep the socket open.
-            if self._processor is not None and self._zygote.has_exited(self._processor.pid):
-                self._read_processor()
-                self._on_processor_died()
+            for processor in self._all_processors():
+                if self._zygote.has_exited(processor.pid):
+                    self._read_processor(processor)
+                    if self._is_registered(processor):
+                        self._on_processor_died(processor)
         if self._exit_code is not None:
             return
         self._dispatch()
@@ -228,6 +242,7 @@ class WorkerAgent:
         if self._connected and now >= self._next_heartbeat:
             self._send_heartbeat()
             self._next_heartbeat = now + self._heartbeat_interval
+        self._retire_idle_spares(now)
         if now >= self._next_garbage_collect:
             self._forget_objects(self._cache.evict_unused(now))
             self._next_garbage_collect = now + self._settings.garbage_collect_interval_seconds
@@ -302,7 +317,7 @@ class WorkerAgent:
 
     def _on_task(self, task: Task) -> None:
         task_id = task.task_id
-        if task_id in self._queue or (self._processor is not None and task_id in self._processor.pipe):
+        if task_id in self._queue or any(task_id in processor.pipe for processor in self._all_processors()):
             logging.warning("%s: ignored task %s, received twice", self._name, task_id.hex())
             return
         needs = _objects_needed(task)
@@ -338,17 +353,21 @@ class WorkerAgent:
             self._durations.pop(object_id, None)
 
     def _on_task_cancel(self, cancel: TaskCancel) -> None:
+        for processor in self._all_processors():
+            if any(task_id in processor.pipe for task_id in cancel.task_ids):
+                self._read_processor(processor)  # results sent already beat the cancel; we learn what has started
         processor = self._processor
-        if processor is not None and any(task_id in processor.pipe for task_id in cancel.task_ids):
-            self._read_processor()  # results already sent beat the cancel, and we learn which task has started
         drops: List[bytes] = []
         for task_id in cancel.task_ids:
             queued = self._queue.remove(task_id)
+            parked = next((parked for parked in self._parked if parked.started == task_id), None)
             if queued is not None:
                 self._finish(queued, TaskStatus.canceled)
+            elif parked is not None:
+                self._cancel_running(parked, task_id)
             elif self._processor is not None and task_id in self._processor.pipe:
                 if self._processor.started == task_id:
-                    self._cancel_running(task_id)
+                    self._cancel_running(self._processor, task_id)
                 elif task_id not in self._processor.canceled_ahead:
                     # Handed ahead, not started: answered now, dropped by the processor before its turn (it reads
                     # orders between tasks), or killed should it start before the order arrives.
@@ -376,13 +395,61 @@ class WorkerAgent:
         self._poller.register(self._processor.fileno(), zmq.POLLIN)
         logging.debug("%s: processor %d started", self._name, pid)
 
-    def _kill_processor(self) -> Optional[ProcessorLink]:
-        processor, self._processor = self._processor, None
-        if processor is not None:
-            self._poller.unregister(processor.fileno())
-            processor.kill()
-            self._zygote.ignore_exit(processor.pid)
-        return processor
+    def _all_processors(self) -> List[ProcessorLink]:
+        active = [self._processor] if self._processor is not None else []
+        return active + self._parked + self._spares
+
+    def _is_registered(self, processor: ProcessorLink) -> bool:
+        return processor is self._processor or processor in self._parked or processor in self._spares
+
+    def _unregister(self, processor: ProcessorLink) -> None:
+        """Forget a processor wherever it is (active, parked or spare); the caller kills or closes it."""
+        if processor is self._processor:
+            self._processor = None
+        elif processor in self._parked:
+            self._parked.remove(processor)
+        elif processor in self._spares:
+            self._spares.remove(processor)
+        self._poller.unregister(processor.fileno())
+
+    def _kill(self, processor: ProcessorLink) -> None:
+        self._unregister(processor)
+        processor.kill()
+        self._zygote.ignore_exit(processor.pid)
+
+    def _kill_all_processors(self) -> None:
+        for processor in self._all_processors():
+            self._kill(processor)
+
+    def _park(self, processor: ProcessorLink, task_id: bytes) -> None:
+        """The processor's running task waits on a future: take back what it was handed ahead, feed another one."""
+        if processor is not self._processor or processor.started != task_id:
+            return  # not the processor tasks are handed to (cannot happen: only it runs tasks it was handed)
+        ahead = [processor.take(other) for other in list(processor.pipe) if other != task_id]
+        self._queue.put_back([queued for queued in ahead if queued is not None])
+        try:
+            processor.end_parking()
+        except OSError:
+            pass  # it is gone: the poll sees its end of file next
+        self._parked.append(processor)
+        logging.debug("%s: task %s waits on a future, parked processor %d", self._name, task_id.hex(), processor.pid)
+        if self._spares:
+            self._processor = self._spares.pop()
+        else:
+            self._processor = None
+            self._start_processor()
+
+    def _unpark(self, processor: ProcessorLink) -> None:
+        """A parked processor's task is done: it becomes a spare, or goes if there are enough."""
+        self._parked.remove(processor)
+        processor.idle_since = time.monotonic()
+        self._spares.append(processor)
+        if len(self._spares) > _MAX_SPARE_PROCESSORS:
+            self._kill(self._spares[0])
+
+    def _retire_idle_spares(self, now: float) -> None:
+        for spare in [spare for spare in self._spares if now - spare.idle_since > _SPARE_IDLE_SECONDS]:
+            self._kill(spare)
 
     def _dispatch(self) -> None:
         """Hand ready tasks to the processor: one if it is idle, more while their expected run time is short.
@@ -450,21 +517,20 @@ class WorkerAgent:
         processor.held.add(key)
         return payload
 
-    def _read_processor(self) -> None:
-        processor = self._processor
-        if processor is None:
-            return
+    def _read_processor(self, processor: ProcessorLink) -> None:
         for report in processor.reader.read_available():
             if report.result is not None:
                 self._on_processor_result(processor, report.result)
             for task_id in report.dropped:
-                processor.take(task_id)  # canceled, and answered, when the drop was ordered
+                processor.take(task_id)  # canceled, and answered, when the drop was ordered; or taken back
             if report.started is not None:
                 processor.started = report.started
+            if report.blocked is not None:
+                self._park(processor, report.blocked)
         if processor.reader.closed:
-            self._on_processor_died()
+            self._on_processor_died(processor)
         elif processor.started is not None and processor.started in processor.canceled_ahead:
-            self._cancel_running(processor.started)  # it started before our drop order reached it
+            self._cancel_running(processor, processor.started)  # it started before our drop order reached it
 
     def _on_processor_result(self, processor: ProcessorLink, result: ProcessorResult) -> None:
         queued = processor.take(result.task_id)
@@ -476,24 +542,24 @@ class WorkerAgent:
         self._durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
         status = TaskStatus.success if result.succeeded else TaskStatus.failed
         self._finish(queued, status, result.payload, result.error_text, result)
+        if processor in self._parked and not processor.pipe:
+            self._unpark(processor)
 
-    def _cancel_running(self, task_id: bytes) -> None:
-        """Stop the task the processor is running the only way there is: kill it and start a fresh one."""
-        processor = self._kill_processor()
-        if processor is None:
-            return
-        logging.info("%s: canceled running task %s, starting a new processor", self._name, task_id.hex())
+    def _cancel_running(self, processor: ProcessorLink, task_id: bytes) -> None:
+        """Stop a running task the only way there is: kill its processor (the active one is replaced)."""
+        was_active = processor is self._processor
+        self._kill(processor)
+        logging.info("%s: canceled running task %s, its processor killed", self._name, task_id.hex())
         queued = processor.take(task_id)
         if queued is not None:
             self._finish(queued, TaskStatus.canceled)
         self._recover_pipe(processor)
-        self._start_processor()
+        if was_active:
+            self._start_processor()
 
-    def _on_processor_died(self) -> None:
-        processor, self._processor = self._processor, None
-        if processor is None:
-            return
-        self._poller.unregister(processor.fileno())
+    def _on_processor_died(self, processor: ProcessorLink) -> None:
+        was_active = processor is self._processor
+        self._unregister(processor)
         processor.close_after_death()
         how = describe_wait_status(self._zygote.wait_exit(processor.pid, _EXIT_STATUS_TIMEOUT_SECONDS))
         running = processor.take(processor.started) if processor.started is not None else None
@@ -506,7 +572,8 @@ class WorkerAgent:
             logging.warning("%s: %s, starting a new processor", self._name, message)
             self._finish(running, TaskStatus.failed, cloudpickle.dumps(ProcessorDiedError(message)), message)
         self._recover_pipe(processor)
-        self._start_processor()
+        if was_active:
+            self._start_processor()
 
     def _recover_pipe(self, processor: ProcessorLink) -> None:
         """Tasks handed to a processor that is gone and never started them go back to the head of the queue."""
@@ -544,8 +611,9 @@ class WorkerAgent:
     def _send_heartbeat(self) -> None:
         processor = self._processor
         processor_cpu, processor_rss = processor.usage() if processor is not None else (0.0, 0)
-        running = 1 if processor is not None and processor.started is not None else 0
-        queued = len(self._queue) + (len(processor.pipe) - running if processor is not None else 0)
+        active_running = 1 if processor is not None and processor.started is not None else 0
+        queued = len(self._queue) + (len(processor.pipe) - active_running if processor is not None else 0)
+        running = active_running + len(self._parked)  # a parked task is still running: it waits on its children
         flags = (
             (_BIT_PROCESSOR_INITIALIZED if processor is not None else 0)
             | (_BIT_HAS_TASK if running or queued else 0)

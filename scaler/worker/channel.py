@@ -5,8 +5,9 @@ tuples of bytes. A stream socket (not SEQPACKET) because arguments and results m
 
 The agent sends `ProcessorOrders`: tasks to run in order, and ids of tasks sent earlier to drop if not started yet.
 The processor answers with `ProcessorReport`s: the result of the task it just finished, the task it starts next, and
-the tasks it dropped. Knowing exactly which task has started is what lets the agent hand a processor several short
-tasks at once and still cancel, balance and recover from a crash precisely.
+the tasks it dropped; or that its running task blocked on a future (it is then "parked", see agent.py). Knowing
+exactly which task has started is what lets the agent hand a processor several short tasks at once and still cancel,
+balance and recover from a crash precisely.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class ProcessorTask(NamedTuple):
 class ProcessorOrders(NamedTuple):
     tasks: List[ProcessorTask]
     drops: List[bytes]  # ids of tasks sent earlier: drop each one that has not started
+    # The agent's answer to a parking: every task sent before this order was taken back, so a parked processor drops
+    # them all, up to this order, once its blocked task is done; tasks sent after it are new and run as usual.
+    end_of_parking: bool = False
 
 
 class ProcessorResult(NamedTuple):
@@ -59,6 +63,7 @@ class ProcessorReport(NamedTuple):
     result: Optional[ProcessorResult]  # the task just finished
     started: Optional[bytes]  # the task starting now
     dropped: List[bytes]  # tasks dropped on the agent's orders, never started
+    blocked: Optional[bytes] = None  # the running task waits on a future: this processor runs nothing else for now
 
 
 def send_message(sock: socket.socket, message: Any) -> None:

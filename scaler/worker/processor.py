@@ -77,11 +77,24 @@ def run_processor(sock: socket.socket, parent_pid: int, watch_parent: bool) -> N
         ).start()
     runner = TaskRunner()
     reader = MessageReader(sock)
+    parking = _Parking(sock)
+    context.on_block = parking.on_block
     pending: Deque[ProcessorTask] = deque()
     to_drop: Set[bytes] = set()
     finished: Optional[ProcessorResult] = None
     dropped: List[bytes] = []
     while True:
+        if parking.parked:
+            # The agent took back every task sent before its end-of-parking order: answer at once, then skip them.
+            for task in pending:
+                runner.absorb(task)
+            parking.send(ProcessorReport(finished, None, [task.task_id for task in pending]))
+            finished = None
+            pending.clear()
+            to_drop.clear()
+            if not _skip_to_end_of_parking(reader, runner, pending, dropped):
+                return
+            parking.parked = False
         # Orders are read between tasks only, so a drop reaches a task that is still pending or none at all; the
         # agent learns which from the `started` of our reports.
         orders = reader.read_available() if pending or finished is not None else reader.wait()
@@ -103,10 +116,55 @@ def run_processor(sock: socket.socket, parent_pid: int, watch_parent: bool) -> N
         if to_drop:  # a drop that arrived after its task ran means nothing
             to_drop.intersection_update(task.task_id for task in pending)
         if finished is not None or next_task is not None or dropped:
-            send_message(sock, ProcessorReport(finished, next_task.task_id if next_task else None, dropped))
+            parking.send(ProcessorReport(finished, next_task.task_id if next_task else None, dropped))
             finished, dropped = None, []
         if next_task is not None:
             finished = runner.run(next_task)
+
+
+class _Parking:
+    """A task about to wait on a future (a nested task's, usually) parks its processor: it tells the agent, which
+    takes back the tasks it handed ahead and starts them on another processor, so children never wait behind their
+    blocked parent. Sends share a lock because a task's own threads may wait on futures while the loop reports."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._lock = threading.Lock()
+        self.parked = False
+
+    def on_block(self) -> None:
+        task_id = context.current_task_id
+        if task_id is None or self.parked:
+            return
+        with self._lock:
+            if self.parked:
+                return
+            self.parked = True
+            send_message(self._sock, ProcessorReport(None, None, [], task_id))
+
+    def send(self, report: ProcessorReport) -> None:
+        with self._lock:
+            send_message(self._sock, report)
+
+
+def _skip_to_end_of_parking(
+    reader: MessageReader, runner: TaskRunner, pending: Deque[ProcessorTask], dropped: List[bytes]
+) -> bool:
+    """Drop the tasks ordered before the agent's end-of-parking order, keep those after; False if the agent is gone.
+
+    Dropped tasks are absorbed all the same: the agent counts what it sent with them as held here."""
+    while True:
+        orders = reader.wait()
+        if reader.closed:
+            return False
+        for index, order in enumerate(orders):
+            if order.end_of_parking:
+                for later in orders[index + 1 :]:
+                    pending.extend(later.tasks)
+                return True
+            for task in order.tasks:
+                runner.absorb(task)
+                dropped.append(task.task_id)
 
 
 def _exit_when_orphaned(parent_pid: int) -> None:

@@ -25,6 +25,7 @@ class ProcessorLink:
         self.canceled_ahead: Set[bytes] = set()
         # (serializer id, object id) pairs whose bytes this processor has: they are never sent to it again.
         self.held: Set[Tuple[bytes, bytes]] = set()
+        self.idle_since = 0.0  # when it last became a spare (see agent.py)
         try:
             self._process: Optional[psutil.Process] = psutil.Process(pid)
         except psutil.Error:
@@ -43,6 +44,10 @@ class ProcessorLink:
     def request_drops(self, task_ids: List[bytes]) -> None:
         self.canceled_ahead.update(task_ids)
         send_message(self.sock, ProcessorOrders([], task_ids))
+
+    def end_parking(self) -> None:
+        """Tell a parked processor that every task handed so far was taken back (see processor.py)."""
+        send_message(self.sock, ProcessorOrders([], [], True))
 
     def take(self, task_id: bytes) -> Optional[QueuedTask]:
         """Remove a task from the pipe (finished, dropped or lost); returns it if its TaskResult is still owed."""
