@@ -1,0 +1,37 @@
+"""Reading the scheduler's SchedulerStatus from its monitor address, as scaler_top does, for end-to-end checks."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict
+
+import zmq
+
+from scaler.protocol import SchedulerStatus, decode_frame
+
+
+def counters(entries: list) -> Dict[str, int]:
+    return {entry.name: entry.value for entry in entries}
+
+
+def wait_for_status(
+    monitor_address: str, condition: Callable[[SchedulerStatus], bool], timeout: float = 20.0
+) -> SchedulerStatus:
+    """The first status published on `monitor_address` that satisfies `condition`; AssertionError after `timeout`."""
+    context = zmq.Context.instance()
+    socket = context.socket(zmq.SUB)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.SUBSCRIBE, b"")
+    socket.connect(monitor_address)
+    deadline = time.monotonic() + timeout
+    last = None
+    try:
+        while time.monotonic() < deadline:
+            if not socket.poll(int(max(0.0, deadline - time.monotonic()) * 1000)):
+                break
+            (last,) = [m for m in decode_frame(socket.recv()) if isinstance(m, SchedulerStatus)]
+            if condition(last):
+                return last
+    finally:
+        socket.close()
+    raise AssertionError(f"no status satisfied the condition within {timeout}s; last one: {last!r}")
