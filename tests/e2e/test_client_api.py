@@ -8,7 +8,7 @@ import os
 import pytest
 
 from scaler import Client, ObjectReference, ScalerFuture, Serializer
-from scaler.errors import DisconnectedError, ProcessorDiedError, RemoteTraceback
+from scaler.errors import DisconnectedError, ProcessorDiedError, RemoteTraceback, ScalerError
 from tests.e2e.monitor import counters, wait_for_status
 
 
@@ -122,7 +122,7 @@ def test_clear_cancels_and_disconnect_is_final(cluster) -> None:
     client = Client(address, timeout_seconds=20)
     ref = client.send_object(b"x" * 10)
     client.clear()
-    with pytest.raises(Exception):
+    with pytest.raises(ScalerError, match="not found"):
         client.submit(len, ref).result(timeout=30)  # the object was deleted with clear()
     assert client.submit(len, "ok").result(timeout=30) == 2
     client.disconnect()
