@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 _SUCCESS = int(TaskStatus.success)
 _CANCELED = int(TaskStatus.canceled)
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
+_UINT32_MAX = 2**32 - 1
 _BIT_TASK_LOCK = 4  # WorkerHeartbeat.flags: the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
 FINISHED_NAMES = tuple(status.name for status in TaskStatus)
@@ -232,7 +233,7 @@ class SchedulerCore:
                 protocol_version=PROTOCOL_VERSION,
                 accepted=True,
                 heartbeat_interval_ms=self._heartbeat_interval_ms,
-                peer_timeout_ms=int(timeout * 1000),
+                peer_timeout_ms=min(int(timeout * 1000), _UINT32_MAX),  # a huge timeout must not break Hello
             ),
         )
 

@@ -1,0 +1,203 @@
+"""Seeded random runs of the sans-IO core against simulated workers and a client whose messages cross in flight.
+
+Submits (plain tasks, graph chains, nested children), cancels, results, balancing and worker deaths are interleaved at
+random, with each peer's messages delivered late but in order, as ZeroMQ does. After every step the core's invariants
+hold (a task is in exactly one place); at the end every task the client submitted was answered exactly once, with the
+value its worker computed, and the core holds nothing."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Deque, Dict, List, Optional, Set
+
+import pytest
+
+from scaler.protocol import (
+    PROTOCOL_VERSION,
+    BalanceRequest,
+    BalanceResponse,
+    Goodbye,
+    HeartbeatEcho,
+    Hello,
+    Role,
+    Task,
+    TaskCancel,
+    TaskResult,
+    TaskStatus,
+    WorkerDisconnect,
+    WorkerHeartbeat,
+)
+from scaler.scheduler.state import ASSIGNED, CANCELING, READY, WAITING
+from tests.scheduler.harness import CLIENT, Harness, result
+
+SUCCESS, FAILED, CANCELED = TaskStatus.success, TaskStatus.failed, TaskStatus.canceled
+
+
+class SimulatedWorker:
+    """Holds tasks in order, runs the first ("started"), hands back only unstarted ones, answers each task once."""
+
+    def __init__(self, identity: bytes) -> None:
+        self.identity = identity
+        self.inbox: Deque[object] = deque()  # sent by the scheduler, not yet read
+        self.outbox: Deque[object] = deque()  # sent to the scheduler, not yet delivered
+        self.held: List[Task] = []
+        self.alive = True
+
+    def read_one(self, started_on: Dict[bytes, int]) -> None:
+        message = self.inbox.popleft()
+        if isinstance(message, Task):
+            self.held.append(message)
+        elif isinstance(message, TaskCancel):
+            for task_id in message.task_ids:
+                found = next((t for t in self.held if t.task_id == task_id), None)
+                if found is None:
+                    self.outbox.append(TaskResult(task_id=task_id, status=TaskStatus.not_found))
+                else:
+                    self.held.remove(found)
+                    self.outbox.append(result(found, CANCELED, payload=b""))
+        elif isinstance(message, BalanceRequest):
+            movable = self.held[1:][-message.count :] if message.count else []
+            for task in movable:
+                self.held.remove(task)
+            self.outbox.append(BalanceResponse(task_ids=[t.task_id for t in movable]))
+        elif isinstance(message, Goodbye):
+            self.alive = False
+
+    def finish_first(self, rng: random.Random, started_on: Dict[bytes, int]) -> None:
+        task = self.held.pop(0)
+        started_on[task.task_id] = started_on.get(task.task_id, 0) + 1
+        status = FAILED if rng.random() < 0.1 else SUCCESS
+        self.outbox.append(result(task, status, payload=b"value:" + task.task_id))
+
+
+def check_invariants(harness: Harness) -> None:
+    core = harness.core
+    holders: Dict[bytes, List[bytes]] = {}
+    for identity, worker in core.workers.items():
+        for task_id in worker.assigned:
+            holders.setdefault(task_id, []).append(identity)
+    counts = [0, 0, 0, 0]
+    for task_id, task in core.tasks.items():
+        counts[task.state] += 1
+        if task.state in (WAITING, READY):
+            assert task_id not in holders and task.worker is None
+        else:
+            assert task.state in (ASSIGNED, CANCELING) and holders.get(task_id) == [task.worker]
+    assert not set(holders) - set(core.tasks), "a worker holds a task the core forgot"
+    assert counts == core.state_counts
+    assert sum(1 for task in core.ready if task.state == READY and core.tasks.get(task.task_id) is task) == counts[1]
+
+
+def run(seed: int, steps: int) -> None:
+    rng = random.Random(seed)
+    harness = Harness(worker_timeout_seconds=5.0, client_timeout_seconds=1e9, balance_interval_seconds=0.5)
+    harness.connect_client()
+    workers: Dict[bytes, SimulatedWorker] = {}
+    retired: List[SimulatedWorker] = []
+    answers: Dict[bytes, List[TaskResult]] = {}
+    submitted: Dict[bytes, Task] = {}
+    started_on: Dict[bytes, int] = {}
+    died_holding: Set[bytes] = set()
+    counter = 0
+
+    def deliver(out: Dict[bytes, List[object]]) -> None:
+        for peer, messages in out.items():
+            if peer == CLIENT:
+                for message in messages:
+                    if isinstance(message, TaskResult):
+                        answers.setdefault(message.task_id, []).append(message)
+            elif peer in workers:
+                workers[peer].inbox.extend(m for m in messages if not isinstance(m, HeartbeatEcho))
+
+    def add_worker() -> None:
+        nonlocal counter
+        counter += 1
+        identity = b"W|sim|%d" % counter
+        workers[identity] = SimulatedWorker(identity)
+        hello = Hello(protocol_version=PROTOCOL_VERSION, role=Role.worker, name=identity.decode(), capacity=4)
+        deliver(harness.send(identity, hello))
+        workers[identity].inbox.popleft()  # the HelloReply
+
+    def new_task(dependencies: Optional[List[bytes]] = None, parent: bytes = b"") -> Task:
+        task = harness.task(dependencies=dependencies, parent_task_id=parent)
+        submitted[task.task_id] = task
+        return task
+
+    for _ in range(3):
+        add_worker()
+    for _ in range(steps):
+        action = rng.random()
+        live = [w for w in workers.values() if w.alive]
+        if action < 0.15:
+            batch = [new_task() for _ in range(rng.randint(1, 6))]
+            if rng.random() < 0.4:  # a graph chain hanging off the batch
+                batch.append(new_task(dependencies=[batch[-1].task_id]))
+                batch.append(new_task(dependencies=[batch[-1].task_id, batch[0].task_id]))
+            if rng.random() < 0.2:
+                running = [t.task_id for w in live for t in w.held[:1]]
+                if running:
+                    batch.append(new_task(parent=rng.choice(running)))
+            deliver(harness.send(CLIENT, *batch))
+        elif action < 0.22 and submitted:
+            victims = rng.sample(list(submitted), min(len(submitted), rng.randint(1, 3)))
+            deliver(harness.send(CLIENT, TaskCancel(task_ids=victims)))
+        elif action < 0.50 and live:
+            worker = rng.choice(live)
+            if worker.inbox:
+                worker.read_one(started_on)
+        elif action < 0.70 and live:
+            worker = rng.choice(live)
+            if worker.held:
+                worker.finish_first(rng, started_on)
+        elif action < 0.85 and live:
+            worker = rng.choice(live)
+            if worker.outbox:
+                deliver(harness.send(worker.identity, worker.outbox.popleft()))
+        elif action < 0.90:
+            deliver(harness.tick(advance=rng.choice([0.1, 0.6])))
+        elif action < 0.93 and len(live) > 1:
+            worker = rng.choice(live)  # killed: what it held and what it was about to send are lost
+            worker.alive = False
+            died_holding.update(t.task_id for t in worker.held[:1])  # running
+            died_holding.update(m.task_id for m in worker.outbox if isinstance(m, TaskResult))  # ran, result lost
+            worker.outbox.clear()
+            deliver(harness.send(worker.identity, WorkerDisconnect(reason="killed")))
+            retired.append(workers.pop(worker.identity))
+            add_worker()
+        check_invariants(harness)
+
+    # Drain: no more chaos, every worker reads, runs and answers everything.
+    for _ in range(100_000):
+        busy = [w for w in workers.values() if w.alive and (w.inbox or w.held or w.outbox)]
+        if not busy and not harness.core.tasks:
+            break
+        for worker in busy:
+            while worker.inbox:
+                worker.read_one(started_on)
+            if worker.held:
+                worker.finish_first(rng, started_on)
+            while worker.outbox:
+                deliver(harness.send(worker.identity, worker.outbox.popleft()))
+        for worker in workers.values():
+            deliver(harness.send(worker.identity, WorkerHeartbeat()))
+        deliver(harness.tick(advance=0.6))
+        check_invariants(harness)
+    assert not harness.core.tasks, "every task finished"
+    assert not harness.core.objects, "no graph result left behind"
+    for task_id in submitted:
+        got = answers.get(task_id, [])
+        # notFound answers a cancel that arrived after the task finished: it settles nothing
+        assert got and all(late.status == TaskStatus.not_found for late in got[1:]), f"{task_id.hex()}: {got}"
+        answer = got[0]
+        assert answer.status != TaskStatus.not_found
+        if answer.status == SUCCESS:
+            assert answer.payload == b"value:" + task_id
+            assert started_on.get(task_id, 0) >= 1
+        if started_on.get(task_id, 0) > 1:
+            assert task_id in died_holding, "only a task whose worker died while running it may run twice"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_interleavings_answer_every_task_exactly_once(seed: int) -> None:
+    run(seed, steps=1500)
