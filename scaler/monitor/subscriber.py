@@ -36,7 +36,8 @@ class StatusSubscriber:
         self.address = validate_address(address)
         self.timeout_seconds = check_timeout(timeout_seconds)
         self.latest: Optional[SchedulerStatus] = None
-        self.malformed = 0
+        self.malformed = 0  # frames that did not decode
+        self.ignored = 0  # frames that decoded but held no status: this may not be a monitor address
         self._connected_at = time.monotonic()
         self._received_at: Optional[float] = None
         self._context = zmq.Context()
@@ -62,9 +63,11 @@ class StatusSubscriber:
                 self.malformed += 1
                 logger.warning("ignored an undecodable frame from %s: %s", self.address, error)
                 continue
-            for message in messages:
-                if isinstance(message, SchedulerStatus):
-                    newest = message
+            statuses = [message for message in messages if isinstance(message, SchedulerStatus)]
+            if statuses:
+                newest = statuses[-1]
+            else:
+                self.ignored += 1
         if newest is not None:
             self.latest = newest
             self._received_at = time.monotonic()

@@ -7,6 +7,7 @@ those lines, reads keys and follows resizes, so the screen can be tested without
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -134,7 +135,7 @@ def _worker_table(workers: Sequence[WorkerStatus], sort_key: str, width: int) ->
     name_column, numbers = WORKER_COLUMNS[0], WORKER_COLUMNS[1:]
     cells = [[column.text(worker) for column in numbers] + [format_flags(worker.flags)] for worker in workers]
     widths = [
-        max([column.width, len(column.header)] + [len(row[index]) for row in cells])
+        max([column.width, len(column.header) + 1] + [len(row[index]) for row in cells])  # +1: room for the *
         for index, column in enumerate(numbers)
     ] + [len(ITL_HEADER)]
     fixed = sum(widths) + len(widths)  # one space before each column, where the header's * goes when sorted
@@ -265,6 +266,9 @@ def main(argv: Optional[List[str]] = None) -> None:
             sys.exit("scaler_top: needs a terminal; use --once to print a single screen")
         import curses
 
+        # ncurses prefers exported LINES/COLUMNS to the terminal's real size, and would then ignore resizes
+        os.environ.pop("LINES", None)
+        os.environ.pop("COLUMNS", None)
         curses.wrapper(_run_curses, subscriber, state)
     except KeyboardInterrupt:
         pass
