@@ -1,0 +1,79 @@
+"""Nested tasks with real processes: parents waiting on children never deadlock, even when they fill every worker."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import sys
+import time
+from typing import Iterator
+
+import cloudpickle
+import psutil
+import pytest
+
+from scaler import Client
+from tests.e2e.live_cluster import LiveCluster
+from tests.processes import wait_for
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def fibonacci(client: Client, n: int) -> int:
+    if n <= 1:
+        return n
+    a = client.submit(fibonacci, client, n - 1)
+    b = client.submit(fibonacci, client, n - 2)
+    return a.result() + b.result()
+
+
+def fan_out_and_wait(client: Client, width: int) -> int:
+    """Waits with concurrent.futures.wait rather than result(): it must park its processor just the same."""
+    futures = [client.submit(pow, n, 2) for n in range(width)]
+    done, _ = concurrent.futures.wait(futures)
+    return sum(future.result() for future in done)
+
+
+def parent_of_sleepers(client: Client, marker: str) -> None:
+    futures = [client.submit(time.sleep, 60) for _ in range(2)]
+    with open(marker, "w") as file:
+        file.write(str(os.getpid()))
+    for future in futures:
+        future.result()
+
+
+@pytest.fixture
+def live(tmp_path) -> Iterator[LiveCluster]:
+    cluster = LiveCluster(tmp_path)
+    yield cluster
+    cluster.close()
+
+
+def test_fibonacci_15_with_two_workers_finishes(live) -> None:
+    live.add_worker()
+    live.add_worker()
+    live.wait_workers(2)
+    with Client(live.address) as client:
+        assert client.submit(fibonacci, client, 15).result(timeout=90) == 610
+    live.wait_idle()
+
+
+def test_nested_tasks_on_a_single_worker_and_waiting_with_concurrent_futures(live) -> None:
+    live.add_worker()
+    live.wait_workers(1)
+    with Client(live.address) as client:
+        assert client.submit(fibonacci, client, 7).result(timeout=60) == 13
+        assert client.submit(fan_out_and_wait, client, 10).result(timeout=60) == sum(n * n for n in range(10))
+
+
+def test_canceling_a_parent_cancels_its_children(live, tmp_path) -> None:
+    live.add_worker()
+    live.wait_workers(1)
+    marker = tmp_path / "parent"
+    with Client(live.address) as client:
+        parent = client.submit(parent_of_sleepers, client, str(marker))
+        wait_for(lambda: marker.exists() and marker.read_text(), 20, "the parent to submit its children")
+        pid = int(marker.read_text())
+        assert parent.cancel()
+        live.wait_idle()  # children canceled too: nothing stays running or queued
+    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10, "kill")
