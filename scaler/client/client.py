@@ -16,6 +16,7 @@ from scaler.client.serializer import DefaultSerializer, SerializerLike
 from scaler.client.tasks import TaskFactory
 from scaler.config import DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
 from scaler.errors import DisconnectedError
+from scaler.io.curve import CurvePeerKeys, load_peer_keys
 from scaler.io.sockets import validate_address
 from scaler.protocol import ObjectKind
 from scaler.worker import context as task_context
@@ -24,7 +25,7 @@ _KIND_OBJECT = int(ObjectKind.object)
 
 # Clients unpickled in one process (nested tasks) share one connection per scheduler address: a connection per task
 # would leave a thread and a socket behind for every task a worker runs.
-_shared_connections: Dict[Tuple[int, str], Connection] = {}
+_shared_connections: Dict[Tuple[int, str, Optional[CurvePeerKeys]], Connection] = {}
 _shared_lock = threading.Lock()
 
 
@@ -33,7 +34,9 @@ class Client:
 
     `serializer` is a Serializer subclass or instance (cloudpickle by default). `profiling=True` makes workers measure
     every task (see ScalerFuture.profiling_info); submit and map take a `profiling` keyword to choose per call.
-    `timeout_seconds` bounds the wait for the scheduler's handshake: TimeoutError after it.
+    `timeout_seconds` bounds the wait for the scheduler's handshake: TimeoutError after it. On a scheduler with
+    CurveZMQ on, pass this client's key pair file (`NAME.key_secret` from scaler_keygen) and the scheduler's public
+    key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`.
 
     A Client is picklable, so a task can receive one and submit nested tasks: in the worker it connects on first use,
     to the same address (which must be reachable from there), and tags what it submits as children of the running task.
@@ -45,13 +48,25 @@ class Client:
         serializer: SerializerLike = DefaultSerializer,
         profiling: bool = False,
         timeout_seconds: float = DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
+        curve_secret_key_file: Optional[str] = None,
+        curve_server_key_file: Optional[str] = None,
     ) -> None:
-        self._configure(address, serializer, profiling, timeout_seconds)
+        self._configure(address, serializer, profiling, timeout_seconds, curve_secret_key_file, curve_server_key_file)
         self._shared = False
-        self._connection: Optional[Connection] = Connection(self._address, self._timeout_seconds)
+        self._connection: Optional[Connection] = Connection(self._address, self._timeout_seconds, self._curve)
 
-    def _configure(self, address: str, serializer: Any, profiling: Any, timeout_seconds: Any) -> None:
+    def _configure(
+        self,
+        address: str,
+        serializer: Any,
+        profiling: Any,
+        timeout_seconds: Any,
+        curve_secret_key_file: Optional[str],
+        curve_server_key_file: Optional[str],
+    ) -> None:
         self._address = validate_address(address)
+        self._curve_files = (curve_secret_key_file, curve_server_key_file)
+        self._curve = load_peer_keys(curve_secret_key_file, curve_server_key_file)
         self._factory = TaskFactory(serializer)
         self._profiling = _check_profiling(profiling)
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
@@ -67,10 +82,13 @@ class Client:
             "serializer": self._factory.serializer,
             "profiling": self._profiling,
             "timeout_seconds": self._timeout_seconds,
+            "curve_files": self._curve_files,  # paths, never the keys: the files must exist where the task runs
         }
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        self._configure(state["address"], state["serializer"], state["profiling"], state["timeout_seconds"])
+        self._configure(
+            state["address"], state["serializer"], state["profiling"], state["timeout_seconds"], *state["curve_files"]
+        )
         self._shared = True
         self._connection = None  # connects on first use: unpickling must stay cheap and never block
 
@@ -230,11 +248,11 @@ class Client:
         return connection
 
     def _connect_shared(self) -> Connection:
-        key = (os.getpid(), self._address)
+        key = (os.getpid(), self._address, self._curve)
         with _shared_lock:
             connection = _shared_connections.get(key)
             if connection is None or connection.closed_reason is not None:
-                connection = Connection(self._address, self._timeout_seconds)
+                connection = Connection(self._address, self._timeout_seconds, self._curve)
                 _shared_connections[key] = connection
         self._connection = connection
         return connection

@@ -25,6 +25,7 @@ from scaler.client.objects import ContentIds, Outgoing
 from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
 from scaler.errors import DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
+from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import make_identity
 from scaler.protocol import (
     PROTOCOL_VERSION,
@@ -59,7 +60,7 @@ class _ResultFetch:
 class Connection:
     """One client identity at the scheduler; raises TimeoutError or ProtocolVersionError if the handshake fails."""
 
-    def __init__(self, address: str, timeout_seconds: float) -> None:
+    def __init__(self, address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None) -> None:
         self.address = address
         self.identity = make_identity("C")
         self.content_ids = ContentIds(os.urandom(32))
@@ -99,6 +100,7 @@ class Connection:
             self._on_encode_failure,
             self._on_silence,
             self._on_crash,
+            curve,
         )
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)
@@ -226,7 +228,7 @@ class Connection:
             self._abandon("no answer to the handshake")
             raise TimeoutError(
                 f"no answer from the scheduler at {self.address} within {timeout_seconds:.1f}s: "
-                "is it running and reachable from here?"
+                "is it running and reachable from here, and, with CurveZMQ, does it accept this client's key?"
             ) from None
         except BaseException:
             self._abandon("handshake failed")

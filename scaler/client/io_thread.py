@@ -19,6 +19,7 @@ import zmq
 
 from scaler.client.objects import Outgoing
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
+from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import create_dealer
 from scaler.protocol import ClientHeartbeat, HeartbeatEcho, ProtocolError, decode_frame, encode, encode_many
 
@@ -43,6 +44,7 @@ class IOThread:
         on_encode_failure: Callable[[Any, Exception], None],
         on_silence: Callable[[str], None],
         on_crash: Callable[[Exception], None],
+        curve: Optional[CurvePeerKeys] = None,
     ) -> None:
         self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
         self.silence_limit_seconds = 0.0
@@ -59,7 +61,7 @@ class IOThread:
         self._process = _this_process()
         self._context = zmq.Context(io_threads=1)
         try:
-            self._socket = create_dealer(self._context, address, identity)
+            self._socket = create_dealer(self._context, address, identity, curve)
         except zmq.ZMQError as error:
             self._context.destroy(linger=0)
             raise ValueError(f"cannot connect to {address!r}: {error}") from None

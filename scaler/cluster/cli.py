@@ -62,6 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between looks for objects past their retention",
     )
     parser.add_argument(
+        "--curve-secret-key",
+        default=None,
+        metavar="FILE",
+        help="speak CurveZMQ: the workers' NAME.key_secret file, from scaler_keygen",
+    )
+    parser.add_argument(
+        "--curve-server-key",
+        default=None,
+        metavar="FILE",
+        help="with CurveZMQ: the scheduler's public key file (NAME.key)",
+    )
+    parser.add_argument(
         "--exit-with-parent",
         action="store_true",
         help="stop the workers and exit when the process that started this one exits",
@@ -99,6 +111,8 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[WorkerSettings, i
             garbage_collect_interval_seconds=args.garbage_collect_interval,
             logging_level=args.logging_level,
             logging_paths=tuple(args.logging_paths),
+            curve_secret_key_file=args.curve_secret_key,
+            curve_server_key_file=args.curve_server_key,
         )
     except (TypeError, ValueError) as error:
         parser.error(str(error))

@@ -27,6 +27,8 @@ class Cluster:
             garbage_collect_interval_seconds: float = config.DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS,
             logging_level: str = config.DEFAULT_LOGGING_LEVEL,
             logging_paths: Sequence[str] = config.DEFAULT_LOGGING_PATHS,
+            curve_secret_key_file: Optional[str] = None,
+            curve_server_key_file: Optional[str] = None,
         )
         start() -> None                       # returns at once; workers then connect on their own
         shutdown(timeout: float = config.DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS) -> Optional[int]
@@ -51,6 +53,8 @@ class Cluster:
         garbage_collect_interval_seconds: float = config.DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS,
         logging_level: str = config.DEFAULT_LOGGING_LEVEL,
         logging_paths: Sequence[str] = config.DEFAULT_LOGGING_PATHS,
+        curve_secret_key_file: Optional[str] = None,
+        curve_server_key_file: Optional[str] = None,
     ) -> None:
         if not isinstance(n_workers, int) or n_workers < 1:
             raise ValueError(f"n_workers must be an int >= 1, got {n_workers!r}")
@@ -64,6 +68,8 @@ class Cluster:
             garbage_collect_interval_seconds=garbage_collect_interval_seconds,
             logging_level=logging_level,
             logging_paths=tuple(logging_paths),
+            curve_secret_key_file=curve_secret_key_file,
+            curve_server_key_file=curve_server_key_file,
         )
         self._launcher: Optional[subprocess.Popen] = None
 
@@ -91,6 +97,7 @@ class Cluster:
             settings.logging_level,
             "--logging-paths",
             *settings.logging_paths,
+            *_curve_arguments(settings.curve_secret_key_file, settings.curve_server_key_file),
             "--exit-with-parent",
             "--",
             settings.address,
@@ -148,3 +155,9 @@ def _processes(pids: List[int]) -> List[psutil.Process]:
         except psutil.NoSuchProcess:
             pass
     return processes
+
+
+def _curve_arguments(secret_key_file: Optional[str], server_key_file: Optional[str]) -> List[str]:
+    if secret_key_file is None:
+        return []
+    return ["--curve-secret-key", secret_key_file, "--curve-server-key", str(server_key_file)]

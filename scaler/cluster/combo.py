@@ -10,10 +10,11 @@ import socket
 import subprocess
 import sys
 import weakref
-from typing import Callable, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from scaler import config
 from scaler.cluster.cluster import Cluster
+from scaler.io.curve import prepare_local_keys
 from scaler.io.sockets import validate_address
 from scaler.scheduler.settings import SchedulerSettings
 
@@ -32,6 +33,10 @@ class SchedulerClusterCombo:
     the address is in use. The scheduler is protected by default, so client.shutdown() is refused; pass
     protected=False to let a client stop everything. Every process started here exits with this one, even if it is
     SIGKILLed, and shutdown() (also called at interpreter exit) leaves none behind.
+
+    With `curve_keys_dir`, every connection uses CurveZMQ: the scheduler's and the workers' keys are made there if
+    missing, and the scheduler accepts the public keys in `curve_keys_dir/authorized/` (the workers', and those of
+    the clients you copy there). Clients then pass `curve_server_key_file=combo.curve_server_key_file`.
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class SchedulerClusterCombo:
         balance_interval_seconds: float = config.DEFAULT_BALANCE_INTERVAL_SECONDS,
         logging_level: str = config.DEFAULT_LOGGING_LEVEL,
         logging_paths: Sequence[str] = config.DEFAULT_LOGGING_PATHS,
+        curve_keys_dir: Optional[str] = None,
     ) -> None:
         if not isinstance(protected, bool):
             raise TypeError(f"protected must be a bool, got {protected!r}")
@@ -62,6 +68,10 @@ class SchedulerClusterCombo:
         if isinstance(logging_paths, str):
             raise TypeError(f"logging_paths must be a sequence of paths, got the string {logging_paths!r}")
         self._address = _free_local_address() if address is None else validate_address(address)
+        scheduler_secret = scheduler_public = worker_secret = authorized = None
+        if curve_keys_dir is not None:
+            scheduler_secret, scheduler_public, worker_secret, authorized = prepare_local_keys(curve_keys_dir)
+        self.curve_server_key_file = scheduler_public
         # Both constructors validate every value now, in the caller, before any process starts.
         self._scheduler_settings = SchedulerSettings(
             address=self._address,
@@ -76,6 +86,8 @@ class SchedulerClusterCombo:
             balance_interval_seconds=balance_interval_seconds,
             logging_level=logging_level,
             logging_paths=tuple(logging_paths),
+            curve_secret_key_file=scheduler_secret,
+            curve_authorized_keys_dir=authorized,
         )
         self._cluster = Cluster(
             self._address,
@@ -86,6 +98,8 @@ class SchedulerClusterCombo:
             object_retention_seconds=object_retention_seconds,
             logging_level=logging_level,
             logging_paths=logging_paths,
+            curve_secret_key_file=worker_secret,
+            curve_server_key_file=scheduler_public,
         )
         self._scheduler: Optional[subprocess.Popen] = None
         self._scheduler = _start_scheduler(self._scheduler_settings)
@@ -149,6 +163,7 @@ def _start_scheduler(settings: SchedulerSettings) -> subprocess.Popen:
         "--balance-interval", repr(settings.balance_interval_seconds),
         "--logging-level", settings.logging_level,
         "--logging-paths", *settings.logging_paths,
+        *_curve_arguments(settings),
         "--exit-with-parent",
         "--ready-fd", str(write_end),
     ]  # fmt: skip
@@ -170,6 +185,15 @@ def _start_scheduler(settings: SchedulerSettings) -> subprocess.Popen:
         f"the scheduler did not start on {settings.address} (exit code {code}); its log above says why,"
         " for example the address is in use"
     )
+
+
+def _curve_arguments(settings: SchedulerSettings) -> List[str]:
+    if settings.curve_secret_key_file is None:
+        return []
+    return [
+        "--curve-secret-key", settings.curve_secret_key_file,
+        "--curve-authorized-keys", str(settings.curve_authorized_keys_dir),
+    ]  # fmt: skip
 
 
 def _free_local_address() -> str:

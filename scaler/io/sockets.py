@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from typing import Optional
 
 import zmq
 
 from scaler.config import DEFAULT_MAX_FRAME_BYTES
+from scaler.io.curve import CurvePeerKeys, CurveServerKeys, apply_peer_keys, apply_server_keys
 
 
 def make_identity(kind: str) -> bytes:
@@ -26,23 +28,64 @@ def validate_address(address: str) -> str:
     return address
 
 
-def create_dealer(context: zmq.Context, address: str, identity: bytes) -> zmq.Socket:
+def create_dealer(
+    context: zmq.Context, address: str, identity: bytes, curve: Optional[CurvePeerKeys] = None
+) -> zmq.Socket:
     """A DEALER connected to the scheduler. Unlimited high-water marks: a full queue must block nobody's results."""
     sock = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.ROUTING_ID, identity)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 0)
     sock.setsockopt(zmq.RCVHWM, 0)
+    if curve is not None:
+        apply_peer_keys(sock, curve)
     sock.connect(address)
     return sock
 
 
-def create_router(context: zmq.Context, address: str, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> zmq.Socket:
+def create_router(
+    context: zmq.Context,
+    address: str,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    curve: Optional[CurveServerKeys] = None,
+) -> zmq.Socket:
     sock = context.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 0)
     sock.setsockopt(zmq.RCVHWM, 0)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a peer that vanished must not make a send raise mid-batch
     sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+    if curve is not None:
+        apply_server_keys(sock, curve)
     sock.bind(address)
     return sock
+
+
+def create_publisher(context: zmq.Context, address: str, curve: Optional[CurveServerKeys] = None) -> zmq.Socket:
+    """The scheduler's monitor socket. Status is dropped, never queued, for a subscriber that does not keep up."""
+    sock = context.socket(zmq.PUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 16)
+    if curve is not None:
+        apply_server_keys(sock, curve)
+    sock.bind(address)
+    return sock
+
+
+def create_subscriber(context: zmq.Context, address: str, curve: Optional[CurvePeerKeys] = None) -> zmq.Socket:
+    """A monitor's socket, subscribed to everything the scheduler publishes."""
+    sock = context.socket(zmq.SUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SUBSCRIBE, b"")
+    if curve is not None:
+        apply_peer_keys(sock, curve)
+    sock.connect(address)
+    return sock
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a bind address is reachable from this machine only (ipc, or a tcp loopback address)."""
+    if address.startswith("ipc://"):
+        return True
+    host = address[len("tcp://") :].rpartition(":")[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")

@@ -96,6 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--logging-level", "-ll", choices=config.LOGGING_LEVELS, default=config.DEFAULT_LOGGING_LEVEL)
     parser.add_argument(
+        "--curve-secret-key",
+        default=None,
+        metavar="FILE",
+        help="turn CurveZMQ on: the scheduler's NAME.key_secret file, from scaler_keygen",
+    )
+    parser.add_argument(
+        "--curve-authorized-keys",
+        default=None,
+        metavar="DIRECTORY",
+        help="with CurveZMQ: the directory of public keys (*.key) of the clients, workers and monitors to accept",
+    )
+    parser.add_argument(
         "--exit-with-parent",
         action="store_true",
         help="exit when the process that started this one exits (used by SchedulerClusterCombo)",
@@ -124,6 +136,8 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[SchedulerSettings
             status_interval_seconds=args.status_interval,
             logging_paths=tuple(args.logging_paths),
             logging_level=args.logging_level,
+            curve_secret_key_file=args.curve_secret_key,
+            curve_authorized_keys_dir=args.curve_authorized_keys,
         )
     except (TypeError, ValueError) as error:
         parser.error(str(error))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from scaler import config
+from scaler.io.curve import load_server_keys
 
 
 class SchedulerSettings:
@@ -26,6 +27,9 @@ class SchedulerSettings:
         "max_objects_per_client",
         "logging_paths",
         "logging_level",
+        "curve_secret_key_file",
+        "curve_authorized_keys_dir",
+        "curve_keys",
     )
 
     def __init__(
@@ -47,6 +51,8 @@ class SchedulerSettings:
         max_objects_per_client: int = config.DEFAULT_MAX_OBJECTS_PER_CLIENT,
         logging_paths: Tuple[str, ...] = config.DEFAULT_LOGGING_PATHS,
         logging_level: str = config.DEFAULT_LOGGING_LEVEL,
+        curve_secret_key_file: Optional[str] = None,
+        curve_authorized_keys_dir: Optional[str] = None,
     ) -> None:
         if event_loop not in config.EVENT_LOOPS:
             raise ValueError(f"event_loop must be one of {config.EVENT_LOOPS}, got {event_loop!r}")
@@ -80,3 +86,7 @@ class SchedulerSettings:
         self.max_objects_per_client = max_objects_per_client
         self.logging_paths = tuple(logging_paths)
         self.logging_level = logging_level
+        self.curve_secret_key_file = curve_secret_key_file
+        self.curve_authorized_keys_dir = curve_authorized_keys_dir
+        # loaded now, so a missing or wrong key file is an error at start, not at the first connection
+        self.curve_keys = load_server_keys(curve_secret_key_file, curve_authorized_keys_dir)

@@ -18,11 +18,12 @@ from typing import Callable, Optional
 import psutil
 import zmq
 
-from scaler.io.sockets import create_router
+from scaler.io.sockets import create_publisher, create_router, is_loopback
 from scaler.protocol import MESSAGE_TYPES, Counter, ProtocolError, SchedulerStatus, WorkerStatus, decode_frame, encode
 from scaler.scheduler.core import FINISHED_NAMES, SchedulerCore
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import STATE_NAMES
+from scaler.scheduler.zap import HandshakeWatch, ZapHandler
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +38,14 @@ class SchedulerShell:
         self._parent_pid = parent_pid
         self.core = SchedulerCore(settings, time.monotonic())
         self.context = zmq.Context()
-        self.router = create_router(self.context, settings.address, settings.max_frame_bytes)
-        self.monitor = self.context.socket(zmq.PUB)
-        self.monitor.setsockopt(zmq.LINGER, 0)
-        self.monitor.bind(settings.monitor_address)
+        curve = settings.curve_keys
+        # the ZAP handler must be bound before any CURVE server socket exists, or libzmq has nobody to ask
+        self._zap: Optional[ZapHandler] = None if curve is None else ZapHandler(self.context, curve.authorized_keys)
+        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve)
+        self.monitor = create_publisher(self.context, settings.monitor_address, curve)
+        self._watches = [] if curve is None else [
+            HandshakeWatch(self.router, "scheduler address"), HandshakeWatch(self.monitor, "monitor address")
+        ]  # fmt: skip
         self._process = psutil.Process()
         self._process.cpu_percent()
         self._stopped: Optional[asyncio.Future] = None
@@ -52,6 +57,10 @@ class SchedulerShell:
         self._stopped = loop.create_future()
         fd = self.router.getsockopt(zmq.FD)
         loop.add_reader(fd, self._on_readable)
+        if self._zap is not None:
+            self._zap.start(loop)
+        for watch in self._watches:
+            watch.start(loop)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self._on_signal, signum)
         tick = loop.create_task(self._tick_forever())
@@ -65,6 +74,10 @@ class SchedulerShell:
             self._flush()
             self.router.close(linger=500)  # give the final Goodbyes a chance to leave
             self.monitor.close()
+            for watch in self._watches:
+                watch.close(loop)
+            if self._zap is not None:
+                self._zap.close(loop)
             self.context.term()
             logger.info("Scheduler: stopped")
 
@@ -220,6 +233,18 @@ def run_scheduler(
     if on_listening is not None:
         on_listening()
     logger.info("Scheduler: monitor address is %s", settings.monitor_address)
+    if settings.curve_keys is not None:
+        logger.info(
+            "Scheduler: CurveZMQ on, %d authorized public key(s), public key %s",
+            len(settings.curve_keys.authorized_keys),
+            settings.curve_keys.public_key.decode(),
+        )
+    elif not is_loopback(settings.address):
+        logger.warning(
+            "Scheduler: %s is reachable from other hosts without CurveZMQ: whoever can connect can run code on every"
+            " worker. Use --curve-secret-key and --curve-authorized-keys on a shared network (see README, Security)",
+            settings.address,
+        )
     logger.info(
         "Scheduler: pid %d, protected=%s, heartbeat %ss, worker timeout %ss, client timeout %ss",
         os.getpid(),

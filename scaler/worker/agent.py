@@ -139,7 +139,7 @@ class WorkerAgent:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda number, frame: None)  # the wake-up socket tells the loop which one came
         self._context = zmq.Context(io_threads=1)
-        self._dealer = create_dealer(self._context, self._settings.address, self._identity)
+        self._dealer = create_dealer(self._context, self._settings.address, self._identity, self._settings.curve_keys)
         self._outbox = Outbox(self._dealer)
         self._poller = zmq.Poller()
         self._poller.register(self._dealer, zmq.POLLIN)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Tuple
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
 
 from scaler import config
+from scaler.io.curve import CurvePeerKeys, load_peer_keys
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,13 @@ class WorkerSettings:
     garbage_collect_interval_seconds: float = config.DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS
     logging_level: str = config.DEFAULT_LOGGING_LEVEL
     logging_paths: Tuple[str, ...] = config.DEFAULT_LOGGING_PATHS
+    curve_secret_key_file: Optional[str] = None  # this worker's NAME.key_secret, to speak CurveZMQ
+    curve_server_key_file: Optional[str] = None  # the scheduler's NAME.key
+    curve_keys: Optional[CurvePeerKeys] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # loaded now, so a missing or wrong key file is an error at start, in the caller
+        object.__setattr__(self, "curve_keys", load_peer_keys(self.curve_secret_key_file, self.curve_server_key_file))
         for name in (
             "heartbeat_interval_seconds",
             "death_timeout_seconds",

@@ -237,6 +237,7 @@ def test_a_client_pickles_its_settings_only(peer: ProtocolPeer) -> None:
             "serializer": TaggingSerializer,
             "profiling": True,
             "timeout_seconds": 7.0,
+            "curve_files": (None, None),
         }
         assert "not connected yet" in repr(copy)
 

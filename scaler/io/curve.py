@@ -1,0 +1,167 @@
+"""CurveZMQ: authenticated, encrypted connections between the scheduler and its clients, workers and monitors.
+
+Keys are pyzmq's certificate files, written by `scaler_keygen`: `NAME.key` holds the public key (safe to copy
+around), `NAME.key_secret` the key pair (keep it private). The scheduler is the CURVE server: it holds its own key pair
+and a directory of the public keys it accepts; every other peer holds its own key pair and the scheduler's public key.
+
+Who may connect is decided by our ZAP handler (ZeroMQ's authentication protocol, RFC 27): libzmq asks it about every
+CURVE handshake, on an inproc socket of the scheduler's context, and it accepts exactly the listed public keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, List, Optional, Tuple
+
+import zmq
+import zmq.auth
+from zmq.utils import z85
+
+logger = logging.getLogger(__name__)
+
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"  # fixed by RFC 27: libzmq sends its requests here
+ZAP_DOMAIN = b"scaler"
+_ZAP_VERSION = b"1.0"
+
+
+@dataclass(frozen=True)
+class CurvePeerKeys:
+    """A client's, worker's or monitor's keys: its own key pair and the scheduler's public key (all Z85)."""
+
+    public_key: bytes
+    secret_key: bytes
+    server_key: bytes
+
+
+@dataclass(frozen=True)
+class CurveServerKeys:
+    """The scheduler's key pair and the public keys it accepts (all Z85)."""
+
+    public_key: bytes
+    secret_key: bytes
+    authorized_keys: FrozenSet[bytes]
+
+
+def load_peer_keys(secret_key_file: Optional[str], server_key_file: Optional[str]) -> Optional[CurvePeerKeys]:
+    """Keys from the files named by a peer's --curve-secret-key and --curve-server-key; None if neither is given.
+
+    ValueError if only one is given or a file is not a certificate of the right kind."""
+    if secret_key_file is None and server_key_file is None:
+        return None
+    if secret_key_file is None or server_key_file is None:
+        raise ValueError("CurveZMQ needs both keys: this peer's secret key file and the scheduler's public key file")
+    public_key, secret_key = _load_key_pair(secret_key_file)
+    return CurvePeerKeys(public_key, secret_key, _load_public_key(server_key_file))
+
+
+def load_server_keys(secret_key_file: Optional[str], authorized_keys_dir: Optional[str]) -> Optional[CurveServerKeys]:
+    """The scheduler's keys from --curve-secret-key and --curve-authorized-keys; None if neither is given."""
+    if secret_key_file is None and authorized_keys_dir is None:
+        return None
+    if secret_key_file is None or authorized_keys_dir is None:
+        raise ValueError(
+            "CurveZMQ needs both the scheduler's secret key file and the directory of the public keys it accepts"
+        )
+    if not os.path.isdir(authorized_keys_dir):
+        raise ValueError(f"the authorized keys directory {authorized_keys_dir!r} does not exist")
+    public_key, secret_key = _load_key_pair(secret_key_file)
+    authorized = frozenset(zmq.auth.load_certificates(authorized_keys_dir))
+    if not authorized:
+        raise ValueError(f"no public key (*.key) in {authorized_keys_dir!r}: nobody could connect")
+    return CurveServerKeys(public_key, secret_key, authorized)
+
+
+def generate_key_pair(directory: str, name: str) -> Tuple[str, str]:
+    """Write NAME.key and NAME.key_secret into directory (created if needed); returns their paths."""
+    if not name or os.sep in name:
+        raise ValueError(f"a key name must be a plain file name, got {name!r}")
+    os.makedirs(directory, exist_ok=True)
+    for suffix in (".key", ".key_secret"):
+        if os.path.exists(os.path.join(directory, name + suffix)):
+            raise ValueError(f"{os.path.join(directory, name + suffix)} exists already: not overwriting a key")
+    public_file, secret_file = zmq.auth.create_certificates(directory, name)
+    os.chmod(secret_file, 0o600)
+    return public_file, secret_file
+
+
+def apply_peer_keys(socket: zmq.Socket, keys: CurvePeerKeys) -> None:
+    """Make `socket` (not yet connected) a CURVE client of the scheduler."""
+    socket.curve_publickey = keys.public_key
+    socket.curve_secretkey = keys.secret_key
+    socket.curve_serverkey = keys.server_key
+
+
+def apply_server_keys(socket: zmq.Socket, keys: CurveServerKeys) -> None:
+    """Make `socket` (not yet bound) a CURVE server whose peers our ZAP handler checks."""
+    socket.curve_secretkey = keys.secret_key
+    socket.curve_publickey = keys.public_key
+    socket.curve_server = True
+    socket.zap_domain = ZAP_DOMAIN
+
+
+def answer_zap_request(
+    frames: List[bytes], authorized_keys: FrozenSet[bytes], refusals: Dict[bytes, int]
+) -> List[bytes]:
+    """The ZAP reply to one request: 200 for a listed CURVE public key, 400 otherwise (the first refusal of a key is
+    logged; `refusals` counts them per key, so a peer retrying every second does not flood the log)."""
+    if len(frames) < 6 or frames[0] != _ZAP_VERSION:
+        request_id = frames[1] if len(frames) > 1 else b""
+        return [_ZAP_VERSION, request_id, b"500", b"malformed ZAP request", b"", b""]
+    request_id, domain, address, _identity, mechanism = frames[1:6]
+    credentials = frames[6:]
+    if mechanism != b"CURVE" or len(credentials) != 1 or len(credentials[0]) != 32:
+        reason = f"mechanism {mechanism.decode(errors='replace')} is not accepted: CURVE is required"
+        logger.warning("refused a connection from %s: %s", address.decode(errors="replace"), reason)
+        return [_ZAP_VERSION, request_id, b"400", reason.encode(), b"", b""]
+    public_key = z85.encode(credentials[0])
+    if public_key in authorized_keys:
+        return [_ZAP_VERSION, request_id, b"200", b"OK", public_key, b""]
+    seen = refusals.get(public_key, 0)
+    refusals[public_key] = seen + 1
+    if seen == 0:
+        logger.warning(
+            "refused a connection from %s: public key %s is not among the authorized keys (domain %s)",
+            address.decode(errors="replace"),
+            public_key.decode(),
+            domain.decode(errors="replace"),
+        )
+    return [_ZAP_VERSION, request_id, b"400", b"public key not authorized", b"", b""]
+
+
+def _load_key_pair(path: str) -> Tuple[bytes, bytes]:
+    public_key, secret_key = _load_certificate(path)
+    if secret_key is None:
+        raise ValueError(f"{path} holds no secret key: pass the NAME.key_secret file written by scaler_keygen")
+    return public_key, secret_key
+
+
+def _load_public_key(path: str) -> bytes:
+    return _load_certificate(path)[0]
+
+
+def _load_certificate(path: str) -> Tuple[bytes, Optional[bytes]]:
+    if not os.path.isfile(path):
+        raise ValueError(f"key file {path!r} does not exist")
+    try:
+        return zmq.auth.load_certificate(path)
+    except (ValueError, OSError) as error:
+        raise ValueError(f"{path} is not a CurveZMQ certificate written by scaler_keygen: {error}") from None
+
+
+def prepare_local_keys(directory: str) -> Tuple[str, str, str, str]:
+    """Keys for a scheduler and workers on one machine (SchedulerClusterCombo): DIRECTORY/scheduler.key_secret and
+    DIRECTORY/worker.key_secret, made if missing, and DIRECTORY/authorized/ holding the worker's public key. Clients
+    add theirs there. Returns (scheduler secret, scheduler public, worker secret, authorized directory) paths."""
+    paths = {}
+    for name in ("scheduler", "worker"):
+        public_file, secret_file = os.path.join(directory, name + ".key"), os.path.join(directory, name + ".key_secret")
+        if not os.path.exists(secret_file):
+            public_file, secret_file = generate_key_pair(directory, name)
+        paths[name] = (public_file, secret_file)
+    authorized = os.path.join(directory, "authorized")
+    os.makedirs(authorized, exist_ok=True)
+    with open(paths["worker"][0], "rb") as source, open(os.path.join(authorized, "worker.key"), "wb") as copy:
+        copy.write(source.read())
+    return paths["scheduler"][1], paths["scheduler"][0], paths["worker"][1], authorized

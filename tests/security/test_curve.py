@@ -1,0 +1,119 @@
+"""CurveZMQ: keys, the ZAP decision, and refusals end to end on real sockets."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zmq
+from zmq.utils import z85
+
+from scaler import Client, SchedulerClusterCombo
+from scaler.io.curve import answer_zap_request, generate_key_pair, load_peer_keys, load_server_keys
+from tests.processes import ScalerProcess, free_tcp_address, wait_for
+
+BIN = Path(sys.executable).parent
+
+
+def _zap_request(mechanism: bytes, *credentials: bytes) -> list:
+    return [b"1.0", b"7", b"scaler", b"10.0.0.9", b"", mechanism, *credentials]
+
+
+def test_zap_accepts_listed_keys_and_logs_a_refused_key_once(tmp_path: Path, caplog) -> None:
+    public_file, _ = generate_key_pair(str(tmp_path), "alice")
+    alice = load_peer_keys(str(tmp_path / "alice.key_secret"), public_file)
+    raw_alice = z85.decode(alice.public_key)
+    stranger = zmq.curve_keypair()[0]
+    refusals: dict = {}
+    accepted = answer_zap_request(_zap_request(b"CURVE", raw_alice), frozenset({alice.public_key}), refusals)
+    assert accepted[:3] == [b"1.0", b"7", b"200"] and accepted[4] == alice.public_key
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            refused = answer_zap_request(_zap_request(b"CURVE", z85.decode(stranger)), frozenset(), refusals)
+            assert refused[2] == b"400"
+    logged = [r.getMessage() for r in caplog.records if "refused a connection" in r.getMessage()]
+    assert len(logged) == 1 and stranger.decode() in logged[0] and "10.0.0.9" in logged[0]
+    assert refusals == {stranger: 3}
+
+
+def test_zap_refuses_other_mechanisms_and_malformed_requests() -> None:
+    assert answer_zap_request(_zap_request(b"NULL"), frozenset(), {})[2] == b"400"
+    assert answer_zap_request(_zap_request(b"PLAIN", b"user", b"pass"), frozenset(), {})[2] == b"400"
+    assert answer_zap_request([b"0.9", b"1"], frozenset(), {})[2] == b"500"
+    assert answer_zap_request([], frozenset(), {})[2] == b"500"
+
+
+def test_key_files_are_checked_with_clear_errors(tmp_path: Path) -> None:
+    public_file, secret_file = generate_key_pair(str(tmp_path), "scheduler")
+    assert oct(Path(secret_file).stat().st_mode & 0o777) == "0o600"
+    with pytest.raises(ValueError, match="exists already"):
+        generate_key_pair(str(tmp_path), "scheduler")
+    with pytest.raises(ValueError, match="both keys"):
+        load_peer_keys(secret_file, None)
+    with pytest.raises(ValueError, match="no secret key"):
+        load_peer_keys(public_file, public_file)
+    with pytest.raises(ValueError, match="does not exist"):
+        load_peer_keys(str(tmp_path / "nope.key_secret"), public_file)
+    (tmp_path / "junk.key").write_text("not a certificate")
+    with pytest.raises(ValueError, match="not a CurveZMQ certificate"):
+        load_peer_keys(secret_file, str(tmp_path / "junk.key"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="nobody could connect"):
+        load_server_keys(secret_file, str(empty))
+    with pytest.raises(ValueError, match="key file"):
+        Client("tcp://127.0.0.1:1", curve_secret_key_file=str(tmp_path / "missing"), curve_server_key_file=public_file)
+
+
+def test_keygen_cli_writes_pairs_and_never_overwrites(tmp_path: Path) -> None:
+    done = subprocess.run([str(BIN / "scaler_keygen"), str(tmp_path), "a", "b"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.key", "a.key_secret", "b.key", "b.key_secret"]
+    again = subprocess.run([str(BIN / "scaler_keygen"), str(tmp_path), "a"], capture_output=True, text=True)
+    assert again.returncode == 1 and "not overwriting" in again.stderr
+    assert subprocess.run([str(BIN / "scaler_keygen"), "-h"], capture_output=True).returncode == 0
+
+
+def test_only_authorized_clients_are_served(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    log = tmp_path / "scheduler.log"
+    generate_key_pair(str(keys), "alice")
+    generate_key_pair(str(keys), "mallory")
+    (keys / "authorized").mkdir()
+    shutil.copy(keys / "alice.key", keys / "authorized" / "alice.key")
+    combo = SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_paths=[str(log)])
+    try:
+        server_key = combo.curve_server_key_file
+        with Client(
+            combo.get_address(), timeout_seconds=20,
+            curve_secret_key_file=str(keys / "alice.key_secret"), curve_server_key_file=server_key,
+        ) as alice:  # fmt: skip
+            assert alice.map(abs, [(-1,), (-2,)]) == [1, 2]
+        with pytest.raises(TimeoutError, match="CurveZMQ"):
+            Client(
+                combo.get_address(), timeout_seconds=3,
+                curve_secret_key_file=str(keys / "mallory.key_secret"), curve_server_key_file=server_key,
+            )  # fmt: skip
+        with pytest.raises(TimeoutError):
+            Client(combo.get_address(), timeout_seconds=3)  # no keys at all
+        wait_for(lambda: "is not among the authorized keys" in log.read_text(), 10, "the refusal of mallory's key")
+        wait_for(lambda: "refused a connection to the scheduler address" in log.read_text(), 15, "the keyless refusal")
+        assert log.read_text().count("client C|") == 2  # alice connected and left; nobody else got in
+    finally:
+        combo.shutdown()
+
+
+def test_public_bind_without_curve_warns(tmp_path: Path) -> None:
+    port = free_tcp_address().rpartition(":")[2]
+    scheduler = ScalerProcess(
+        "scaler.scheduler", [f"tcp://0.0.0.0:{port}", "-ma", f"ipc://{tmp_path}/m"], str(tmp_path / "s.log")
+    )
+    try:
+        scheduler.wait_for_output("Scheduler: listening on")
+        assert "reachable from other hosts without CurveZMQ" in scheduler.output()
+    finally:
+        scheduler.stop()
