@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 import psutil
 
@@ -33,10 +33,13 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval:
 class ScalerProcess:
     """A CLI run as `python -m MODULE ARGS...` with its output captured to a file, stopped with its whole tree."""
 
-    def __init__(self, module: str, args: List[str], log_path: str, python: Optional[str] = None) -> None:
+    def __init__(
+        self, module: str, args: List[str], log_path: str, python: Optional[str] = None, prefix: Sequence[str] = ()
+    ) -> None:
+        """`prefix` goes before the interpreter, e.g. `ip netns exec NAME` to run on another test host."""
         self.log_path = log_path
         self._log = open(log_path, "wb")
-        command = [python or sys.executable, "-m", module, *args]
+        command = [*prefix, python or sys.executable, "-m", module, *args]
         self.popen = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
         self.pid = self.popen.pid
 
