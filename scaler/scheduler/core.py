@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import logging
 from collections import deque
-from typing import Callable, Deque, Dict, List, Optional
+from typing import Callable, Deque, Dict, List, Optional, Set
 
 from scaler.protocol import (
     MESSAGE_TYPES,
@@ -270,8 +270,11 @@ class SchedulerCore:
             return
         logger.info("worker %s removed (%s), %d task(s) to reassign", worker.name, reason, len(worker.assigned))
         retry_limit = self.settings.task_retry_limit
+        suspects = self._likely_running(worker)
         for task_id in reversed(list(worker.assigned)):
-            task = self.tasks[task_id]
+            task = self.tasks.get(task_id)
+            if task is None or task.worker != worker.identity:
+                continue  # settled meanwhile: a nested child canceled with its parent just above
             task.worker = None
             if task.state == CANCELING:
                 self._finish_locally(task, _CANCELED, b"", "")
@@ -279,6 +282,10 @@ class SchedulerCore:
             # Its nested tasks were submitted by a client that died with the worker: nobody waits for them any more,
             # and the task resubmits them when it runs again.
             self._cancel_children(task)
+            if task_id not in suspects:
+                self._set_state(task, READY)
+                self.ready.appendleft(task)
+                continue
             task.retries += 1
             if task.retries >= retry_limit:
                 text = (
@@ -289,6 +296,21 @@ class SchedulerCore:
                 continue
             self._set_state(task, READY)
             self.ready.appendleft(task)  # first in line: it has waited longest
+
+    def _likely_running(self, worker: WorkerState) -> Set[bytes]:
+        """The tasks a dead worker most likely was running, which alone count a retry: a task merely queued there
+        did not kill it. A worker runs tasks in the order it received them, except nested ones, newest first; so the
+        oldest it held (one, plus one per task parked on its children) and its newest nested task. A guess, since a
+        worker does not say which task it starts. A task that kills its worker is the oldest it holds when it runs
+        (unless results of earlier tasks died with the worker too), so it is blamed; an innocent task only if it was
+        among these when its worker died, `task_retry_limit` times."""
+        held = list(worker.assigned)
+        suspects = set(held[: 1 + worker.parked])
+        tasks = self.tasks
+        newest_nested = next((task_id for task_id in reversed(held) if tasks[task_id].parent_task_id), None)
+        if newest_nested is not None:
+            suspects.add(newest_nested)
+        return suspects
 
     def _on_client_disconnect(self, client: ClientState, message: ClientDisconnect, now: float) -> None:
         if not message.shutdown_cluster:

@@ -294,3 +294,42 @@ def test_vanished_client_cancels_running_tasks_and_frees_everything_even_a_late_
     out.update(harness.send(WORKER_A, result(tasks[2], TaskStatus.canceled, payload=b"")))
     assert CLIENT not in out and not harness.core.objects
     assert_empty(harness)
+
+
+def test_only_the_task_a_dead_worker_was_likely_running_counts_a_retry() -> None:
+    harness = Harness(task_retry_limit=1)
+    harness.connect_client()
+    harness.connect_worker(WORKER_A)
+    running, *queued = [harness.task() for _ in range(4)]
+    harness.send(CLIENT, running, *queued)
+    harness.connect_worker(WORKER_B)
+    out = harness.send(WORKER_A, WorkerDisconnect(reason="killed"))
+    (answer,) = results_for(out)
+    assert answer.task_id == running.task_id and answer.status == TaskStatus.worker_died
+    assert [t.task_id for t in of_type(out[WORKER_B], Task)] == [t.task_id for t in queued]
+    assert all(harness.core.tasks[t.task_id].retries == 0 for t in queued)
+
+
+def test_a_dead_worker_blames_its_oldest_task_one_per_parked_task_and_its_newest_nested_task() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_B, capacity=1)
+    parent = harness.task()
+    harness.send(CLIENT, parent)  # runs on B
+    harness.connect_worker(WORKER_A)
+    oldest, second, third = harness.task(), harness.task(), harness.task()
+    older_child = harness.task(parent_task_id=parent.task_id)
+    newest_child = harness.task(parent_task_id=parent.task_id)
+    harness.send(CLIENT, oldest, second, third, older_child, newest_child)
+    assert len(harness.core.workers[WORKER_A].assigned) == 5
+    harness.send(WORKER_A, WorkerHeartbeat(running=2, flags=_TASK_LOCK))  # one task parked there, one running
+    harness.send(WORKER_A, WorkerDisconnect(reason="killed"))
+    retries = {t.task_id: harness.core.tasks[t.task_id].retries for t in (oldest, second, third, older_child)}
+    retries[newest_child.task_id] = harness.core.tasks[newest_child.task_id].retries
+    assert retries == {
+        oldest.task_id: 1,
+        second.task_id: 1,
+        third.task_id: 0,
+        older_child.task_id: 0,
+        newest_child.task_id: 1,
+    }
