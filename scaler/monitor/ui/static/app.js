@@ -55,6 +55,8 @@ function update(state) {
   showConnection(state.live, state.message);
   page.status = state.status;
   if (page.status) {
+    // colours go to workers on first sight: in name order, the legend's colours run in palette order
+    page.status.workers.map((worker) => worker.name).sort().forEach((name) => Charts.colorFor(name));
     document.getElementById("completed").textContent = page.status.completed_tasks.toLocaleString("en-US");
     document.getElementById("rate").textContent = page.status.tasks_per_second;
     document.getElementById("worker-count").textContent = String(page.status.workers.length);
@@ -118,9 +120,8 @@ function renderWorkers() {
     cell.addEventListener("click", () => sortBy(column.key));
     head.append(cell);
   }
-  for (const header of [page.itlHeader, "processed", "tasks/s", "task stream (last minute)"]) {
-    head.append(element("th", header, "static number"));
-  }
+  for (const header of [page.itlHeader, "processed", "tasks/s"]) head.append(element("th", header, "static number"));
+  head.append(element("th", "task stream, last minute", "static"));
   const body = document.querySelector("#worker-table tbody");
   body.replaceChildren();
   for (const worker of sortedWorkers()) {

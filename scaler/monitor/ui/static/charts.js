@@ -125,11 +125,17 @@ const Charts = (() => {
     context.stroke();
   }
 
-  // The same worker keeps its colour across redraws and reloads.
+  // Distinct colours, handed out in the order workers are first seen, so a worker keeps its colour while the page
+  // lives; past the palette, a hue derived from the name.
+  const PALETTE = ["#5fb3f9", "#f2a65a", "#7ccf8a", "#e36d9c", "#b48ef2", "#f2d45a", "#5fd4d0", "#f26d6d", "#a3be8c", "#d08770"];
+  const assigned = new Map();
   function colorFor(name) {
-    let hash = 0;
-    for (const character of name) hash = (hash * 31 + character.codePointAt(0)) >>> 0;
-    return `hsl(${hash % 360}, 65%, 62%)`;
+    if (!assigned.has(name)) {
+      let hash = 0;
+      for (const character of name) hash = (hash * 31 + character.codePointAt(0)) >>> 0;
+      assigned.set(name, assigned.size < PALETTE.length ? PALETTE[assigned.size] : `hsl(${hash % 360}, 65%, 62%)`);
+    }
+    return assigned.get(name);
   }
 
   return { lineChart, sparkline, colorFor };
