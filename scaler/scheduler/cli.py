@@ -64,6 +64,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="tasks held at once; beyond it new tasks are refused",
     )
     parser.add_argument(
+        "--max-frame-bytes",
+        type=int,
+        default=config.DEFAULT_MAX_FRAME_BYTES,
+        help="ZeroMQ closes the connection of a peer that sends a larger frame, before reading it into memory",
+    )
+    parser.add_argument(
+        "--max-malformed-per-peer",
+        type=int,
+        default=config.DEFAULT_MAX_MALFORMED_PER_PEER,
+        help="a client or worker that sends this many frames that do not decode is dropped",
+    )
+    parser.add_argument(
+        "--max-objects-per-client",
+        type=int,
+        default=config.DEFAULT_MAX_OBJECTS_PER_CLIENT,
+        help="objects one client may hold at the scheduler; beyond it new ones are dropped, with a warning",
+    )
+    parser.add_argument(
         "--per-worker-queue-size",
         type=int,
         default=config.DEFAULT_PER_WORKER_QUEUE_SIZE,
@@ -131,6 +149,9 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[SchedulerSettings
             client_timeout_seconds=args.client_timeout,
             max_tasks_waiting=args.max_tasks_waiting,
             per_worker_queue_size=args.per_worker_queue_size,
+            max_frame_bytes=args.max_frame_bytes,
+            max_malformed_per_peer=args.max_malformed_per_peer,
+            max_objects_per_client=args.max_objects_per_client,
             task_retry_limit=args.task_retry_limit,
             balance_interval_seconds=args.balance_interval,
             status_interval_seconds=args.status_interval,

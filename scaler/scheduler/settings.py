@@ -65,6 +65,14 @@ class SchedulerSettings:
         ):
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
+        for name, value in (
+            ("max_tasks_waiting", max_tasks_waiting),
+            ("max_malformed_per_peer", max_malformed_per_peer),
+            ("max_frame_bytes", max_frame_bytes),
+            ("max_objects_per_client", max_objects_per_client),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if per_worker_queue_size is not None and per_worker_queue_size < 1:
             raise ValueError(f"per_worker_queue_size must be >= 1 or None, got {per_worker_queue_size!r}")
         if task_retry_limit < 1:
