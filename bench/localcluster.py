@@ -24,8 +24,9 @@ import zmq  # noqa: E402
 from scaler.protocol import SchedulerStatus, decode_frame  # noqa: E402
 from tests.processes import ScalerProcess, free_tcp_address, wait_for  # noqa: E402
 
-CPYTHON = str(ROOT / ".venv" / "bin" / "python")
-PYPY = str(ROOT / ".venv-pypy" / "bin" / "python")
+CPYTHON = sys.executable  # the client's interpreter: workers run on it too
+# tox sets SCALER_PYPY to the PyPy environment it builds; by hand, the one scripts/test.sh builds
+PYPY = os.environ.get("SCALER_PYPY") or str(ROOT / ".venv-pypy" / "bin" / "python")
 
 
 def interpreter_label(python: str) -> str:
