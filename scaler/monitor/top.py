@@ -10,6 +10,7 @@ import argparse
 import os
 import shutil
 import sys
+import textwrap
 from dataclasses import dataclass
 from typing import List, NamedTuple, Optional, Sequence
 
@@ -61,7 +62,7 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
         message = no_status_message(
             state.address, state.silence_seconds, state.timeout_seconds, state.status is not None
         )
-        lines += [Line(part, "alert") for part in _wrap(message, width)]
+        lines += [Line(part, "alert") for part in textwrap.wrap(message, width)]
     if state.status is None:
         if not timed_out:
             lines.append(Line(f"waiting for the first status from {state.address} ..."))
@@ -82,10 +83,6 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
 
 def render_text(state: TopState, width: int, height: Optional[int] = None) -> str:
     return "\n".join(line.text.rstrip() for line in render(state, width, height))
-
-
-def _wrap(text: str, width: int) -> List[str]:
-    return [text[start : start + width] for start in range(0, len(text), width)] or [""]
 
 
 def _fit(lines: List[Line], width: int, height: Optional[int], first_row: Optional[int]) -> List[Line]:
