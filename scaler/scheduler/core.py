@@ -57,6 +57,9 @@ _SUCCESS = int(TaskStatus.success)
 _CANCELED = int(TaskStatus.canceled)
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
 _UINT32_MAX = 2**32 - 1
+# The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
+# listening (a huge graph frame being decoded, a paused process): that time is not peers' silence.
+_STALL_SECONDS = 1.0
 _BIT_TASK_LOCK = 4  # WorkerHeartbeat.flags: the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
 FINISHED_NAMES = tuple(status.name for status in TaskStatus)
@@ -83,6 +86,7 @@ class SchedulerCore:
         self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
+        self._last_call = now
         self._heartbeat_interval_ms = int(settings.heartbeat_interval_seconds * 1000)
         self._client_handlers: List[Optional[Handler]] = [None] * _N_TYPES
         self._worker_handlers: List[Optional[Handler]] = [None] * _N_TYPES
@@ -110,6 +114,7 @@ class SchedulerCore:
 
     def receive(self, peer: bytes, messages: list, now: float) -> None:
         """Messages decoded from one frame of `peer`."""
+        self._forgive_stall(now)
         received_counts = self.received_counts
         for message in messages:
             which = message.WHICH
@@ -150,6 +155,7 @@ class SchedulerCore:
 
     def tick(self, now: float) -> None:
         """Timers: peers that went silent, and load balancing."""
+        self._forgive_stall(now)
         worker_deadline = now - self.settings.worker_timeout_seconds
         for worker in [w for w in self.workers.values() if w.last_seen < worker_deadline]:
             self._drop_worker(worker, f"no heartbeat for {now - worker.last_seen:.1f}s", now)
@@ -160,6 +166,16 @@ class SchedulerCore:
             self._next_balance = now + self.settings.balance_interval_seconds
             self._balance()
         self._assign_ready()
+
+    def _forgive_stall(self, now: float) -> None:
+        """After a stall, credit every peer with it: their messages of that time are still queued, unread."""
+        stall = now - self._last_call
+        if stall > _STALL_SECONDS:
+            logger.warning("the scheduler did not run for %.1fs: peer timeouts extended by as much", stall)
+            for peer in [*self.workers.values(), *self.clients.values()]:
+                peer.last_seen += stall
+        if now > self._last_call:
+            self._last_call = now
 
     def take_outgoing(self) -> Dict[bytes, List[bytes]]:
         """Encoded messages queued per peer since the last call; each list is meant to travel as one frame."""

@@ -23,6 +23,7 @@ from scaler.scheduler.settings import SchedulerSettings
 CLIENT = b"C|test|1|client"
 WORKER_A = b"W|test|2|a"
 WORKER_B = b"W|test|3|b"
+SHELL_TICK_SECONDS = 0.1
 
 
 class Harness:
@@ -38,7 +39,12 @@ class Harness:
         return self.outbox()
 
     def tick(self, advance: float = 0.0) -> Dict[bytes, List[object]]:
-        self.now += advance
+        """Let `advance` seconds pass as the shell does, ticking every 0.1 s (a longer gap is a stall, forgiven)."""
+        end = self.now + advance
+        while self.now + SHELL_TICK_SECONDS < end:
+            self.now += SHELL_TICK_SECONDS
+            self.core.tick(self.now)
+        self.now = end
         self.core.tick(self.now)
         return self.outbox()
 

@@ -194,7 +194,7 @@ def test_silent_worker_is_dropped_and_its_tasks_run_elsewhere() -> None:
     harness.connect_worker(WORKER_A)
     tasks = [harness.task() for _ in range(3)]
     harness.send(CLIENT, *tasks)
-    harness.now += 3.0
+    harness.tick(advance=3.0)
     harness.connect_worker(WORKER_B)
     out = harness.tick(advance=2.5)
     assert WORKER_A not in harness.core.workers

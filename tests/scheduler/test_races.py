@@ -107,7 +107,7 @@ def test_balance_response_from_a_worker_declared_dead_is_refused_and_tasks_run_o
     tasks = two_workers_one_busy(harness)
     harness.tick(advance=1.0)  # BalanceRequest to A
     harness.send(WORKER_B, WorkerHeartbeat())
-    harness.now += 4.5
+    harness.tick(advance=4.5)
     harness.send(WORKER_B, WorkerHeartbeat())
     out = harness.tick(advance=0.6)  # A silent for 6.1 s: dead, its tasks go to B
     assert WORKER_A not in harness.core.workers
@@ -283,10 +283,10 @@ def test_vanished_client_cancels_running_tasks_and_frees_everything_even_a_late_
     put = ObjectPut(object_id=b"o" * 16, kind=ObjectKind.object, payload=b"data", total_size=4)
     tasks = [harness.task() for _ in range(3)]
     harness.send(CLIENT, put, *tasks)
-    harness.send(WORKER_A, WorkerHeartbeat())
-    harness.now += 9.0
-    harness.send(WORKER_A, WorkerHeartbeat())
-    out = harness.tick(advance=1.5)
+    for _ in range(10):  # the worker heartbeats, the client is silent
+        harness.send(WORKER_A, WorkerHeartbeat())
+        out = harness.tick(advance=1.0)
+    out.update(harness.tick(advance=0.5))
     assert CLIENT not in harness.core.clients and not harness.core.objects
     assert out[WORKER_A] == [TaskCancel(task_ids=[t.task_id]) for t in tasks]
     big = ObjectPut(object_id=tasks[0].task_id, kind=ObjectKind.result, payload=b"x", total_size=1)
@@ -333,3 +333,18 @@ def test_a_dead_worker_blames_its_oldest_task_one_per_parked_task_and_its_newest
         older_child.task_id: 0,
         newest_child.task_id: 1,
     }
+
+
+def test_a_scheduler_stall_is_not_peer_silence() -> None:
+    harness = Harness(worker_timeout_seconds=5.0)
+    harness.connect_client()
+    harness.connect_worker()
+    harness.tick(advance=0.5)
+    # The loop blocks 8 s on a huge frame, then ticks before it read the heartbeats queued meanwhile.
+    harness.now += 8.0
+    harness.core.tick(harness.now)
+    assert WORKER_A in harness.core.workers and CLIENT in harness.core.clients
+    harness.tick(advance=4.5)
+    assert WORKER_A in harness.core.workers
+    harness.tick(advance=1.0)  # silent for real now, past the timeout
+    assert WORKER_A not in harness.core.workers
