@@ -617,7 +617,7 @@ class WorkerAgent:
         flags = (
             (_BIT_PROCESSOR_INITIALIZED if processor is not None else 0)
             | (_BIT_HAS_TASK if running or queued else 0)
-            | (_BIT_TASK_LOCK if running else 0)
+            | (_BIT_TASK_LOCK if active_running else 0)
         )
         self._outbox.add(
             WorkerHeartbeat(

@@ -1,0 +1,57 @@
+"""The worker's task queue: arrival order, except nested tasks first and newest first (depth first)."""
+
+from __future__ import annotations
+
+from typing import List
+
+from scaler.protocol import Task
+from scaler.worker.task_queue import QueuedTask, TaskQueue
+
+
+def queued(name: str, parent: bytes = b"", missing: tuple = ()) -> QueuedTask:
+    task = Task(task_id=name.encode(), function_id=b"f", parent_task_id=parent)
+    return QueuedTask(task.task_id, task, (b"f", *missing), set(missing))
+
+
+def drain(queue: TaskQueue) -> List[str]:
+    order = []
+    while queue.first_ready() is not None:
+        first = queue.first_ready()
+        assert queue.pop_ready() is first
+        order.append(first.task_id.decode())
+    return order
+
+
+def test_plain_tasks_run_in_arrival_order_nested_ones_first_newest_first() -> None:
+    queue = TaskQueue()
+    for item in [queued("a"), queued("b"), queued("c1", b"p"), queued("d"), queued("c2", b"p")]:
+        queue.add(item)
+    assert len(queue) == 5 and b"c1" in queue
+    assert drain(queue) == ["c2", "c1", "a", "b", "d"]
+
+
+def test_put_back_returns_tasks_to_the_head_in_their_order() -> None:
+    queue = TaskQueue()
+    for item in [queued("a"), queued("b"), queued("n1", b"p"), queued("n2", b"p")]:
+        queue.add(item)
+    taken = [queue.pop_ready() for _ in range(4)]  # n2, n1, a, b handed to a processor that parked
+    queue.add(queued("later"))
+    queue.put_back(taken)
+    assert drain(queue) == ["n2", "n1", "a", "b", "later"]
+
+
+def test_a_nested_task_waiting_for_an_object_joins_the_nested_line_when_it_arrives() -> None:
+    queue = TaskQueue()
+    queue.add(queued("a"))
+    queue.add(queued("n", b"p", missing=(b"obj",)))
+    assert queue.first_ready().task_id == b"a"
+    queue.object_arrived(b"obj")
+    assert drain(queue) == ["n", "a"]
+
+
+def test_balancing_takes_the_tasks_that_would_wait_longest_here() -> None:
+    queue = TaskQueue()
+    for item in [queued("a"), queued("b"), queued("n1", b"p"), queued("n2", b"p")]:
+        queue.add(item)
+    assert [t.task_id for t in queue.take_newest(3)] == [b"b", b"a", b"n1"]
+    assert drain(queue) == ["n2"]
