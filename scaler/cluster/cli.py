@@ -7,6 +7,7 @@ import sys
 from typing import List, Optional, Tuple
 
 from scaler import config
+from scaler.io.curve_options import add_peer_key_arguments
 from scaler.io.sockets import validate_address
 from scaler.logs import setup_logging
 from scaler.worker.settings import WorkerSettings
@@ -61,18 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=config.DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS,
         help="seconds between looks for objects past their retention",
     )
-    parser.add_argument(
-        "--curve-secret-key",
-        default=None,
-        metavar="FILE",
-        help="speak CurveZMQ: the workers' NAME.key_secret file, from scaler_keygen",
-    )
-    parser.add_argument(
-        "--curve-server-key",
-        default=None,
-        metavar="FILE",
-        help="with CurveZMQ: the scheduler's public key file (NAME.key)",
-    )
+    add_peer_key_arguments(parser, "the workers'")
     parser.add_argument(
         "--exit-with-parent",
         action="store_true",

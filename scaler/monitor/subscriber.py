@@ -9,6 +9,7 @@ from typing import Optional
 
 import zmq
 
+from scaler.io.curve import CurvePeerKeys, apply_peer_keys
 from scaler.io.sockets import validate_address
 from scaler.monitor.model import no_status_message
 from scaler.protocol import ProtocolError, SchedulerStatus, decode_frame
@@ -32,7 +33,7 @@ class StatusSubscriber:
     are dropped by ZeroMQ itself. Rates stay right regardless, since each status carries the scheduler's clock.
     """
 
-    def __init__(self, address: str, timeout_seconds: float) -> None:
+    def __init__(self, address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None) -> None:
         self.address = validate_address(address)
         self.timeout_seconds = check_timeout(timeout_seconds)
         self.latest: Optional[SchedulerStatus] = None
@@ -45,6 +46,8 @@ class StatusSubscriber:
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.CONFLATE, 1)
         self._socket.setsockopt(zmq.SUBSCRIBE, b"")
+        if curve is not None:
+            apply_peer_keys(self._socket, curve)
         self._socket.connect(self.address)
 
     def receive(self, wait_seconds: float = 0.0) -> Optional[SchedulerStatus]:

@@ -14,6 +14,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import List, NamedTuple, Optional, Sequence
 
+from scaler.io.curve_options import add_peer_key_arguments
 from scaler.monitor.model import (
     DEFAULT_SORT_KEY,
     ITL_HEADER,
@@ -233,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print one screen as plain text and exit (1 if no status came within --timeout), e.g. for scripts",
     )
+    add_peer_key_arguments(parser, "this monitor's")
     return parser
 
 
@@ -249,10 +251,13 @@ def _print_once(subscriber, state: TopState) -> int:
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = build_parser().parse_args(argv)
-    from scaler.monitor.subscriber import StatusSubscriber  # imported late so `-h` answers fast, without zmq
+    # imported late so `-h` answers fast, without zmq
+    from scaler.io.curve import load_peer_keys
+    from scaler.monitor.subscriber import StatusSubscriber
 
     try:
-        subscriber = StatusSubscriber(args.address, args.timeout)
+        curve = load_peer_keys(args.curve_secret_key, args.curve_server_key)
+        subscriber = StatusSubscriber(args.address, args.timeout, curve)
     except (TypeError, ValueError) as error:
         sys.exit(f"scaler_top: {error}")
     state = TopState(address=args.address, timeout_seconds=args.timeout, sort_key=check_sort_key(args.sort))

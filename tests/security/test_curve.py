@@ -117,3 +117,19 @@ def test_public_bind_without_curve_warns(tmp_path: Path) -> None:
         assert "reachable from other hosts without CurveZMQ" in scheduler.output()
     finally:
         scheduler.stop()
+
+
+def test_monitors_need_an_authorized_key_too(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    generate_key_pair(str(keys), "monitor")
+    (keys / "authorized").mkdir()
+    shutil.copy(keys / "monitor.key", keys / "authorized")
+    with SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_level="WARNING") as combo:
+        top = [str(BIN / "scaler_top"), combo.get_monitor_address(), "--once", "--timeout", "5"]
+        key_options = ["--curve-secret-key", str(keys / "monitor.key_secret")]
+        key_options += ["--curve-server-key", str(keys / "scheduler.key")]
+        keyed = subprocess.run([*top, *key_options], capture_output=True, text=True, timeout=30)
+        assert keyed.returncode == 0, keyed.stderr
+        assert "Total 1 worker(s)" in keyed.stdout
+        keyless = subprocess.run(top, capture_output=True, text=True, timeout=30)
+        assert keyless.returncode == 1 and "no status" in keyless.stderr

@@ -12,7 +12,12 @@ import asyncio
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
+
+from scaler.io.curve_options import add_peer_key_arguments
+
+if TYPE_CHECKING:
+    from scaler.io.curve import CurvePeerKeys
 
 DEFAULT_HOST = "127.0.0.1"  # a monitor shows cluster internals: only this machine, unless asked otherwise
 DEFAULT_PORT = 8081
@@ -23,13 +28,13 @@ STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 logger = logging.getLogger(__name__)
 
 
-def build_app(address: str, timeout_seconds: float):  # -> aiohttp.web.Application
+def build_app(address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None):  # -> web.Application
     from aiohttp import web
 
     from scaler.monitor.subscriber import StatusSubscriber
     from scaler.monitor.ui.history import COLUMNS_JSON, StatusHistory
 
-    subscriber = StatusSubscriber(address, timeout_seconds)
+    subscriber = StatusSubscriber(address, timeout_seconds, curve)
     history = StatusHistory()
 
     async def read_monitor() -> None:
@@ -111,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_TIMEOUT_SECONDS,
         help="seconds without a status after which the page says the scheduler is not answering",
     )
+    add_peer_key_arguments(parser, "this monitor's")
     return parser
 
 
@@ -122,7 +128,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     except ImportError:
         sys.exit('scaler_ui: needs aiohttp: pip install "scaler[ui]"')
     try:
-        app = build_app(args.address, args.timeout)
+        from scaler.io.curve import load_peer_keys
+
+        app = build_app(args.address, args.timeout, load_peer_keys(args.curve_secret_key, args.curve_server_key))
     except (TypeError, ValueError) as error:
         sys.exit(f"scaler_ui: {error}")
     url = f"http://{args.host}:{args.port}/"
