@@ -16,6 +16,9 @@ echo "== PyPy environment (.venv-pypy)"
 .venv-pypy/bin/python -m pip install -q --upgrade pip
 .venv-pypy/bin/python -m pip install -q -e ".[test]"
 
+echo "== scaler_scheduler.pex and scaler_top.pex, for tests/packaging"
+bash packaging/pex/build.sh
+
 echo "== tests on CPython"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
 
