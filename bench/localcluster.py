@@ -103,6 +103,11 @@ class LocalCluster:
     def scheduler_pid(self) -> int:
         return self._processes[0].pid
 
+    @property
+    def cluster_pid(self) -> int:
+        """The `scaler_cluster` launcher's pid (its children are the worker agents)."""
+        return self._processes[1].pid
+
     def _start(self) -> None:
         scheduler = self.start_process(
             "scaler.scheduler",

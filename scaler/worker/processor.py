@@ -20,6 +20,7 @@ from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 import cloudpickle
 
 from scaler import config
+from scaler.client.serializer import DefaultSerializer
 from scaler.worker import context
 from scaler.worker.channel import MessageReader, ProcessorReport, ProcessorResult, ProcessorTask, send_message
 from scaler.worker.lifetime import parent_alive
@@ -32,9 +33,8 @@ _MISSING = object()
 class _CloudpickleSerializer:
     """What an empty serializerId means."""
 
-    @staticmethod
-    def serialize(obj: Any) -> bytes:
-        return cloudpickle.dumps(obj)
+    # the client's default: plain values (most results) skip cloudpickle's costly Pickler set-up, same bytes
+    serialize = staticmethod(DefaultSerializer.serialize)
 
     @staticmethod
     def deserialize(payload: bytes) -> Any:
