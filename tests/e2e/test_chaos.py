@@ -39,7 +39,8 @@ def add(a: int, b: int) -> int:
 
 
 def test_chaos_every_future_resolves_once_with_the_right_value(tmp_path) -> None:
-    rng = random.Random(SEED)
+    rng = random.Random(SEED)  # what is submitted
+    chaos = random.Random(SEED + 1)  # what happens to workers: its own stream, so timing does not change it
     print(f"chaos seed {SEED}, {SECONDS}s")
     live = LiveCluster(tmp_path, worker_timeout_seconds=1.5)
     expected: List[Tuple[ScalerFuture, int]] = []
@@ -57,7 +58,7 @@ def test_chaos_every_future_resolves_once_with_the_right_value(tmp_path) -> None
         kills = additions = 0
         with Client(live.address) as client:
             deadline = time.monotonic() + SECONDS
-            next_chaos = time.monotonic() + rng.uniform(1.0, 2.5)
+            next_chaos = time.monotonic() + chaos.uniform(1.0, 2.5)
             counter = 0
             while time.monotonic() < deadline:
                 in_flight = sum(1 for future, _ in expected[-4 * MAX_IN_FLIGHT :] if not future.done())
@@ -75,10 +76,10 @@ def test_chaos_every_future_resolves_once_with_the_right_value(tmp_path) -> None
                 else:
                     time.sleep(0.01)
                 if time.monotonic() >= next_chaos:
-                    next_chaos = time.monotonic() + rng.uniform(1.0, 2.5)
+                    next_chaos = time.monotonic() + chaos.uniform(1.0, 2.5)
                     agents = live.agents()
-                    if len(agents) > 1 and rng.random() < 0.7:
-                        live.kill_worker(rng.choice(agents))
+                    if len(agents) > 1 and chaos.random() < 0.7:
+                        live.kill_worker(chaos.choice(agents))
                         kills += 1
                     if len(agents) < 4:
                         live.add_worker()
