@@ -306,7 +306,8 @@ class SchedulerCore:
             if task.retries >= retry_limit:
                 text = (
                     f"task {task_id.hex()} was running on {task.retries} workers that died "
-                    f"(last: {worker.name}, {reason})"
+                    f"(last: {worker.name}, {reason}); not retried again, as the task itself may be what kills them "
+                    f"(out of memory, a crash)"
                 )
                 self._finish_locally(task, int(TaskStatus.worker_died), b"", text)
                 continue
