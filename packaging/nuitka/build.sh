@@ -22,11 +22,9 @@ echo "== build venv ($build_venv)"
 [ -x "$build_venv/bin/python" ] || "$python" -m venv "$build_venv"
 "$build_venv/bin/python" -m pip install -q "nuitka>=2.4,<5" zstandard ordered-set
 # Nuitka compiles what the build interpreter imports: scaler (editable, so always this tree) and its dependencies.
+# It follows the imports of packaging/nuitka/scaler_onefile.py, the late ones inside functions included (zmq, uvloop,
+# curses): the parts of scaler that neither CLI imports are kept out explicitly, so a stray import fails loudly.
 "$build_venv/bin/python" -m pip install -q -e ".[uvloop]"
-
-include=(--include-package=scaler.scheduler --include-package=scaler.protocol --include-package=scaler.fastpath)
-# scaler_top ships once its module exists; until then the binary answers only to the scheduler's name.
-[ -f scaler/monitor/top.py ] && include+=(--include-package=scaler.monitor)
 
 echo "== compiling (takes minutes)"
 start=$(date +%s)
@@ -34,14 +32,11 @@ start=$(date +%s)
     --mode=onefile \
     --assume-yes-for-downloads \
     --jobs="${NUITKA_JOBS:-$(nproc)}" \
-    "${include[@]}" \
-    --include-module=uvloop \
     --nofollow-import-to=scaler.client --nofollow-import-to=scaler.worker --nofollow-import-to=scaler.cluster \
-    --nofollow-import-to=cloudpickle --nofollow-import-to=pytest --nofollow-import-to=capnp \
+    --nofollow-import-to=scaler.monitor.ui --nofollow-import-to=cloudpickle --nofollow-import-to=capnp \
     --output-dir="$work_dir" \
     --output-filename=scaler_onefile \
     --remove-output \
-    --no-pyi-file \
     packaging/nuitka/scaler_onefile.py
 
 mkdir -p dist

@@ -104,7 +104,9 @@ def served(hiding, tmp_path_factory) -> Iterator[Served]:
     tmp_path = tmp_path_factory.mktemp("nuitka")
     bin_directory = copied(tmp_path, "scaler_scheduler", "scaler_top")
     address, monitor_address = new_addresses(tmp_path)
-    command = [os.path.join(bin_directory, "scaler_scheduler"), *scheduler_arguments(address, monitor_address)]
+    # uvloop, so that the test also proves the binary carries it (the shell imports it only for this option).
+    arguments = [*scheduler_arguments(address, monitor_address), "--event-loop", "uvloop"]
+    command = [os.path.join(bin_directory, "scaler_scheduler"), *arguments]
     scheduler = CommandProcess(
         without_python(command), str(tmp_path / "scheduler.log"), cwd=str(tmp_path), env=BARE_ENVIRONMENT
     )
@@ -115,6 +117,7 @@ def served(hiding, tmp_path_factory) -> Iterator[Served]:
             yield Served(bin_directory, monitor_address, str(tmp_path))
     finally:
         assert scheduler.stop() == 0, scheduler.output()
+    assert "use event loop: uvloop" in scheduler.output()
 
 
 def test_top_once_shows_the_served_tasks(served: Served) -> None:
