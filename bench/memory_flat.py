@@ -4,8 +4,8 @@
     .venv/bin/python bench/memory_flat.py --rounds 3 --tasks-per-round 10000
 
 One cluster per interpreter runs --rounds maps of --tasks-per-round no-op tasks, one after another, each checked. The
-scheduler's RSS is read (psutil) once every result of a round is back, so the scheduler has forgotten those tasks; the
-table compares the RSS after the first round with the RSS after the last.
+scheduler's RSS is read (psutil) once every result of a round is back and its status on the monitor socket shows it
+holds no task any more; the table compares the RSS after the first round with the RSS after the last.
 """
 
 from __future__ import annotations
@@ -21,6 +21,12 @@ from localcluster import CPYTHON, PYPY, LocalCluster, interpreter_label  # noqa:
 from noop_100k import run_map  # noqa: E402
 
 from scaler import Client  # noqa: E402
+from scaler.protocol import SchedulerStatus  # noqa: E402
+from scaler.scheduler.state import STATE_NAMES  # noqa: E402
+
+
+def _holds_no_task(status: SchedulerStatus) -> bool:
+    return all(counter.value == 0 for counter in status.task_states if counter.name in STATE_NAMES)
 
 
 def measure(scheduler_python: str, rounds: int, tasks_per_round: int, workers: int) -> List[int]:
@@ -30,6 +36,7 @@ def measure(scheduler_python: str, rounds: int, tasks_per_round: int, workers: i
         with Client(cluster.address) as client:
             for number in range(rounds):
                 run_map(client, tasks_per_round)
+                cluster.wait_for_status(_holds_no_task, timeout=30.0, what="the scheduler to forget every task")
                 after.append(cluster.rss.current())
                 print(
                     f"{scheduler_python}: {(number + 1) * tasks_per_round:>10,} tasks done, scheduler RSS "
