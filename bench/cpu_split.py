@@ -1,4 +1,4 @@
-"""Where the CPU goes: CPU seconds per process role while a local cluster runs no-op tasks.
+"""Where the CPU goes: CPU seconds per process role while a local cluster runs no-op tasks (or a graph).
 
     .venv/bin/python bench/cpu_split.py --scheduler-python .venv-pypy/bin/python --tasks 100000 --workload map
 
@@ -19,11 +19,14 @@ from typing import Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil  # noqa: E402
+from graph_tree import run_tree  # noqa: E402
 from localcluster import PYPY, LocalCluster, interpreter_label  # noqa: E402
-from noop_100k import WORKLOADS  # noqa: E402
+from noop_100k import WORKLOADS as NOOP_WORKLOADS  # noqa: E402
 
 from scaler import Client  # noqa: E402
 
+# graph: the binary reduction tree of bench/graph_tree.py with about --tasks nodes
+WORKLOADS = {**NOOP_WORKLOADS, "graph": lambda client, tasks: run_tree(client, max(2, (tasks + 1) // 2))}
 _ROLE_BY_DEPTH = {0: "cluster launcher", 1: "worker agents", 2: "processor fork servers", 3: "processors"}
 
 
@@ -68,7 +71,7 @@ def main() -> None:
             }
     total = sum(spent.values())
     print(
-        f"\n{args.tasks:,} no-op tasks via {args.workload}, scheduler on {interpreter_label(args.scheduler_python)}, "
+        f"\n{args.tasks:,} tasks via {args.workload}, scheduler on {interpreter_label(args.scheduler_python)}, "
         f"{args.workers} workers: wall {wall:.2f} s, CPU {total:.2f} s ({total / wall:.2f} cores busy)"
     )
     header = f"{'role':<26}{'CPU s':>8}{'us/task':>9}{'share':>8}"
