@@ -31,8 +31,9 @@ EXECUTABLE_PREFIX = {"pypy3": "pypy", "python3.11": "python3"}
 
 
 def interpreter(name: str) -> str:
+    """The bare interpreter: never the venv the tests run in, where scaler itself is installed."""
     if name == "python3.11" and sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11):
-        return sys.executable
+        return getattr(sys, "_base_executable", sys.executable)
     path = shutil.which(name)
     if path is None:
         pytest.skip(f"{name} is not installed")
@@ -82,7 +83,7 @@ def test_scheduler_pex_serves_cluster_and_client(python: str, event_loop: str, t
     )
     try:
         scheduler.wait_for_output(LISTENING, START_TIMEOUT_SECONDS)
-        # The interpreter that serves is the one asked for: pex did not re-execute under another.
+        # The interpreter that serves is the one asked for (pex re-executes into its venv of that interpreter).
         assert os.path.basename(psutil.Process(scheduler.pid).exe()).startswith(EXECUTABLE_PREFIX[python])
         with running_cluster(address, tmp_path) as cluster:
             check_tasks_run_on_cluster(address, cluster)
