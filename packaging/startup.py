@@ -25,6 +25,9 @@ from typing import Dict, List, Optional
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIST = os.path.join(ROOT, "dist")
 LISTENING = b"Scheduler: listening on"
+BASE_PYTHON = getattr(
+    sys, "_base_executable", sys.executable
+)  # not a venv with scaler installed: the pex must carry it
 
 
 def free_tcp_address() -> str:
@@ -83,9 +86,22 @@ def variants() -> Dict[str, List[str]]:
     if os.path.exists(nuitka_binary):
         found["Nuitka onefile: dist/scaler_scheduler"] = [nuitka_binary]
     if os.path.exists(scheduler_pex):
-        found["pex on CPython 3.11: python3.11 dist/scaler_scheduler.pex"] = [sys.executable, scheduler_pex]
+        found["pex on CPython 3.11: python3.11 dist/scaler_scheduler.pex"] = [BASE_PYTHON, scheduler_pex]
         if pypy:
             found["pex on PyPy 3.9: pypy3 dist/scaler_scheduler.pex"] = [pypy, scheduler_pex]
+    return found
+
+
+def top_variants() -> Dict[str, List[str]]:
+    found: Dict[str, List[str]] = {}
+    pypy = shutil.which("pypy3")
+    top_pex = os.path.join(DIST, "scaler_top.pex")
+    if os.path.exists(os.path.join(DIST, "scaler_top")):
+        found["Nuitka onefile: dist/scaler_top"] = [os.path.join(DIST, "scaler_top")]
+    if os.path.exists(top_pex):
+        found["pex on CPython 3.11: python3.11 dist/scaler_top.pex"] = [BASE_PYTHON, top_pex]
+        if pypy:
+            found["pex on PyPy 3.9: pypy3 dist/scaler_top.pex"] = [pypy, top_pex]
     return found
 
 
@@ -102,19 +118,25 @@ def main(argv: Optional[List[str]] = None) -> None:
         parser.error("--repeat must be at least 1")
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
-    for path in (os.path.join(DIST, name) for name in ("scaler_scheduler", "scaler_scheduler.pex", "scaler_top.pex")):
+    names = ("scaler_scheduler", "scaler_top", "scaler_scheduler.pex", "scaler_top.pex")
+    for path in (os.path.join(DIST, name) for name in names):
         if os.path.exists(path):
             print(f"{os.path.relpath(path, ROOT)}: {os.path.getsize(path) / 1e6:.1f} MB")
-    print(f"\n{'scheduler':60} {'-h (s)':>8} {'listening (s)':>14}")
+    print(f"\n{'scaler_scheduler':72} {'-h (s)':>8} {'listening (s)':>14}")
     for name, command in variants().items():
         time_help(command, env)  # a warm-up run: every later run finds the same caches filled
         helps = [time_help(command, env) for _ in range(args.repeat)]
         starts = [time_to_listening(command, env) for _ in range(args.repeat)]
-        print(f"{name:60} {statistics.median(helps):8.2f} {statistics.median(starts):14.2f}")
+        print(f"{name:72} {statistics.median(helps):8.2f} {statistics.median(starts):14.2f}")
     for name, command in first_pex_runs().items():
         with tempfile.TemporaryDirectory() as pex_root:
             first = time_to_listening(command, {**env, "PEX_ROOT": pex_root})
-        print(f"{name + ', first run':60} {'':8} {first:14.2f}")
+        print(f"{name + ', first run (empty PEX_ROOT)':72} {'':8} {first:14.2f}")
+    print(f"\n{'scaler_top':72} {'-h (s)':>8}")
+    for name, command in top_variants().items():
+        time_help(command, env)
+        helps = [time_help(command, env) for _ in range(args.repeat)]
+        print(f"{name:72} {statistics.median(helps):8.2f}")
 
 
 if __name__ == "__main__":
