@@ -25,9 +25,8 @@ from typing import Dict, List, Optional
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIST = os.path.join(ROOT, "dist")
 LISTENING = b"Scheduler: listening on"
-BASE_PYTHON = getattr(
-    sys, "_base_executable", sys.executable
-)  # not a venv with scaler installed: the pex must carry it
+# The bare interpreter, not a venv with scaler installed: the pex must carry scaler itself.
+BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
 
 
 def free_tcp_address() -> str:
