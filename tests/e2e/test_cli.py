@@ -22,6 +22,9 @@ PYPY = Path(ROOT) / ".venv-pypy" / "bin" / "python"
         ("scaler_scheduler", ["--event-loop", "--protected", "--worker-timeout", "--per-worker-queue-size"]),
         ("scaler_cluster", ["--num-workers", "--heartbeat-interval", "--death-timeout"]),
         ("scaler_worker", ["--num-workers"]),
+        ("scaler_top", ["--timeout", "--sort", "--curve-server-key"]),
+        ("scaler_ui", ["--port", "--host", "--curve-server-key"]),
+        ("scaler_keygen", ["DIRECTORY", "NAME"]),
     ],
 )
 def test_every_cli_answers_help(command: str, words: list) -> None:
