@@ -26,12 +26,19 @@ echo "== build venv ($build_venv)"
 # curses): the parts of scaler that neither CLI imports are kept out explicitly, so a stray import fails loudly.
 "$build_venv/bin/python" -m pip install -q -e ".[uvloop]"
 
-echo "== compiling (takes minutes)"
+# Link libpython statically when the interpreter ships it (pyenv's does): one file less in the payload, 5 MB smaller.
+# Nuitka's own "auto" picks it only for interpreters it recognises, which a venv made from a tox env's is not.
+static_libpython=no
+"$build_venv/bin/python" -c 'import os, sysconfig as c; exit(not os.path.isfile(os.path.join(
+    c.get_config_var("LIBPL") or "", c.get_config_var("LIBRARY") or "-")))' && static_libpython=yes
+
+echo "== compiling (takes minutes; static libpython: $static_libpython)"
 start=$(date +%s)
 "$build_venv/bin/python" -m nuitka \
     --mode=onefile \
     --assume-yes-for-downloads \
     --jobs="${NUITKA_JOBS:-$(nproc)}" \
+    --static-libpython="$static_libpython" \
     --nofollow-import-to=scaler.client --nofollow-import-to=scaler.worker --nofollow-import-to=scaler.cluster \
     --nofollow-import-to=scaler.monitor.ui --nofollow-import-to=cloudpickle --nofollow-import-to=capnp \
     --output-dir="$work_dir" \
