@@ -51,7 +51,11 @@ WORKLOADS: Dict[str, Callable[[Any, int], None]] = {"submit": run_submit, "map":
 def measure(workload: str, tasks: int, workers: int) -> float:
     with (
         distributed.LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,  # teardown races log tracebacks, not failures
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
@@ -72,7 +76,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.tasks < 2 or args.workers < 1 or args.repeat < 1:
         parser.error("--tasks must be >= 2, --workers and --repeat >= 1")
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)  # teardown races log tracebacks, not failures
     workloads = args.workload or ["submit", "map", "graph"]
     runs: Dict[str, List[float]] = {workload: [] for workload in workloads}
     for attempt in range(args.repeat):
