@@ -53,7 +53,7 @@ def new_addresses(tmp_path) -> Tuple[str, str]:
 
 @contextlib.contextmanager
 def running_cluster(address: str, tmp_path) -> Iterator[ScalerProcess]:
-    """`python -m scaler.cluster -n 2 ADDRESS` until the generator is closed."""
+    """`python -m scaler.cluster -n 2 ADDRESS`, stopped with its workers when the with block ends."""
     cluster = ScalerProcess("scaler.cluster", ["-n", "2", address], str(tmp_path / "cluster.log"))
     try:
         cluster.wait_for_output("Worker[1] started", START_TIMEOUT_SECONDS)

@@ -51,12 +51,17 @@ def without_python(command: List[str]) -> List[str]:
 
 @pytest.fixture(scope="module")
 def hiding() -> None:
+    if shutil.which("unshare") is None:
+        pytest.skip("cannot hide the Python installations: `unshare` (util-linux) is not installed")
     probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True, text=True, timeout=30)
     if probe.returncode != 0:
         pytest.skip(f"cannot hide the Python installations, `unshare --mount` failed: {probe.stderr.strip()}")
-    # The hiding itself must work, or the serving tests below would prove nothing.
-    python = subprocess.run(without_python([sys.executable, "-c", "pass"]), capture_output=True, timeout=30)
-    assert python.returncode != 0, "the test interpreter still runs where Python installations should be hidden"
+    # The hiding itself must work, or the serving tests below would prove nothing: no interpreter may start behind it.
+    interpreters = {sys.executable, getattr(sys, "_base_executable", sys.executable)}
+    interpreters.update(path for path in ("/usr/bin/python3", "/usr/bin/pypy3") if os.path.exists(path))
+    for python in interpreters:
+        started = subprocess.run(without_python([python, "-c", "pass"]), capture_output=True, timeout=30)
+        assert started.returncode != 0, f"{python} still runs where Python installations should be hidden"
 
 
 def copied(tmp_path, *names: str) -> str:
