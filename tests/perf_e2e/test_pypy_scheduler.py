@@ -1,7 +1,8 @@
 """A scheduler on PyPy serving CPython workers and a CPython client: the deployment the design card promises.
 
-The scheduler's interpreter is $SCALER_SCHEDULER_PYTHON (tox's e2e-pypy sets it to its PyPy and runs this suite on
-CPython), else the .venv-pypy that scripts/test.sh builds. Without either the tests skip, unless SCALER_SCHEDULER_PYTHON was given: then it must work.
+The scheduler's interpreter is $SCALER_SCHEDULER_PYTHON (tox's e2e-pypy sets it to its own PyPy and runs this suite on
+CPython), else the .venv-pypy that scripts/test.sh builds. Without either the tests skip; but when
+SCALER_SCHEDULER_PYTHON is given, it must work.
 """
 
 from __future__ import annotations
