@@ -522,7 +522,10 @@ class WorkerAgent:
             if report.result is not None:
                 self._on_processor_result(processor, report.result)
             for task_id in report.dropped:
-                processor.take(task_id)  # canceled, and answered, when the drop was ordered; or taken back
+                # Only a drop we ordered (the task canceled, and answered, then): a task of that id in the pipe is
+                # otherwise a newer hand-off that must run and be answered.
+                if task_id in processor.canceled_ahead:
+                    processor.take(task_id)
             if report.started is not None:
                 processor.started = report.started
             if report.blocked is not None:

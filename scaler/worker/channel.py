@@ -44,8 +44,9 @@ class ProcessorTask(NamedTuple):
 class ProcessorOrders(NamedTuple):
     tasks: List[ProcessorTask]
     drops: List[bytes]  # ids of tasks sent earlier: drop each one that has not started
-    # The agent's answer to a parking: every task sent before this order was taken back, so a parked processor drops
-    # them all, up to this order, once its blocked task is done; tasks sent after it are new and run as usual.
+    # The agent's answer to a parking: every task sent before this order was taken back, so a parked processor skips
+    # them all, up to this order, once its blocked task is done, and never reports them (the agent may hand them to it
+    # again later); tasks and drops sent after this order are new and handled as usual.
     end_of_parking: bool = False
 
 
@@ -62,7 +63,7 @@ class ProcessorResult(NamedTuple):
 class ProcessorReport(NamedTuple):
     result: Optional[ProcessorResult]  # the task just finished
     started: Optional[bytes]  # the task starting now
-    dropped: List[bytes]  # tasks dropped on the agent's orders, never started
+    dropped: List[bytes]  # tasks dropped on the agent's drop orders, never started; nothing else
     blocked: Optional[bytes] = None  # the running task waits on a future: this processor runs nothing else for now
 
 

@@ -22,7 +22,14 @@ import cloudpickle
 from scaler import config
 from scaler.client.serializer import DefaultSerializer
 from scaler.worker import context
-from scaler.worker.channel import MessageReader, ProcessorReport, ProcessorResult, ProcessorTask, send_message
+from scaler.worker.channel import (
+    MessageReader,
+    ProcessorOrders,
+    ProcessorReport,
+    ProcessorResult,
+    ProcessorTask,
+    send_message,
+)
 from scaler.worker.lifetime import parent_alive
 from scaler.worker.profiling import CallProfile
 
@@ -83,23 +90,29 @@ def run_processor(sock: socket.socket, parent_pid: int, watch_parent: bool) -> N
     to_drop: Set[bytes] = set()
     finished: Optional[ProcessorResult] = None
     dropped: List[bytes] = []
+    after_parking: List[ProcessorOrders] = []  # read along with the end-of-parking order: new, handled as usual
     while True:
         if parking.parked:
             # The agent took back every task sent before its end-of-parking order: answer at once, then skip them.
+            # They are not reported dropped: the agent forgot them already and may hand them to us again, once we
+            # are a spare, and a late "dropped" would then make it forget the new hand-off and discard its result.
             for task in pending:
                 runner.absorb(task)
-            parking.send(ProcessorReport(finished, None, [task.task_id for task in pending]))
+            parking.send(ProcessorReport(finished, None, []))
             finished = None
             pending.clear()
             to_drop.clear()
-            if not _skip_to_end_of_parking(reader, runner, pending, dropped):
+            later = _skip_to_end_of_parking(reader, runner)
+            if later is None:
                 return
+            after_parking = later
             parking.parked = False
         # Orders are read between tasks only, so a drop reaches a task that is still pending or none at all; the
         # agent learns which from the `started` of our reports.
-        orders = reader.read_available() if pending or finished is not None else reader.wait()
+        orders = reader.read_available() if pending or finished is not None or after_parking else reader.wait()
         if reader.closed:
             return
+        orders, after_parking = after_parking + orders, []
         for order in orders:
             pending.extend(order.tasks)
             to_drop.update(order.drops)
@@ -147,24 +160,20 @@ class _Parking:
             send_message(self._sock, report)
 
 
-def _skip_to_end_of_parking(
-    reader: MessageReader, runner: TaskRunner, pending: Deque[ProcessorTask], dropped: List[bytes]
-) -> bool:
-    """Drop the tasks ordered before the agent's end-of-parking order, keep those after; False if the agent is gone.
+def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Optional[List[ProcessorOrders]]:
+    """Skip the tasks ordered before the agent's end-of-parking order; returns the orders read after it, or None if
+    the agent is gone.
 
-    Dropped tasks are absorbed all the same: the agent counts what it sent with them as held here."""
+    Skipped tasks are absorbed all the same: the agent counts what it sent with them as held here."""
     while True:
         orders = reader.wait()
         if reader.closed:
-            return False
+            return None
         for index, order in enumerate(orders):
             if order.end_of_parking:
-                for later in orders[index + 1 :]:
-                    pending.extend(later.tasks)
-                return True
+                return orders[index + 1 :]
             for task in order.tasks:
                 runner.absorb(task)
-                dropped.append(task.task_id)
 
 
 def _exit_when_orphaned(parent_pid: int) -> None:

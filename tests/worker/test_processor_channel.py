@@ -23,6 +23,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 FUNCTION = b"f" * 16
 OBJECT = b"x" * 16
+PARENT_FUNCTION = b"p" * 16
 
 
 def add_after(seconds, left, right):
@@ -30,19 +31,40 @@ def add_after(seconds, left, right):
     return left + right
 
 
+def wait_on_a_pending_future_until(path: str) -> str:
+    """Blocks like a parent on its child (so it parks its processor) until `path` exists; bounded in case it never
+    does."""
+    import concurrent.futures
+    import os
+
+    from scaler.client.future import ScalerFuture
+
+    never_settled = ScalerFuture(b"n" * 16)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        try:
+            never_settled.result(timeout=0.01)
+        except concurrent.futures.TimeoutError:
+            pass
+    return "parent done"
+
+
 class Processor:
     def __init__(self, zygote: ProcessorZygote) -> None:
         self.pid, self.sock = zygote.fork_processor(10)
         self.reader = MessageReader(self.sock)
-        self.reports: List[ProcessorReport] = []
+        self.reports: List[ProcessorReport] = []  # read, not yet matched by wait_report
+        self.history: List[ProcessorReport] = []  # every report read
 
-    def order(self, tasks: List[ProcessorTask] = (), drops: List[bytes] = ()) -> None:
-        send_message(self.sock, ProcessorOrders(list(tasks), list(drops)))
+    def order(self, tasks: List[ProcessorTask] = (), drops: List[bytes] = (), end_of_parking: bool = False) -> None:
+        send_message(self.sock, ProcessorOrders(list(tasks), list(drops), end_of_parking))
 
     def wait_report(self, condition, timeout: float = 10) -> ProcessorReport:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.reports.extend(self.reader.read_available())
+            read = self.reader.read_available()
+            self.reports.extend(read)
+            self.history.extend(read)
             for report in self.reports:
                 if condition(report):
                     self.reports.remove(report)
@@ -80,6 +102,19 @@ def task(
     )
 
 
+def parent_task(task_id: bytes, marker: str) -> ProcessorTask:
+    return ProcessorTask(
+        task_id=task_id,
+        serializer_id=b"",
+        serializer_payload=None,
+        function_id=PARENT_FUNCTION,
+        function_payload=cloudpickle.dumps(wait_on_a_pending_future_until),
+        arguments=[ProcessorArgument("", b"", cloudpickle.dumps(marker), False)],
+        profiling=False,
+        forget_object_ids=[],
+    )
+
+
 def test_reports_start_and_result_and_keeps_objects(processor):
     processor.order([task(b"a", 0, send_function=True, send_object=True), task(b"b", 0)])
     assert processor.wait_report(lambda report: report.started == b"a")
@@ -108,3 +143,43 @@ def test_drop_of_a_started_task_is_ignored(processor):
     assert processor.result_of(b"slow").succeeded
     processor.order([task(b"next", 0)])
     assert processor.result_of(b"next").succeeded
+
+
+def park(processor: Processor, marker: str) -> None:
+    """Start a parent that waits on a pending future and wait for the processor to say it parked."""
+    processor.order([parent_task(b"parent", marker)])
+    processor.wait_report(lambda report: report.blocked == b"parent")
+
+
+def test_tasks_skipped_at_the_end_of_a_parking_are_never_reported_dropped(processor, tmp_path):
+    """The agent took back, at the parking, what it had handed ahead; once the parked task is done it may hand one of
+    those tasks to this same processor again (as a spare made active). A late "dropped" for the skipped copy would
+    then make the agent forget the new one, whose result it would discard: a task lost, and its parent waiting
+    forever (the intermittent hang of fibonacci(15) on two workers)."""
+    marker = tmp_path / "children-handed"
+    park(processor, str(marker))
+    # Handed before the agent read the parking report, then taken back by the agent's end-of-parking order.
+    processor.order([task(b"child", 0, send_function=True, send_object=True)])
+    processor.order(end_of_parking=True)
+    marker.touch()
+    assert processor.result_of(b"parent").succeeded
+    processor.order([task(b"child", 0)])  # handed again; its function and object were counted as held already
+    started = processor.wait_report(lambda report: report.started == b"child")
+    assert b"child" not in started.dropped
+    child = processor.result_of(b"child")
+    assert child.succeeded and cloudpickle.loads(child.payload) == 42
+    assert not [report.dropped for report in processor.history if report.dropped], "no drop was ever ordered"
+
+
+def test_a_drop_ordered_right_after_the_end_of_a_parking_is_honored(processor, tmp_path):
+    """Orders read in the same batch as the end-of-parking order are new ones: their tasks run, their drops apply."""
+    marker = tmp_path / "orders-sent"
+    park(processor, str(marker))
+    processor.order(end_of_parking=True)
+    processor.order([task(b"canceled", 0, send_function=True, send_object=True), task(b"kept", 0)])
+    processor.order(drops=[b"canceled"])
+    marker.touch()  # all of them are in the socket before the parked task ends and reads on
+    assert processor.result_of(b"parent").succeeded
+    assert processor.result_of(b"kept").succeeded
+    assert [report.dropped for report in processor.history if report.dropped] == [[b"canceled"]]
+    assert not any(report.started == b"canceled" for report in processor.history)
