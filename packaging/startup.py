@@ -121,21 +121,21 @@ def main(argv: Optional[List[str]] = None) -> None:
     for path in (os.path.join(DIST, name) for name in names):
         if os.path.exists(path):
             print(f"{os.path.relpath(path, ROOT)}: {os.path.getsize(path) / 1e6:.1f} MB")
-    print(f"\n{'scaler_scheduler':80} {'-h (s)':>8} {'listening (s)':>14}")
+    print(f"\n{'scaler_scheduler':88} {'-h (s)':>8} {'listening (s)':>14}")
     for name, command in variants().items():
         time_help(command, env)  # a warm-up run: every later run finds the same caches filled
         helps = [time_help(command, env) for _ in range(args.repeat)]
         starts = [time_to_listening(command, env) for _ in range(args.repeat)]
-        print(f"{name:80} {statistics.median(helps):8.2f} {statistics.median(starts):14.2f}")
+        print(f"{name:88} {statistics.median(helps):8.2f} {statistics.median(starts):14.2f}")
     for name, command in first_pex_runs().items():
         with tempfile.TemporaryDirectory() as pex_root:
             first = time_to_listening(command, {**env, "PEX_ROOT": pex_root})
-        print(f"{name + ', first run (empty PEX_ROOT)':80} {'':8} {first:14.2f}")
-    print(f"\n{'scaler_top':80} {'-h (s)':>8}")
+        print(f"{name + ', first run (empty PEX_ROOT)':88} {'':8} {first:14.2f}")
+    print(f"\n{'scaler_top':88} {'-h (s)':>8}")
     for name, command in top_variants().items():
         time_help(command, env)
         helps = [time_help(command, env) for _ in range(args.repeat)]
-        print(f"{name:80} {statistics.median(helps):8.2f}")
+        print(f"{name:88} {statistics.median(helps):8.2f}")
 
 
 if __name__ == "__main__":
