@@ -19,11 +19,23 @@ import psutil
 import zmq
 
 from scaler.io.sockets import create_publisher, create_router, is_loopback
-from scaler.protocol import MESSAGE_TYPES, Counter, ProtocolError, SchedulerStatus, WorkerStatus, decode_frame, encode
+from scaler.protocol import (
+    MESSAGE_TYPES,
+    ClientDisconnect,
+    Counter,
+    Goodbye,
+    ProtocolError,
+    SchedulerStatus,
+    WorkerDisconnect,
+    WorkerStatus,
+    decode_frame,
+    encode,
+)
+from scaler.scheduler.connections import ConnectionWatch
 from scaler.scheduler.core import FINISHED_NAMES, SchedulerCore
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import STATE_NAMES
-from scaler.scheduler.zap import HandshakeWatch, ZapHandler
+from scaler.scheduler.zap import ZapHandler
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +55,12 @@ class SchedulerShell:
         self._zap: Optional[ZapHandler] = None if curve is None else ZapHandler(self.context, curve.authorized_keys)
         self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve)
         self.monitor = create_publisher(self.context, settings.monitor_address, curve)
-        self._watches = [] if curve is None else [
-            HandshakeWatch(self.router, "scheduler address"), HandshakeWatch(self.monitor, "monitor address")
-        ]  # fmt: skip
+        router_watch = ConnectionWatch(
+            self.router, "scheduler address", curve is not None, self._goodbyes, settings.max_frame_bytes
+        )
+        self._watches = [router_watch]
+        if curve is not None:
+            self._watches.append(ConnectionWatch(self.monitor, "monitor address", watch_handshakes=True))
         self._process = psutil.Process()
         self._process.cpu_percent()
         self._stopped: Optional[asyncio.Future] = None
@@ -80,6 +95,12 @@ class SchedulerShell:
                 self._zap.close(loop)
             self.context.term()
             logger.info("Scheduler: stopped")
+
+    def _goodbyes(self) -> int:
+        """Peers that left properly: they said so, or the scheduler dropped them and said Goodbye."""
+        received = self.core.received_counts
+        left = received[ClientDisconnect.WHICH] + received[WorkerDisconnect.WHICH]
+        return left + self.core.sent_counts[Goodbye.WHICH]
 
     def stop(self, reason: str) -> None:
         if self._stopped is not None and not self._stopped.done():

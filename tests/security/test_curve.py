@@ -128,8 +128,12 @@ def test_monitors_need_an_authorized_key_too(tmp_path: Path) -> None:
         top = [str(BIN / "scaler_top"), combo.get_monitor_address(), "--once", "--timeout", "5"]
         key_options = ["--curve-secret-key", str(keys / "monitor.key_secret")]
         key_options += ["--curve-server-key", str(keys / "scheduler.key")]
-        keyed = subprocess.run([*top, *key_options], capture_output=True, text=True, timeout=30)
-        assert keyed.returncode == 0, keyed.stderr
-        assert "Total 1 worker(s)" in keyed.stdout
+
+        def keyed_top_sees_the_worker() -> bool:
+            keyed = subprocess.run([*top, *key_options], capture_output=True, text=True, timeout=30)
+            assert keyed.returncode == 0, keyed.stderr
+            return "Total 1 worker(s)" in keyed.stdout
+
+        wait_for(keyed_top_sees_the_worker, 30, "scaler_top with the monitor's key to show the worker")
         keyless = subprocess.run(top, capture_output=True, text=True, timeout=30)
         assert keyless.returncode == 1 and "no status" in keyless.stderr

@@ -90,6 +90,8 @@ def test_a_frame_over_max_frame_bytes_never_reaches_the_scheduler(start_schedule
         with Client(address, timeout_seconds=20) as client:
             assert client.send_object(b"y" * 10) is not None
         assert wait_for_status(monitor, lambda s: True).malformed == 0
+        wait_for(lambda: "closed without a goodbye" in scheduler.output(), 10, "the dropped connection in the log")
+        assert "--max-frame-bytes (100000 bytes)" in scheduler.output()
     finally:
         peer.close()
     assert scheduler.popen.poll() is None

@@ -1,0 +1,95 @@
+"""What ZeroMQ does to the scheduler's connections on its own, made visible in the log.
+
+libzmq refuses failed CurveZMQ handshakes, and closes the connection of a peer that sends a frame over
+--max-frame-bytes, without the scheduler ever reading a message; only the socket's monitor events tell. These watchers
+turn those events into log lines, rate limited (the first of each kind, then every hundredth), so a peer retrying
+forever cannot flood the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Dict, Optional
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+logger = logging.getLogger(__name__)
+
+_HANDSHAKE_FAILURES = {
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "the handshake failed",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "the peer does not speak CurveZMQ with this scheduler's key",
+}  # a refused key (EVENT_HANDSHAKE_FAILED_AUTH) is logged by the ZAP handler, with the key
+_EXPLAIN_DELAY_SECONDS = 2.0  # a peer's goodbye and its TCP close reach the scheduler in either order
+
+
+class ConnectionWatch:
+    """Reads a socket's monitor events inside the event loop.
+
+    Handshake failures are logged as refusals. A closed connection is logged only when no peer said goodbye for it:
+    `goodbyes()` counts the peers that left properly, so closes beyond it were peers that died, or connections ZeroMQ
+    closed itself, which on the scheduler address means a frame over the size limit."""
+
+    def __init__(
+        self,
+        socket: zmq.Socket,
+        what: str,
+        watch_handshakes: bool,
+        goodbyes: Optional[Callable[[], int]] = None,
+        max_frame_bytes: int = 0,
+    ) -> None:
+        """Without `goodbyes`, closed connections are not watched (monitors leave without a word)."""
+        self._what = what
+        self._goodbyes = goodbyes
+        self._max_frame_bytes = max_frame_bytes
+        events = (zmq.EVENT_DISCONNECTED if goodbyes is not None else 0) | (
+            sum(_HANDSHAKE_FAILURES) if watch_handshakes else 0
+        )
+        self._events = socket.get_monitor_socket(events)
+        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.failures: Dict[int, int] = {}
+        self.disconnects = 0
+        self.unexplained = 0  # closes reported as unexplained so far
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        loop.add_reader(self._events.getsockopt(zmq.FD), self.read_events)
+        self.read_events()
+
+    def close(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.remove_reader(self._events.getsockopt(zmq.FD))
+        self._events.close(linger=0)
+
+    def read_events(self) -> None:
+        events = self._events
+        while events.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            event = recv_monitor_message(events, zmq.NOBLOCK)["event"]
+            if event == zmq.EVENT_DISCONNECTED:
+                self.disconnects += 1
+                self._loop.call_later(_EXPLAIN_DELAY_SECONDS, self._explain_disconnects)
+                continue
+            count = self.failures.get(event, 0) + 1
+            self.failures[event] = count
+            if count == 1 or count % 100 == 0:
+                logger.warning(
+                    "refused a connection to the %s: %s (%d refusal(s) of this kind so far)",
+                    self._what,
+                    _HANDSHAKE_FAILURES.get(event, f"handshake event {event}"),
+                    count,
+                )
+
+    def _explain_disconnects(self) -> None:
+        assert self._goodbyes is not None
+        unexplained = self.disconnects - self._goodbyes()
+        if unexplained <= self.unexplained:
+            return
+        self.unexplained = unexplained
+        if unexplained == 1 or unexplained % 100 == 0:
+            logger.warning(
+                "a connection to the %s closed without a goodbye (%d so far): a peer died, or ZeroMQ dropped it"
+                " for sending a frame over --max-frame-bytes (%d bytes)",
+                self._what,
+                unexplained,
+                self._max_frame_bytes,
+            )
