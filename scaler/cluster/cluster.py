@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from typing import List, Optional, Sequence
 
 import psutil
@@ -130,13 +131,13 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 launcher.kill()  # its workers and their processors get SIGKILL from the kernel (PDEATHSIG)
                 launcher.wait()
-        _, stragglers = psutil.wait_procs(tree, timeout=timeout)
+        stragglers = _wait_exited(tree, timeout)
         for process in stragglers:
             try:
                 process.kill()
             except psutil.NoSuchProcess:
                 pass
-        psutil.wait_procs(stragglers, timeout=timeout)
+        _wait_exited(stragglers, timeout)
         return launcher.returncode
 
     def __enter__(self) -> Cluster:
@@ -161,3 +162,24 @@ def _curve_arguments(secret_key_file: Optional[str], server_key_file: Optional[s
     if secret_key_file is None:
         return []
     return ["--curve-secret-key", secret_key_file, "--curve-server-key", str(server_key_file)]
+
+
+def _wait_exited(processes: List[psutil.Process], timeout: float) -> List[psutil.Process]:
+    """Wait until every process has exited; returns those still running after `timeout` seconds.
+
+    A zombie has exited: grandchildren re-parented to an init that reaps lazily (as in many containers) would otherwise
+    make psutil.wait_procs wait for the reaping, not for the exit."""
+    deadline = time.monotonic() + timeout
+    running = processes
+    while True:
+        running = [process for process in running if _still_running(process)]
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(0.01)
+
+
+def _still_running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
