@@ -41,7 +41,7 @@ def test_combo_as_context_manager_with_explicit_address() -> None:
         assert combo.get_address() == address
         assert combo.get_monitor_address().startswith("ipc://")
         with Client(address, timeout_seconds=20) as client:
-            assert client.submit(divmod, 7, 2).result() == (3, 1)
+            assert client.submit(divmod, 7, 2).result(timeout=20) == (3, 1)
 
 
 def test_combo_refuses_an_address_in_use() -> None:
@@ -75,7 +75,7 @@ def test_protected_combo_refuses_client_shutdown() -> None:
         with Client(combo.get_address(), timeout_seconds=20) as client:
             with pytest.raises(ValueError, match="protected"):
                 client.shutdown()
-            assert client.submit(len, "still works").result() == 11
+            assert client.submit(len, "still works").result(timeout=20) == 11
 
 
 def test_unprotected_combo_is_stopped_by_client_shutdown() -> None:

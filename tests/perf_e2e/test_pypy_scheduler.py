@@ -65,6 +65,7 @@ def test_the_scheduler_really_runs_on_pypy(address: str) -> None:
         capture_output=True,
         text=True,
         check=True,
+        timeout=60,
     ).stdout.strip()
     assert implementation == "PyPy"
     assert sys.implementation.name == "cpython"  # and the client (so the workers too) does not

@@ -70,12 +70,14 @@ def test_key_files_are_checked_with_clear_errors(tmp_path: Path) -> None:
 
 
 def test_keygen_cli_writes_pairs_and_never_overwrites(tmp_path: Path) -> None:
-    done = subprocess.run([str(BIN / "scaler_keygen"), str(tmp_path), "a", "b"], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(BIN / "scaler_keygen"), str(tmp_path), "a", "b"], capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.key", "a.key_secret", "b.key", "b.key_secret"]
-    again = subprocess.run([str(BIN / "scaler_keygen"), str(tmp_path), "a"], capture_output=True, text=True)
+    again = subprocess.run([str(BIN / "scaler_keygen"), str(tmp_path), "a"], capture_output=True, text=True, timeout=30)
     assert again.returncode == 1 and "not overwriting" in again.stderr
-    assert subprocess.run([str(BIN / "scaler_keygen"), "-h"], capture_output=True).returncode == 0
+    assert subprocess.run([str(BIN / "scaler_keygen"), "-h"], capture_output=True, timeout=30).returncode == 0
 
 
 def test_only_authorized_clients_are_served(tmp_path: Path) -> None:
