@@ -21,6 +21,10 @@ class ProtocolVersionError(ScalerError):
     """The scheduler speaks another protocol version and refused this peer."""
 
 
+class AuthenticationError(ScalerError, PermissionError):
+    """The scheduler refused this peer's CurveZMQ key, or does not speak CurveZMQ with the key this peer expects."""
+
+
 class SchedulerGoneError(ScalerError):
     """The scheduler stopped or dropped this peer; pending tasks cannot finish."""
 

@@ -24,7 +24,7 @@ from scaler.client.ledger import ObjectLedger, ObjectNeed
 from scaler.client.objects import ContentIds, Outgoing
 from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
-from scaler.errors import DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
+from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import make_identity
 from scaler.protocol import (
@@ -101,6 +101,7 @@ class Connection:
             self._on_silence,
             self._on_crash,
             curve,
+            self._on_refused,
         )
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)
@@ -307,6 +308,12 @@ class Connection:
         self._terminate(f"client IO thread failed: {error!r}", ScalerError(f"client IO thread failed: {error!r}"))
         if not self._hello_reply.done():
             self._hello_reply.set_exception(error)
+
+    def _on_refused(self, reason: str) -> None:
+        """Before the handshake, a refusal is final: the connection gives up at once instead of at its timeout."""
+        if not self._hello_reply.done():
+            self._hello_reply.set_exception(AuthenticationError(f"{reason} (scheduler at {self.address})"))
+            self._io.request_stop()
 
     def _on_encode_failure(self, message: Any, error: Exception) -> None:
         with self._lock:

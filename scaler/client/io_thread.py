@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from scaler.client.objects import Outgoing
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
@@ -45,6 +46,7 @@ class IOThread:
         on_silence: Callable[[str], None],
         on_crash: Callable[[Exception], None],
         curve: Optional[CurvePeerKeys] = None,
+        on_refused: Optional[Callable[[str], None]] = None,
     ) -> None:
         self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
         self.silence_limit_seconds = 0.0
@@ -65,6 +67,13 @@ class IOThread:
         except zmq.ZMQError as error:
             self._context.destroy(linger=0)
             raise ValueError(f"cannot connect to {address!r}: {error}") from None
+        # with CurveZMQ, a refused key shows only in the socket's events: watch them until the handshake is answered
+        self._on_refused = on_refused
+        self._handshake_events: Optional[zmq.Socket] = None
+        if curve is not None and on_refused is not None:
+            self._handshake_events = self._socket.get_monitor_socket(
+                zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            )
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._wake_reader.setblocking(False)
         self._wake_writer.setblocking(False)
@@ -103,6 +112,9 @@ class IOThread:
             poller.register(dealer, zmq.POLLIN)
             wake_fd = self._wake_reader.fileno()  # pyzmq reports plain sockets by their fd
             poller.register(wake_fd, zmq.POLLIN)
+            events = self._handshake_events
+            if events is not None:
+                poller.register(events, zmq.POLLIN)
             next_heartbeat = 0.0
             while not self._stopping:
                 now = time.monotonic()
@@ -120,15 +132,29 @@ class IOThread:
                 self._flush()
                 if dealer in ready:
                     self._receive()
+                if events is not None and events in ready:
+                    self._handshake_failed(events)
             self._flush()
         except Exception as error:  # a bug here must not leave futures waiting forever
             logger.exception("client IO thread failed")
             self._on_crash(error)
         finally:
+            if self._handshake_events is not None:
+                dealer.disable_monitor()
+                self._handshake_events.close(linger=0)
             dealer.close(linger=_CLOSE_LINGER_MS)
             self._wake_reader.close()
             self._wake_writer.close()
             self._context.term()
+
+    def _handshake_failed(self, events: zmq.Socket) -> None:
+        event = recv_monitor_message(events)["event"]
+        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+            reason = "the scheduler refused this client's CurveZMQ key: is its public key among the authorized ones?"
+        else:
+            reason = "the CurveZMQ handshake failed: is curve_server_key_file the public key of this scheduler?"
+        assert self._on_refused is not None
+        self._on_refused(reason)
 
     def _drain_wake(self) -> None:
         try:
