@@ -13,7 +13,7 @@ import cloudpickle
 import pytest
 
 from scaler.client import Client, ObjectReference
-from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
+from scaler.config import DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS, DEFAULT_INLINE_LIMIT_BYTES
 from scaler.errors import ProtocolVersionError, RemoteTraceback, ScalerError, TaskRefusedError, WorkerDiedError
 from scaler.protocol import (
     ArgumentKind,
@@ -68,7 +68,8 @@ def test_unreachable_scheduler_times_out() -> None:
     started = time.monotonic()
     with pytest.raises(TimeoutError, match="no answer from the scheduler"):
         Client(free_tcp_address(), timeout_seconds=0.5)
-    assert time.monotonic() - started < 0.5 + 3
+    # far from both 0.5 s and the default: timeout_seconds was honoured, whatever the machine's load
+    assert time.monotonic() - started < DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS / 2
 
 
 def test_silent_scheduler_times_out() -> None:
