@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import pickle
+import signal
 import struct
 from typing import Any
 
@@ -301,7 +302,12 @@ def test_a_forked_child_cannot_use_the_parents_client(client: Client) -> None:
         os.write(write_end, outcome)
         os._exit(0)
     os.close(write_end)
-    os.waitpid(pid, 0)
+    try:  # bounded: a child stuck in submit (say, on a lock forked held) must fail the test, not outlive it
+        wait_for(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 10, "the forked child to exit")
+    except AssertionError:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
     assert os.read(read_end, 1000) == b"fork"
     os.close(read_end)
     assert client.submit(inc, 1).result(10) == 2
