@@ -18,9 +18,11 @@ def scheduler(tmp_path) -> Iterator[Tuple[str, ScalerProcess]]:
         [address, "--monitor-address", monitor, "--no-protected", "--worker-timeout", "3"],
         str(tmp_path / "scheduler.log"),
     )
-    process.wait_for_output("Scheduler: listening on")
-    yield address, process
-    process.stop()
+    try:
+        process.wait_for_output("Scheduler: listening on")
+        yield address, process
+    finally:
+        process.stop()
 
 
 @pytest.fixture
@@ -28,6 +30,8 @@ def cluster(scheduler, tmp_path) -> Iterator[Tuple[str, ScalerProcess]]:
     """Two workers started from `scaler_cluster` beside the scheduler fixture."""
     address, _ = scheduler
     process = ScalerProcess("scaler.cluster", ["-n", "2", address], str(tmp_path / "cluster.log"))
-    process.wait_for_output("Worker[1] started")
-    yield address, process
-    process.stop()
+    try:
+        process.wait_for_output("Worker[1] started")
+        yield address, process
+    finally:
+        process.stop()

@@ -46,7 +46,11 @@ class LiveCluster:
             "0.2",
         ]
         self.scheduler = ScalerProcess("scaler.scheduler", arguments, str(directory / "scheduler.log"))
-        self.scheduler.wait_for_output("Scheduler: listening on")
+        try:
+            self.scheduler.wait_for_output("Scheduler: listening on")
+        except BaseException:  # nobody gets a LiveCluster to close
+            self.scheduler.stop()
+            raise
         self.launchers: List[ScalerProcess] = []
         self._seen_pids: Dict[int, psutil.Process] = {}
 

@@ -26,11 +26,13 @@ def _all_gone(processes: List[psutil.Process]) -> bool:
 def test_combo_runs_tasks_and_shutdown_leaves_no_process() -> None:
     before = {p.pid for p in _tree(psutil.Process().pid)}
     combo = SchedulerClusterCombo(n_workers=2, logging_level="WARNING")
-    with Client(combo.get_address(), timeout_seconds=20) as client:
-        assert client.map(pow, [(2, n) for n in range(10)]) == [2**n for n in range(10)]
-    started = [p for p in _tree(psutil.Process().pid) if p.pid not in before]
-    assert len(started) >= 4  # scheduler, launcher, two workers (and their processors)
-    combo.shutdown()
+    try:
+        with Client(combo.get_address(), timeout_seconds=20) as client:
+            assert client.map(pow, [(2, n) for n in range(10)]) == [2**n for n in range(10)]
+        started = [p for p in _tree(psutil.Process().pid) if p.pid not in before]
+        assert len(started) >= 4  # scheduler, launcher, two workers (and their processors)
+    finally:
+        combo.shutdown()
     combo.shutdown()  # idempotent
     wait_for(lambda: _all_gone(started), 10, "every process of the combo to exit")
 
@@ -80,11 +82,13 @@ def test_protected_combo_refuses_client_shutdown() -> None:
 
 def test_unprotected_combo_is_stopped_by_client_shutdown() -> None:
     combo = SchedulerClusterCombo(n_workers=1, protected=False, logging_level="WARNING")
-    scheduler = combo._scheduler
-    client = Client(combo.get_address(), timeout_seconds=20)
-    client.shutdown()
-    scheduler.wait(10)  # the scheduler exits on its own
-    combo.shutdown()
+    try:
+        scheduler = combo._scheduler
+        client = Client(combo.get_address(), timeout_seconds=20)
+        client.shutdown()
+        scheduler.wait(10)  # the scheduler exits on its own
+    finally:
+        combo.shutdown()
 
 
 def test_no_orphan_after_the_parent_is_killed(tmp_path) -> None:
