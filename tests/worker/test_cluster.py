@@ -94,8 +94,12 @@ def test_cluster_api_start_and_shutdown_leave_no_process(peer, tmp_path):
         exit_code = cluster.shutdown(timeout=10)
     assert exit_code == 0
     wait_for(lambda: all_gone(pids), 10, "every process of the cluster to end")
-    peer.pump_for(0.1)
-    assert sum(type(message) is WorkerDisconnect for _, message in peer.inbox) == 2
+
+    def disconnects() -> int:
+        return sum(type(message) is WorkerDisconnect for _, message in peer.inbox)
+
+    wait_for(lambda: peer.pump(0.02) or disconnects() >= 2, 10, "a WorkerDisconnect from each worker", interval=0)
+    assert disconnects() == 2
 
 
 def test_cluster_api_rejects_bad_settings():
