@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import signal
 import subprocess
 import sys
@@ -103,6 +104,7 @@ def test_no_orphan_after_the_parent_is_killed(tmp_path) -> None:
     )
     parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
+        assert select.select([parent.stdout], [], [], 30)[0], "the parent did not start its combo within 30 s"
         assert parent.stdout.readline().strip() == "ready"
         # scheduler, launcher, then two workers, each with its fork server and processor
         wait_for(lambda: len(_tree(parent.pid)) >= 8, 20, "the workers and their processors to start")

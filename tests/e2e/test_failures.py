@@ -4,6 +4,7 @@ that vanishes: with real scheduler and worker processes."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -122,6 +123,7 @@ def test_vanished_client_has_its_tasks_canceled_and_objects_freed(live, tmp_path
     )
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
+        assert select.select([child.stdout], [], [], 30)[0], "the child client did not submit within 30 s"
         assert child.stdout.readline().strip() == b"submitted"
         live.status(lambda status: unfinished(status) == 5 and status.clients == 1)
         child.kill()
