@@ -19,6 +19,9 @@ echo "== PyPy environment (.venv-pypy)"
 echo "== scaler_scheduler.pex and scaler_top.pex, for tests/packaging"
 bash packaging/pex/build.sh
 
+echo "== Nuitka onefile scaler_scheduler and scaler_top, for tests/packaging (a few minutes)"
+bash packaging/nuitka/build.sh
+
 echo "== tests on CPython"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
 
