@@ -72,10 +72,15 @@ def create_publisher(context: zmq.Context, address: str, curve: Optional[CurveSe
     return sock
 
 
-def create_subscriber(context: zmq.Context, address: str, curve: Optional[CurvePeerKeys] = None) -> zmq.Socket:
-    """A monitor's socket, subscribed to everything the scheduler publishes."""
+def create_subscriber(
+    context: zmq.Context, address: str, curve: Optional[CurvePeerKeys] = None, conflate: bool = False
+) -> zmq.Socket:
+    """A monitor's socket, subscribed to everything the scheduler publishes; with `conflate`, only the newest message
+    waits to be read (ZeroMQ drops older ones)."""
     sock = context.socket(zmq.SUB)
     sock.setsockopt(zmq.LINGER, 0)
+    if conflate:
+        sock.setsockopt(zmq.CONFLATE, 1)
     sock.setsockopt(zmq.SUBSCRIBE, b"")
     if curve is not None:
         apply_peer_keys(sock, curve)

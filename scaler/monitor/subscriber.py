@@ -9,8 +9,8 @@ from typing import Optional
 
 import zmq
 
-from scaler.io.curve import CurvePeerKeys, apply_peer_keys
-from scaler.io.sockets import validate_address
+from scaler.io.curve import CurvePeerKeys
+from scaler.io.sockets import create_subscriber, validate_address
 from scaler.monitor.model import no_status_message
 from scaler.protocol import ProtocolError, SchedulerStatus, decode_frame
 
@@ -42,13 +42,7 @@ class StatusSubscriber:
         self._connected_at = time.monotonic()
         self._received_at: Optional[float] = None
         self._context = zmq.Context()
-        self._socket = self._context.socket(zmq.SUB)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.CONFLATE, 1)
-        self._socket.setsockopt(zmq.SUBSCRIBE, b"")
-        if curve is not None:
-            apply_peer_keys(self._socket, curve)
-        self._socket.connect(self.address)
+        self._socket = create_subscriber(self._context, self.address, curve, conflate=True)
 
     def receive(self, wait_seconds: float = 0.0) -> Optional[SchedulerStatus]:
         """Wait up to `wait_seconds` for a status; returns the newest that arrived, or None when none did."""

@@ -7,6 +7,7 @@ from typing import Callable, Dict
 
 import zmq
 
+from scaler.io.sockets import create_subscriber
 from scaler.protocol import SchedulerStatus, decode_frame
 
 
@@ -19,10 +20,7 @@ def wait_for_status(
 ) -> SchedulerStatus:
     """The first status published on `monitor_address` that satisfies `condition`; AssertionError after `timeout`."""
     context = zmq.Context.instance()
-    socket = context.socket(zmq.SUB)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.setsockopt(zmq.SUBSCRIBE, b"")
-    socket.connect(monitor_address)
+    socket = create_subscriber(context, monitor_address)
     deadline = time.monotonic() + timeout
     last = None
     try:
