@@ -8,65 +8,20 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import List, Tuple
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from scaler.monitor.ui.app import METRICS_EXTRA_MESSAGE, build_app
-from scaler.monitor.ui.metrics import METRICS, SPECS, MetricsExporter, Snapshot, check_max_workers
-from scaler.protocol import SchedulerStatus
+from scaler.monitor.ui.metrics import METRICS, check_max_workers
+from tests.monitor.samples import exported, full_status, names, parse, value, with_demand, worker_labels
 from tests.monitor.statuses import counters, status, worker
 
 ROOT = Path(__file__).resolve().parents[2]
-Samples = Dict[Tuple[str, FrozenSet[Tuple[str, str]]], float]
-
-
-def parse(text: str) -> Samples:
-    """{(sample name, labels): value} of a text exposition; also checks each family's declared type."""
-    samples: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            spec = SPECS[sample.name]
-            assert family.type == spec.kind, sample.name
-            assert set(sample.labels) == set(spec.labels), sample.name
-            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return samples
-
-
-def scrape(
-    message: Optional[object],
-    silence: float = 0.4,
-    timeout: float = 5.0,
-    tasks_per_second: Optional[float] = 25.0,
-    ui_malformed: int = 0,
-    max_workers: int = 100,
-) -> Samples:
-    snapshot = Snapshot(message, silence, timeout, tasks_per_second, ui_malformed)  # type: ignore[arg-type]
-    return parse(MetricsExporter(lambda: snapshot, max_workers).render()[0].decode())
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, frozenset(labels.items()))]
-
-
-def names(samples: Samples) -> set:
-    return {name for name, _ in samples}
-
-
-def worker_labels(samples: Samples, name: str = "scaler_worker_free_slots") -> set:
-    return {dict(labels)["worker"] for sample_name, labels in samples if sample_name == name}
-
-
-def with_demand(message: SchedulerStatus, **fields: float) -> SimpleNamespace:
-    """The status as a scheduler that publishes demand (issue 15) would give it: the same fields plus new ones."""
-    current = {slot: getattr(message, slot) for slot in SchedulerStatus.__slots__ if slot != "raw"}
-    return SimpleNamespace(**current, **fields)
 
 
 def test_a_fresh_status_gives_every_number_in_its_unit():
-    samples = scrape(
+    samples = exported(
         status(
             [worker("W|b|2", free=3, sent=5, queued=4, processed=70, cpu=50.0, rss=2048, lag_us=1500)],
             task_states=counters(waiting=3, ready=7, assigned=5, canceling=1, success=200, failed=14, canceled=2),
@@ -111,12 +66,12 @@ def test_a_fresh_status_gives_every_number_in_its_unit():
 
 
 def test_no_rate_before_two_statuses():
-    assert "scaler_tasks_completed_per_second" not in names(scrape(status(), tasks_per_second=None))
+    assert "scaler_tasks_completed_per_second" not in names(exported(status(), tasks_per_second=None))
 
 
 @pytest.mark.parametrize("message, silence", [(None, 0.5), (status([worker("W|a")]), 6.0)], ids=["none", "stale"])
 def test_without_a_fresh_status_only_up_and_ages_are_exposed(message, silence):
-    samples = scrape(message, silence=silence, timeout=5.0, ui_malformed=3)
+    samples = exported(message, silence=silence, timeout=5.0, ui_malformed=3)
     assert samples == {
         ("scaler_up", frozenset()): 0,
         ("scaler_status_age_seconds", frozenset()): silence,
@@ -126,7 +81,7 @@ def test_without_a_fresh_status_only_up_and_ages_are_exposed(message, silence):
 
 def test_per_worker_series_are_bounded_and_totals_count_every_worker():
     workers = [worker(f"W|{name}", free=2) for name in "edcba"]
-    samples = scrape(status(workers), max_workers=2)
+    samples = exported(status(workers), max_workers=2)
     assert worker_labels(samples) == {"W|a", "W|b"}, "the first workers by name, so the set is stable"
     for spec in METRICS:
         if spec.labels == ("worker",):
@@ -134,7 +89,7 @@ def test_per_worker_series_are_bounded_and_totals_count_every_worker():
     assert value(samples, "scaler_workers") == 5
     assert value(samples, "scaler_free_slots") == 10
     assert value(samples, "scaler_metrics_workers_omitted") == 3
-    none = scrape(status(workers), max_workers=0)
+    none = exported(status(workers), max_workers=0)
     assert not [name for name in names(none) if name.startswith("scaler_worker_")]
     assert value(none, "scaler_metrics_workers_omitted") == 5
 
@@ -143,7 +98,7 @@ def test_demand_fields_are_exposed_when_the_status_has_them():
     message = with_demand(
         status([worker("W|a", free=4)]), tasks_waiting=12, tasks_running=3, free_slots=1, oldest_waiting_us=2_500_000
     )
-    samples = scrape(message)
+    samples = exported(message)
     assert value(samples, "scaler_demand_tasks_waiting") == 12
     assert value(samples, "scaler_demand_tasks_running") == 3
     assert value(samples, "scaler_demand_oldest_waiting_seconds") == 2.5
@@ -151,10 +106,7 @@ def test_demand_fields_are_exposed_when_the_status_has_them():
 
 
 def test_every_declared_metric_is_exposed_by_some_status():
-    full = scrape(
-        with_demand(status([worker("W|a")]), tasks_waiting=1, tasks_running=1, free_slots=1, oldest_waiting_us=1)
-    )
-    assert names(full) == {spec.name for spec in METRICS}
+    assert names(exported(full_status())) == {spec.name for spec in METRICS}
 
 
 def test_max_workers_is_checked():

@@ -10,7 +10,7 @@ import pytest
 
 from scaler import Client
 from tests.monitor.conftest import LiveCluster
-from tests.monitor.test_metrics import Samples, parse, value, worker_labels
+from tests.monitor.samples import Samples, parse, value, worker_labels
 from tests.processes import ScalerProcess, free_tcp_address, wait_for
 
 TASKS = 300
