@@ -78,12 +78,15 @@ def expected_workers(pods: LocalPods) -> int:
 
 
 def wait_for_workers(url: str, count: int) -> Samples:
+    """The first scrape that shows the scheduler up with `count` workers."""
+    seen: List[Samples] = []
+
     def connected() -> bool:
-        samples = scrape(url)
-        return samples[("scaler_up", frozenset())] == 1 and value(samples, "scaler_workers") == count
+        seen.append(scrape(url))
+        return value(seen[-1], "scaler_up") == 1 and value(seen[-1], "scaler_workers") == count
 
     wait_for(connected, 30, f"/metrics to show the scheduler up with {count} workers")
-    return scrape(url)
+    return seen[-1]
 
 
 def test_the_base_pods_work_together(running, tmp_path: Path):
@@ -101,11 +104,16 @@ def test_the_base_pods_work_together(running, tmp_path: Path):
     with Client(f"tcp://{pods.service_address('scaler-scheduler', 2345)}", timeout_seconds=20) as client:
         assert client.submit(abs, -7).result(timeout=30) == 7
 
+    seen: List[Samples] = []
+
     def counted() -> bool:
-        return value(scrape(metrics_url), "scaler_tasks_completed_total", status="success") == 1
+        seen.append(scrape(metrics_url))
+        return (
+            value(seen[-1], "scaler_up") == 1 and value(seen[-1], "scaler_tasks_completed_total", status="success") == 1
+        )
 
     wait_for(counted, 15, "the task in the completed counter")
-    assert value(scrape(metrics_url), "scaler_malformed_frames_total") == 0, "a TCP probe is no malformed frame"
+    assert value(seen[-1], "scaler_malformed_frames_total") == 0, "a TCP probe is no malformed frame"
     new_lines = scheduler_log.output().splitlines()[lines_before:]
     assert not [line for line in new_lines if "WARNING" in line or "ERROR" in line], new_lines
 
