@@ -10,6 +10,8 @@ packages=(pypy3 pypy3-venv pypy3-dev tmux chromium)
 apt_install "${packages[@]}"
 
 ensure_cpython_venv .venv ".[test,bench,uvloop,ui]"
+# tests/deploy renders deploy/kubernetes with `kubectl kustomize` (offline); Debian's kubectl is too old for it
+command -v kubectl >/dev/null || echo "== no kubectl on PATH: tests/deploy skips the kustomize renderings"
 
 echo "== PyPy environment (.venv-pypy)"
 [ -x .venv-pypy/bin/python ] || pypy3 -m venv .venv-pypy
