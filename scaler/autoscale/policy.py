@@ -15,7 +15,10 @@ How it keeps the pool between min and max workers without flapping:
 
 Which connected workers belong to which job is known when the backend can see the job's processes (`Job.processes`);
 otherwise (Kubernetes, Slurm jobs on other nodes) the policy counts: it retires a job for every `workers_per_job`
-workers idle long enough, and never counts the same idle worker twice.
+workers idle long enough, and counts as many fewer idle workers until that many have left.
+
+`max_workers` bounds the jobs that are not being retired: a job draining its last workers while a new burst starts
+another is not counted.
 """
 
 from __future__ import annotations
@@ -79,7 +82,6 @@ class ScalingPolicy:
         # counted as idle workers again (the cluster manager chooses which leave, so they are counted, not named)
         self._departing: List[float] = []
         self._unowned: Set[str] = set()  # connected workers no job of known processes owns, at the last step
-        self._seen_workers: Set[str] = set()
         self._jobs: Dict[str, Job] = {}  # the backend's jobs at the last step
         self._running_since: Dict[str, float] = {}
         self._retired: Set[str] = set()  # jobs this policy retired: their end is expected
@@ -154,8 +156,12 @@ class ScalingPolicy:
             self._jobs.setdefault(job_id, Job(job_id, submitted_at=now, running=False))
 
     def start_failed(self, now: float) -> None:
-        """The backend could not start the jobs of the last Start: a failure, so the next start waits a backoff."""
+        """The backend started none or only some of the last Start's jobs: a failure; the next start waits a backoff."""
         self._fail(now)
+
+    def retire_failed(self, job_id: str) -> None:
+        """The backend could not retire the job: it is live again, and may be retired at a later step."""
+        self._retired.discard(job_id)
 
     # --- observing ----------------------------------------------------------------------------------------------------
 
@@ -181,10 +187,9 @@ class ScalingPolicy:
         names = {worker.name for worker in demand.workers}
         if len(names) != len(demand.workers):
             raise ValueError("two workers have the same name")
-        if names - self._seen_workers:
+        if names - self._connected:
             self._failures = 0  # a new worker connected: starting jobs works
             self._backoff_until = -math.inf
-        self._seen_workers = names  # only the connected ones: the set stays as large as the pool
         self._connected = names
         for worker in demand.workers:
             if worker.idle:

@@ -50,6 +50,9 @@ class Autoscaler:
         except BackendError as error:
             self._backend_error(now, f"cannot list jobs, deciding nothing: {error}")
             return []
+        if self._error is not None:
+            logger.info("the %s backend answers again", self.backend.name)
+            self._error = None
         decisions = self.policy.step(now, demand, jobs)
         for warning in self.policy.warnings:
             logger.warning("%s", warning)
@@ -74,13 +77,15 @@ class Autoscaler:
                 return
             self.policy.jobs_started(now, started)
             logger.info("started job(s) %s", ", ".join(started))
-            self._error = None
+            if len(started) < decision.count:
+                self.policy.start_failed(now)
         elif isinstance(decision, Retire):
             logger.log(logging.WARNING if decision.failed else logging.INFO, "retire: %s", decision.reason)
             try:
                 self.backend.retire(decision.job_id, now)
             except BackendError as error:
                 self._backend_error(now, f"cannot retire job {decision.job_id}: {error}")
+                self.policy.retire_failed(decision.job_id)
 
     def _backend_error(self, now: float, message: str) -> None:
         if message != self._error or now - self._error_at >= _ERROR_REPEAT_SECONDS:
