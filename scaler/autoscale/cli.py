@@ -7,11 +7,14 @@ import shlex
 import shutil
 import signal
 import sys
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from scaler import config
 from scaler.autoscale.policy import PolicySettings
 from scaler.io.curve_options import add_peer_key_arguments
+
+if TYPE_CHECKING:
+    from scaler.autoscale.backends.base import Backend
 
 # The autoscaler's defaults live here until settings are declared in one place for every CLI.
 DEFAULT_MIN_WORKERS = 0
@@ -206,6 +209,7 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespac
             idle_seconds=args.idle_seconds,
             start_timeout_seconds=args.start_timeout,
             backoff_seconds=args.backoff,
+            retire_timeout_seconds=args.retire_timeout,
         )
     except ValueError as error:
         parser.error(str(error).replace("_", "-"))
@@ -216,7 +220,8 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespac
     return args, settings, worker_arguments
 
 
-def make_backend(args: argparse.Namespace, workers_per_job: int, worker_arguments: List[str]):
+def make_backend(args: argparse.Namespace, workers_per_job: int, worker_arguments: List[str]) -> Backend:
+    """The backend the options ask for; BackendError (or ValueError) if it cannot be set up."""
     from scaler.autoscale.backends.base import WorkerCommand, default_worker_command
 
     base = shlex.split(args.worker_command) if args.worker_command else default_worker_command()
@@ -250,11 +255,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     setup_logging(args.logging_paths, args.logging_level)
     try:
         address = validate_address(args.address)
-        monitor_address = args.monitor_address or config.default_monitor_address(address)
+        monitor_address = validate_address(args.monitor_address or config.default_monitor_address(address))
         curve = load_peer_keys(args.curve_secret_key, args.curve_server_key)
         backend = make_backend(args, settings.workers_per_job, worker_arguments)
     except (TypeError, ValueError, BackendError) as error:
         sys.exit(f"scaler_autoscale: {error}")
+    try:
+        timeline = open(args.timeline, "a") if args.timeline else None
+    except OSError as error:
+        sys.exit(f"scaler_autoscale: cannot write --timeline {args.timeline}: {error.strerror}")
 
     stopping: List[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -270,7 +279,6 @@ def main(argv: Optional[List[str]] = None) -> None:
         monitor_address,
     )
     logging.info("scaler_autoscale: backend %s", backend.describe())
-    timeline = open(args.timeline, "a") if args.timeline else None
     try:
         with StatusSubscriber(monitor_address, args.status_timeout, curve) as subscriber:
             Autoscaler(ScalingPolicy(settings), backend, timeline).run(
@@ -279,7 +287,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     finally:
         if timeline is not None:
             timeline.close()
-    logging.info("scaler_autoscale: stopped (%s)", signal.Signals(stopping[0]).name if stopping else "")
+    logging.info("scaler_autoscale: stopped (%s)", signal.Signals(stopping[0]).name)
 
 
 if __name__ == "__main__":

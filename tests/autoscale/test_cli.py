@@ -65,6 +65,11 @@ def test_a_bad_address_is_refused() -> None:
     assert done.returncode == 1 and "scaler_autoscale: address must start with tcp:// or ipc://" in done.stderr
 
 
+def test_a_timeline_that_cannot_be_written_is_refused(tmp_path) -> None:
+    done = _run("tcp://127.0.0.1:1", "--max-workers", "1", "--timeline", str(tmp_path / "no" / "such" / "file"))
+    assert done.returncode == 1 and "cannot write --timeline" in done.stderr and "No such file" in done.stderr
+
+
 def test_slurm_needs_its_commands() -> None:
     env = {**os.environ, "PATH": os.path.dirname(sys.executable)}  # python, and no sbatch
     done = _run("tcp://127.0.0.1:1", "--max-workers", "1", "--backend", "slurm", env=env)
