@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/venv.sh
 
 packages=(pypy3 pypy3-venv pypy3-dev tmux chromium)
+packages+=(slurm-wlm munge)  # tests/autoscale run a one-node Slurm cluster on this machine
 apt_install "${packages[@]}"
 
 ensure_cpython_venv .venv ".[test,bench,uvloop,ui]"
