@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs on a fresh Debian machine (as root, or with sudo), then runs every test:
-# the whole suite on CPython, and the protocol and scheduler suites again on PyPy, where the scheduler runs.
-# A suite that passes but leaves files in the temporary directories fails (scripts/leftovers.py).
+# Installs what the test suite needs on a fresh Debian machine (as root, or with sudo), builds and checks the sdist and
+# wheel, then runs every test: the whole suite on CPython, and the protocol and scheduler suites again on PyPy, where
+# the scheduler runs. A suite that passes but leaves files in the temporary directories fails (scripts/leftovers.py).
 # Extra arguments go to both pytest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,10 @@ source scripts/venv.sh
 packages=(pypy3 pypy3-venv pypy3-dev tmux chromium)
 apt_install "${packages[@]}"
 
-ensure_cpython_venv .venv ".[test,bench,uvloop,ui]"
+ensure_cpython_venv .venv ".[test,bench,uvloop,ui,release]"
+
+echo "== sdist and wheel, built and checked as a release would be (scripts/check_dist.py: build, twine check)"
+.venv/bin/python scripts/check_dist.py
 
 echo "== PyPy environment (.venv-pypy)"
 [ -x .venv-pypy/bin/python ] || pypy3 -m venv .venv-pypy
