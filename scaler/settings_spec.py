@@ -37,10 +37,6 @@ def positive(value: Any) -> Optional[str]:
     return None if value > 0 and math.isfinite(value) else "must be a positive number"
 
 
-def port_number(value: Any) -> Optional[str]:
-    return None if 1 <= value <= 65535 else "must be between 1 and 65535"
-
-
 class Setting:
     """One setting, declared once in scaler.config (see there for examples)."""
 
@@ -411,6 +407,13 @@ class DeclaredSettings:
         """The declared settings, as keywords that make an equal object."""
         return {name: getattr(self, name) for name in self.REGISTRY.names(self.COMPONENT)}
 
+    def replace(self, **changes: Any) -> Any:
+        """A new object of the same class with `changes`, checked like any other (as dataclasses.replace)."""
+        return type(self)(changes.pop("address", self.address), **{**self.as_keywords(), **changes})
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return _rebuild, (type(self), self.address, self.as_keywords())  # through __init__: checked, keys loaded
+
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
@@ -421,3 +424,7 @@ class DeclaredSettings:
     def __repr__(self) -> str:
         values = ", ".join(f"{name}={value!r}" for name, value in self.as_keywords().items())
         return f"{type(self).__name__}(address={self.address!r}, {values})"  # type: ignore[attr-defined]
+
+
+def _rebuild(cls: type, address: str, keywords: Dict[str, Any]) -> DeclaredSettings:
+    return cls(address, **keywords)

@@ -3,8 +3,10 @@ settings objects, the Cluster and SchedulerClusterCombo keywords, child-process 
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -95,6 +97,9 @@ def test_settings_objects_are_plain_read_only_slots() -> None:
             assert type(inspect.getattr_static(type(settings), name)).__name__ == "member_descriptor", name
         with pytest.raises(AttributeError, match="read-only"):
             settings.address = "tcp://127.0.0.1:1"
+        assert pickle.loads(pickle.dumps(settings)) == settings == copy.copy(settings)
+        changed = settings.replace(logging_level="DEBUG")
+        assert changed.logging_level == "DEBUG" and changed != settings and settings.logging_level == "INFO"
 
 
 @pytest.mark.parametrize("component", [SCHEDULER, WORKER])
