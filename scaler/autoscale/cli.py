@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from scaler import config
 from scaler.autoscale.policy import PolicySettings
-from scaler.io.curve_options import add_peer_key_arguments
+from scaler.config import SETTINGS
+from scaler.settings_spec import MONITOR
 
 if TYPE_CHECKING:
     from scaler.autoscale.backends.base import Backend
@@ -152,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     output = parser.add_argument_group("output")
-    add_peer_key_arguments(output, "the autoscaler's")
+    for name in ("curve_secret_key_file", "curve_server_key_file"):
+        SETTINGS[name].add_to(output, MONITOR)
     output.add_argument(
         "--timeline", default=None, metavar="FILE", help="append one JSON line per decision step: pool, demand, actions"
     )
@@ -256,7 +258,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     try:
         address = validate_address(args.address)
         monitor_address = validate_address(args.monitor_address or config.default_monitor_address(address))
-        curve = load_peer_keys(args.curve_secret_key, args.curve_server_key)
+        curve = load_peer_keys(args.curve_secret_key_file, args.curve_server_key_file)
         backend = make_backend(args, settings.workers_per_job, worker_arguments)
     except (TypeError, ValueError, BackendError) as error:
         sys.exit(f"scaler_autoscale: {error}")

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 import psutil
 import zmq
 
+from scaler.io.ipc_files import BoundIpcFile
 from scaler.io.sockets import create_publisher, create_router, is_loopback
 from scaler.protocol import (
     MESSAGE_TYPES,
@@ -55,6 +56,7 @@ class SchedulerShell:
         self._zap: Optional[ZapHandler] = None if curve is None else ZapHandler(self.context, curve.authorized_keys)
         self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve)
         self.monitor = create_publisher(self.context, settings.monitor_address, curve)
+        self._ipc_files = [BoundIpcFile.after_bind(self.router), BoundIpcFile.after_bind(self.monitor)]
         router_watch = ConnectionWatch(
             self.router, "scheduler address", curve is not None, self._goodbyes, settings.max_frame_bytes
         )
@@ -94,6 +96,9 @@ class SchedulerShell:
             if self._zap is not None:
                 self._zap.close(loop)
             self.context.term()
+            for ipc_file in self._ipc_files:
+                if ipc_file is not None:
+                    ipc_file.remove()
             logger.info("Scheduler: stopped")
 
     def _goodbyes(self) -> int:

@@ -15,14 +15,14 @@ import os
 import sys
 from typing import TYPE_CHECKING, List, Optional
 
-from scaler.io.curve_options import add_peer_key_arguments
+from scaler.config import SETTINGS
+from scaler.settings_spec import MONITOR, HelpFormatter
 
 if TYPE_CHECKING:
     from scaler.io.curve import CurvePeerKeys
 
 DEFAULT_HOST = "127.0.0.1"  # a monitor shows cluster internals: only this machine, unless asked otherwise
 DEFAULT_PORT = 8081
-DEFAULT_TIMEOUT_SECONDS = 5.0
 DEFAULT_METRICS_MAX_WORKERS = 100  # per-worker series in one scrape (9 each): bounds what a large cluster costs
 METRICS_EXTRA_MESSAGE = 'scaler_ui: --metrics needs prometheus-client: pip install "scaler[metrics]"'
 _POLL_SECONDS = 0.1  # how often the monitor socket is read; a status arrives about once a second
@@ -108,15 +108,6 @@ def build_app(
     return app
 
 
-def _positive_seconds(text: str) -> float:
-    from scaler.monitor.subscriber import check_timeout
-
-    try:
-        return check_timeout(float(text))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 def _port(text: str) -> int:
     try:
         port = int(text)
@@ -141,19 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scaler_ui",
         description="Serve a live web page of a Scaler scheduler and its workers, read from its monitor address.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("address", help="the scheduler's monitor address, e.g. ipc:///tmp/127.0.0.1_2345_monitor")
-    parser.add_argument("--port", "-p", type=_port, default=DEFAULT_PORT, help="port of the web page")
     parser.add_argument(
-        "--host", default=DEFAULT_HOST, help="interface to serve on; 0.0.0.0 shows the cluster to the network"
+        "--port", "-p", type=_port, default=DEFAULT_PORT, help=f"port of the web page (default: {DEFAULT_PORT})"
     )
     parser.add_argument(
-        "--timeout",
-        "-t",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT_SECONDS,
-        help="seconds without a status after which the page says the scheduler is not answering",
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"interface to serve on; 0.0.0.0 shows the cluster to the network (default: {DEFAULT_HOST})",
     )
     parser.add_argument(
         "--metrics",
@@ -167,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="per-worker series for at most N workers (the first by name); totals always count every worker",
     )
-    add_peer_key_arguments(parser, "this monitor's")
+    SETTINGS.add_arguments(parser, MONITOR)
     return parser
 
 
@@ -186,8 +174,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     try:
         from scaler.io.curve import load_peer_keys
 
-        curve = load_peer_keys(args.curve_secret_key, args.curve_server_key)
-        app = build_app(args.address, args.timeout, curve, args.metrics_max_workers if args.metrics else None)
+        curve = load_peer_keys(args.curve_secret_key_file, args.curve_server_key_file)
+        metrics_max_workers = args.metrics_max_workers if args.metrics else None
+        app = build_app(args.address, args.status_timeout_seconds, curve, metrics_max_workers)
     except (TypeError, ValueError) as error:
         sys.exit(f"scaler_ui: {error}")
     url = f"http://{args.host}:{args.port}/"
