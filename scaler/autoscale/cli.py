@@ -32,27 +32,32 @@ DEFAULT_NAMESPACE = "default"
 BACKENDS = ("local", "slurm", "kubernetes")
 
 DESCRIPTION = """\
-Keep the pool of Scaler workers serving the scheduler at ADDRESS between --min-workers and --max-workers.
-It reads the scheduler's status on its monitor address. When tasks wait, it starts jobs of --workers-per-job workers
-(a job is a scaler_cluster process, a Slurm job or a Kubernetes replica), counting jobs still starting; a job whose
-workers have had no task for --idle-seconds is retired (SIGTERM: its workers finish their tasks and leave).
-Every decision is logged with its reason."""
+Keep the pool of Scaler workers serving the scheduler at ADDRESS between
+--min-workers and --max-workers. It reads the scheduler's status on its monitor
+address. When tasks wait, it starts jobs of --workers-per-job workers (a job is
+a scaler_cluster process, a Slurm job or a Kubernetes replica), counting jobs
+still starting; a job whose workers have had no task for --idle-seconds is
+retired (SIGTERM: its workers finish their tasks and leave). Every decision is
+logged with its reason."""
 
 EPILOG = """\
-Options after `--` go to scaler_cluster in each job (local and slurm backends), e.g. `-- --death-timeout 60`.
+Options after `--` go to scaler_cluster in each job (local and slurm backends),
+e.g. `-- --death-timeout 60`.
 
 examples:
   scaler_autoscale tcp://10.0.0.1:2345 --max-workers 8
-  scaler_autoscale tcp://10.0.0.1:2345 --backend slurm --max-workers 64 --workers-per-job 16 \\
-      --idle-seconds 120 --sbatch-option=--partition=cpu --sbatch-option=--time=04:00:00
-  scaler_autoscale tcp://scaler-scheduler:2345 --backend kubernetes --deployment scaler-workers \\
-      --namespace scaler --max-workers 32 --workers-per-job 4"""
+  scaler_autoscale tcp://10.0.0.1:2345 --backend slurm --max-workers 64 \\
+      --workers-per-job 16 --idle-seconds 120 \\
+      --sbatch-option=--partition=cpu --sbatch-option=--time=04:00:00
+  scaler_autoscale tcp://scaler-scheduler:2345 --backend kubernetes \\
+      --deployment scaler-workers --namespace scaler --max-workers 32 \\
+      --workers-per-job 4"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scaler_autoscale",
-        usage="%(prog)s [options] ADDRESS --max-workers N [-- scaler_cluster options]",
+        usage="%(prog)s [options] ADDRESS --max-workers N\n       [-- scaler_cluster options]",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=_Formatter,
