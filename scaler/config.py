@@ -19,6 +19,7 @@ DEFAULT_BALANCE_INTERVAL_SECONDS = 0.5  # how often the scheduler looks for idle
 DEFAULT_TASK_RETRY_LIMIT = 3  # a task whose worker died this many times fails with TaskStatus.worker_died
 DEFAULT_STATUS_INTERVAL_SECONDS = 1.0  # how often the scheduler publishes SchedulerStatus on the monitor socket
 DEFAULT_LOGGING_LEVEL = "INFO"
+DEFAULT_COMBO_LOGGING_LEVEL = "WARNING"  # SchedulerClusterCombo runs inside user programs: warnings and errors only
 DEFAULT_LOGGING_PATHS = ("/dev/stdout",)
 LOGGING_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -34,6 +34,10 @@ class SchedulerClusterCombo:
     protected=False to let a client stop everything. Every process started here exits with this one, even if it is
     SIGKILLed, and shutdown() (also called at interpreter exit) leaves none behind.
 
+    Its processes log warnings and errors only, to stdout, so that a program's own output is not buried under the
+    cluster's start-up lines (as Dask's LocalCluster does); pass logging_level="INFO" to see them all, and
+    logging_paths to send them to files.
+
     With `curve_keys_dir`, every connection uses CurveZMQ: the scheduler's and the workers' keys are made there if
     missing, and the scheduler accepts the public keys in `curve_keys_dir/authorized/` (the workers', and those of
     the clients you copy there). Clients then pass `curve_server_key_file=combo.curve_server_key_file`.
@@ -55,7 +59,7 @@ class SchedulerClusterCombo:
         max_tasks_waiting: int = config.DEFAULT_MAX_TASKS_WAITING,
         task_retry_limit: int = config.DEFAULT_TASK_RETRY_LIMIT,
         balance_interval_seconds: float = config.DEFAULT_BALANCE_INTERVAL_SECONDS,
-        logging_level: str = config.DEFAULT_LOGGING_LEVEL,
+        logging_level: str = config.DEFAULT_COMBO_LOGGING_LEVEL,
         logging_paths: Sequence[str] = config.DEFAULT_LOGGING_PATHS,
         curve_keys_dir: Optional[str] = None,
     ) -> None:
