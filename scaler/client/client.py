@@ -205,16 +205,8 @@ class Client:
         if isinstance(iterable, (str, bytes)):
             raise TypeError(f"iterable must hold argument tuples like [(1,), (2,)], got {iterable!r}")
         all_args = iterable if isinstance(iterable, (list, tuple)) else list(iterable)
-        shape = self._factory.signatures.shape(fn)
+        self._check_calls(fn, all_args)
         no_kwargs: Dict[str, Any] = {}
-        for index, args in enumerate(all_args):  # every element is checked before anything is sent
-            if type(args) is not tuple and type(args) is not list:
-                raise TypeError(f"element {index} of iterable must be a tuple of arguments like (x,), got {args!r}")
-            if shape is not None and not shape.fewest <= len(args) <= shape.most:
-                try:
-                    shape.check(args, no_kwargs)
-                except TypeError as error:
-                    raise TypeError(f"element {index} of iterable: {error}") from None
         factory = self._factory
         function_need = factory.function_need(connection, fn)
         function_id = function_need[0]
@@ -238,6 +230,19 @@ class Client:
             _cancel(connection, futures)  # an argument failed to serialize: no half map left running
             raise
         return futures, latch
+
+    def _check_calls(self, fn: Any, all_args: Sequence[Any]) -> None:
+        """TypeError naming the first element of all_args that is not a tuple of arguments binding to fn."""
+        shape = self._factory.signatures.shape(fn)
+        no_kwargs: Dict[str, Any] = {}
+        for index, args in enumerate(all_args):
+            if type(args) is not tuple and type(args) is not list:
+                raise TypeError(f"element {index} of iterable must be a tuple of arguments like (x,), got {args!r}")
+            if shape is not None and not shape.fewest <= len(args) <= shape.most:
+                try:
+                    shape.check(args, no_kwargs)
+                except TypeError as error:
+                    raise TypeError(f"element {index} of iterable: {error}") from None
 
     def send_object(self, obj: Any, name: Optional[str] = None) -> ObjectReference:
         """Ship obj to the scheduler once; pass the reference as a top-level argument of submit, map or a graph.

@@ -14,6 +14,7 @@ Differences, each because the cluster can do more than a local pool:
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional
@@ -57,10 +58,11 @@ class ScalerExecutor(concurrent.futures.Executor):
         if chunksize < 1:
             raise ValueError("chunksize must be >= 1.")
         deadline = None if timeout is None else time.monotonic() + timeout
-        calls = list(zip(*iterables))
+        calls: List[Any] = list(zip(*iterables))
         if chunksize > 1:
-            chunks = [(fn, calls[start : start + chunksize]) for start in range(0, len(calls), chunksize)]
-            calls, fn = chunks, _call_chunk  # type: ignore[assignment]
+            self._client._check_calls(fn, calls)  # each call, before they are hidden in chunks
+            calls = [(calls[start : start + chunksize],) for start in range(0, len(calls), chunksize)]
+            fn = functools.partial(_call_chunk, fn)  # one function for the whole map: serialized once
         with self._lock:
             self._check_open()
             futures, _ = self._client._map_futures(fn, calls, None)

@@ -84,6 +84,8 @@ def test_map_with_chunksize_groups_calls_and_keeps_order(executor) -> None:
         list(executor.map(fail_on, range(10), [8] * 10, chunksize=3))
     with pytest.raises(ValueError, match="chunksize must be >= 1"):
         executor.map(abs, [1], chunksize=0)
+    with pytest.raises(TypeError, match="missing a required argument: 'exponent'"):
+        executor.map(power, range(5), chunksize=2)  # each call is checked at map(), chunked or not
 
 
 def test_closing_the_map_iterator_cancels_what_was_not_yielded(client: Client) -> None:
