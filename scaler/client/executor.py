@@ -17,18 +17,29 @@ import concurrent.futures
 import functools
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
-from scaler.client.future import ScalerFuture
+from scaler.client.future import FailureLatch, ScalerFuture
 
-if TYPE_CHECKING:
-    from scaler.client.client import Client
+
+class _Client(Protocol):
+    """What the executor uses of a Client (client.py makes executors, so this module does not import it)."""
+
+    _profiling: bool
+
+    def _submit(self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any], profiling: bool) -> ScalerFuture: ...
+
+    def _map_futures(
+        self, fn: Any, iterable: Iterable[Sequence[Any]], profiling: Optional[bool]
+    ) -> Tuple[List[ScalerFuture], FailureLatch]: ...
+
+    def _check_calls(self, fn: Any, all_args: Sequence[Any]) -> None: ...
 
 
 class ScalerExecutor(concurrent.futures.Executor):
     """A concurrent.futures.Executor bound to a Client: every call runs as a task on the client's cluster."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: _Client) -> None:
         self._client = client
         self._shutdown = False
         self._lock = threading.Lock()
