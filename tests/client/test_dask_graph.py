@@ -11,6 +11,7 @@ import pytest
 from dask._task_spec import Alias, DataNode, Task, TaskRef
 from dask._task_spec import Dict as SpecDict
 from dask._task_spec import List as SpecList
+from dask.highlevelgraph import HighLevelGraph
 
 from scaler.client import Client
 from scaler.client.dask_graph import evaluate_task, flatten_keys, shape_like
@@ -79,6 +80,12 @@ def test_old_tuple_graphs_given_as_dask_gives_them(client: Client) -> None:
     graph = {"a": 1, "b": (inc, "a"), "c": (add, "b", {"ignored": 0}.get("x", 5)), "d": (total, ["a", "b", "c"])}
     assert client.get(graph, "d") == 1 + 2 + 7
     assert client.get(graph, [["b"], ["c", "d"]]) == [[2], [7, 10]]
+
+
+def test_high_level_graphs_as_older_dask_passed_them(client: Client) -> None:
+    layers = {"a": {"x": 1, "y": (inc, "x")}, "b": {"z": (add, "y", "x")}}
+    graph = HighLevelGraph(layers, {"a": set(), "b": {"a"}})
+    assert client.get(graph, ["z", "y"]) == [3, 2]
 
 
 def test_delayed_through_dask_compute(client: Client) -> None:
