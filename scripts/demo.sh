@@ -5,5 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
-ensure_cpython_venv .venv ".[uvloop,progress]"
+# setuptools warns about editable installs on every run: not news for someone trying Scaler
+PYTHONWARNINGS=ignore ensure_cpython_venv .venv ".[uvloop,progress]"
 .venv/bin/python scripts/demo.py "$@"
