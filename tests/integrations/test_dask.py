@@ -46,6 +46,14 @@ def test_array_persist_then_compute(client: Client) -> None:
     np.testing.assert_array_equal(persisted.compute(scheduler="sync"), np.arange(10_000) ** 2)
 
 
+def test_array_written_by_workers_through_dask_s_compute_as_if_collection(client: Client, tmp_path) -> None:
+    # to_npy_stack hands the scheduler a plain dict and a flat list of keys, and ignores what comes back
+    x = da.arange(1_000, chunks=100) * 3
+    with dask.config.set(scheduler=client.get):
+        da.to_npy_stack(str(tmp_path), x)  # the workers write the files: same host here
+    np.testing.assert_array_equal(da.from_npy_stack(str(tmp_path)).compute(scheduler="sync"), np.arange(1_000) * 3)
+
+
 def test_bag_map_filter_fold_and_frequencies(client: Client) -> None:
     words = db.from_sequence(["spam", "eggs", "spam", "ham", "spam", "eggs"] * 50, npartitions=7)
     lengths = words.map(len).filter(lambda n: n > 3)
