@@ -14,6 +14,7 @@ from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, 
 
 EVENT_LOOPS = ("builtin", "uvloop")
 LOGGING_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_COMBO_LOGGING_LEVEL = "WARNING"  # SchedulerClusterCombo runs inside user programs: warnings and errors only
 
 SETTINGS = Registry()
 

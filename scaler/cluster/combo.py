@@ -43,6 +43,10 @@ class SchedulerClusterCombo:
     here, before any process starts. `per_worker_queue_size` thus sets what each worker announces and caps it at
     the scheduler: one number, the most tasks a worker holds at once.
 
+    Its processes log warnings and errors only, to stdout, so that a program's own output is not buried under the
+    cluster's start-up lines (as Dask's LocalCluster does); pass logging_level="INFO" to see them all, and
+    logging_paths to send them to files.
+
     With `curve_keys_dir`, every connection uses CurveZMQ: the scheduler's and the workers' keys are made there if
     missing, and the scheduler accepts the public keys in `curve_keys_dir/authorized/` (the workers', and those of
     the clients you copy there). Clients then pass `curve_server_key_file=combo.curve_server_key_file`.
@@ -57,6 +61,7 @@ class SchedulerClusterCombo:
         **settings: Any,
     ) -> None:
         settings = config.SETTINGS.rename_old_keywords(settings, "SchedulerClusterCombo")
+        settings.setdefault("logging_level", config.DEFAULT_COMBO_LOGGING_LEVEL)
         scheduler_names, worker_names = set(config.SETTINGS.names(SCHEDULER)), set(config.SETTINGS.names(WORKER))
         unknown = set(settings) - ((scheduler_names | worker_names) - _CURVE_FILES)
         if unknown:
@@ -188,6 +193,12 @@ SchedulerClusterCombo.__signature__ = config.SETTINGS.signature(  # type: ignore
     ],
     [SCHEDULER, WORKER],
     exclude=_CURVE_FILES,
+)
+SchedulerClusterCombo.__signature__ = SchedulerClusterCombo.__signature__.replace(  # type: ignore[attr-defined]
+    parameters=[
+        parameter.replace(default=config.DEFAULT_COMBO_LOGGING_LEVEL) if parameter.name == "logging_level" else parameter
+        for parameter in SchedulerClusterCombo.__signature__.parameters.values()  # type: ignore[attr-defined]
+    ]
 )
 
 __all__ = ["SchedulerClusterCombo"]
