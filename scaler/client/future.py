@@ -11,7 +11,7 @@ from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Protocol
 
-from scaler.worker import context as task_context
+from scaler import task_context
 
 
 @dataclass(frozen=True)

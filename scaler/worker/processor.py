@@ -20,8 +20,8 @@ from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 import cloudpickle
 
 from scaler import config
-from scaler.client.serializer import DefaultSerializer
-from scaler.worker import context
+from scaler import task_context as context
+from scaler.serializer import DefaultSerializer
 from scaler.worker.channel import (
     MessageReader,
     ProcessorOrders,
