@@ -72,6 +72,7 @@ def test_worker_gives_up_when_nobody_answers_hello(peer, start_cluster):
 
 
 def test_sigterm_sends_worker_disconnect(peer, worker):
+    wait_heartbeat(peer, lambda hb: True, what="a heartbeat: the worker read our HelloReply and is registered")
     agent = psutil.Process(worker.process.pid).children()[0]
     os.kill(agent.pid, signal.SIGTERM)
     (identity, message) = peer.wait_for(lambda received: type(received[1]) is WorkerDisconnect)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import List
 
 from scaler.protocol import Task
-from scaler.worker.task_queue import QueuedTask, TaskQueue
+from scaler.worker.state import WorkerTask
+from scaler.worker.task_queue import TaskQueue
 
 
-def queued(name: str, parent: bytes = b"", missing: tuple = ()) -> QueuedTask:
+def queued(name: str, parent: bytes = b"", missing: tuple = ()) -> WorkerTask:
     task = Task(task_id=name.encode(), function_id=b"f", parent_task_id=parent)
-    return QueuedTask(task.task_id, task, (b"f", *missing), set(missing))
+    return WorkerTask(task, (b"f", *missing), set(missing))
 
 
 def drain(queue: TaskQueue) -> List[str]:
