@@ -20,6 +20,7 @@ from typing import Dict, List, Optional
 
 import psutil
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from scaler import config
 from scaler.io.sockets import create_dealer, make_identity
@@ -67,6 +68,7 @@ class WorkerAgent:
         self._parent_pid = parent_pid
         self._links: Dict[int, ProcessorLink] = {}  # by the core's processor number
         self._dealer: Optional[zmq.Socket] = None
+        self._dealer_events: Optional[zmq.Socket] = None  # the dealer's monitor: tells when its connection closes
         self._outbox: Optional[Outbox] = None
         self._exit: Optional[Exit] = None
         self._crashed = False
@@ -114,8 +116,7 @@ class WorkerAgent:
         signal.set_wakeup_fd(-1)
         self._wake_read.close()
         wake_write.close()
-        if self._dealer is not None:
-            self._dealer.close(linger=_DISCONNECT_LINGER_MS if self._exit.disconnect else 0)
+        self._close_dealer(linger=_DISCONNECT_LINGER_MS if self._exit.disconnect else 0)
         self._context.term()
 
     # --- the loop -----------------------------------------------------------------------------------------------------
@@ -143,6 +144,10 @@ class WorkerAgent:
                     self._processor_died(link, now)
         for link in self._links.values():
             core.observe(link.number, *link.progress.read())
+        # Before the scheduler's socket: once its connection closed, what it reads is from before, or from a new
+        # scheduler that does not know this connection (ZeroMQ reconnects on its own), and goes with it.
+        if self._dealer_events is not None and self._dealer_events in events:
+            self._read_dealer_events(now)
         if self._dealer is not None and self._dealer in events:
             self._read_scheduler(now)
         core.tick(now)
@@ -175,6 +180,17 @@ class WorkerAgent:
                 self._core.receive_malformed(str(error), now)
         if messages:
             self._core.receive(messages, now)
+
+    def _read_dealer_events(self, now: float) -> None:
+        dropped = False
+        while True:
+            try:
+                event = recv_monitor_message(self._dealer_events, zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            dropped = dropped or event["event"] == zmq.EVENT_DISCONNECTED
+        if dropped:
+            self._core.connection_dropped(now)
 
     def _read_processor(self, link: ProcessorLink, now: float) -> None:
         if link.number not in self._links:
@@ -239,15 +255,25 @@ class WorkerAgent:
     def _connect(self) -> None:
         """A new socket and identity: whatever the old socket still queued is dropped, never sent to a scheduler
         that does not know us."""
-        if self._dealer is not None:
-            self._poller.unregister(self._dealer)
-            self._dealer.close(linger=0)
+        self._close_dealer(linger=0)
         identity = make_identity("W")
         self._dealer = create_dealer(self._context, self._settings.address, identity, self._settings.curve_keys)
+        self._dealer_events = self._dealer.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self._outbox = Outbox(self._dealer)
         self._poller.register(self._dealer, zmq.POLLIN)
+        self._poller.register(self._dealer_events, zmq.POLLIN)
         self._core.connecting(identity.decode(), time.monotonic())
         logging.info("%s: connecting to %s as %s", self._name, self._settings.address, identity.decode())
+
+    def _close_dealer(self, linger: int) -> None:
+        if self._dealer is None:
+            return
+        self._poller.unregister(self._dealer)
+        self._poller.unregister(self._dealer_events)
+        self._dealer.disable_monitor()
+        self._dealer_events.close(linger=0)
+        self._dealer.close(linger=linger)
+        self._dealer = self._dealer_events = None
 
     def _send_heartbeat(self, instruction: SendHeartbeat) -> None:
         heartbeat = instruction.heartbeat

@@ -14,8 +14,9 @@ that processor ahead, and from then on feeds another one (a spare, or a fresh fo
 for never queue behind it. Tasks submitted from tasks run newest first (task_queue.py), which keeps the number of
 parked processors near the nesting depth. A parked processor finishes its task and becomes a spare.
 
-A lost scheduler is a state, not an exit: when nothing was heard for the scheduler's peer timeout (after which it
-has dropped this worker anyway), the core forgets its tasks (killing the processors that run them, keeping the
+A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
+nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
+its tasks (killing the processors that run them, keeping the
 others), connects again under a new identity and registers as a new worker, retrying with backoff; it exits only
 when nothing was heard for the death timeout.
 """
@@ -100,6 +101,7 @@ RECONNECT_MAX_SECONDS = 10.0  # ...up to this (ZeroMQ itself reconnects the sock
 CANCELED_CHECK_SECONDS = 0.02  # how often progress is checked for a canceled task that started all the same
 
 _SUCCESS = TaskStatus.success
+_INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
 _INLINE = ArgumentKind.inline
 _OBJECT_REF = ArgumentKind.object_ref
 
@@ -183,6 +185,17 @@ class WorkerCore:
             handler(message)
         self._dispatch()
 
+    def connection_dropped(self, now: float) -> None:
+        """The connection to the scheduler closed (it died or restarted): whatever we send on it now would reach a
+        scheduler that does not know us, so register again at once, on a new connection."""
+        self._now = now
+        if self.exit_code is not None:
+            return
+        if self.connection == CONNECTED:
+            self._lose_scheduler("the connection to the scheduler closed")
+        else:
+            self._connect_again()  # our Hello may have gone with it
+
     def receive_malformed(self, reason: str, now: float) -> None:
         self.last_heard = now  # the scheduler is there, even if this frame was garbled
         self.malformed += 1
@@ -263,7 +276,7 @@ class WorkerCore:
             return
         if self.connection == CONNECTED:
             if silent >= self.lost_after:
-                self._lose_scheduler(silent)
+                self._lose_scheduler(f"nothing heard from the scheduler for {silent:.1f}s")
             elif now >= self._next_heartbeat:
                 self._send_heartbeat()
                 self._next_heartbeat = now + self.heartbeat_interval
@@ -346,13 +359,14 @@ class WorkerCore:
     def _on_goodbye(self, goodbye: Goodbye) -> None:
         self._exit(EXIT_OK, f"scheduler said goodbye: {goodbye.reason}")
 
-    def _lose_scheduler(self, silent: float) -> None:
-        """Nothing heard for the scheduler's peer timeout: it dropped us (or died). Forget its tasks and register
-        again on a new connection: a restarted scheduler, or the same one, takes us as a new worker."""
+    def _lose_scheduler(self, why: str) -> None:
+        """The scheduler is gone (its connection closed), or dropped us (nothing heard for its peer timeout). Forget
+        its tasks and register again on a new connection: a restarted scheduler, or the same one, takes us as a new
+        worker."""
         logger.warning(
-            "%s: nothing heard from the scheduler for %.1fs: %d task(s) dropped, registering again (until %gs)",
+            "%s: %s: %d task(s) dropped, registering again (exit if nothing is heard for %gs)",
             self.name,
-            silent,
+            why,
             len(self.tasks),
             self.settings.death_timeout_seconds,
         )
@@ -439,7 +453,7 @@ class WorkerCore:
                 continue
             state = task.state
             if state == WAITING or state == READY:
-                self.queue.remove(task_id)
+                self.queue.remove(task)
                 self._answer(task, "cancel", TaskStatus.canceled)
             elif state == PARKED:
                 self._cancel_running(task.processor, task)
@@ -475,12 +489,19 @@ class WorkerCore:
             processor.canceled -= 1
             self._forget(task, "result")  # it ran before our drop order reached the processor; answered already
             return
-        function_id = task.task.function_id
+        message = task.task
+        function_id = message.function_id
         seconds = result.duration_us / 1_000_000
         previous = self.durations.get(function_id)
         self.durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
+        payload = result.payload
+        if result.succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling:
+            # the common case, spelled out: a small value, no profile
+            self._outgoing.append((TaskResult(task_id=task.task_id, status=_SUCCESS, payload=payload), len(payload)))
+            self._forget(task, "result")
+            return
         status = _SUCCESS if result.succeeded else TaskStatus.failed
-        self._answer(task, "result", status, result.payload, result.error_text, result)
+        self._answer(task, "result", status, payload, result.error_text, result)
 
     def _answer(
         self,
@@ -722,27 +743,32 @@ class WorkerCore:
         message = task.task
         serializer_id = message.serializer_id
         serializer_payload = self._payload_for(processor, b"", serializer_id) if serializer_id else None
+        # tuple.__new__: NamedTuples made without their Python-level __new__, once or more per task
+        new = tuple.__new__
         arguments = []
         for argument in message.args:
             kind = argument.kind
             if kind == _INLINE:
-                arguments.append(ProcessorArgument(argument.name, b"", argument.data, False))
+                arguments.append(new(ProcessorArgument, (argument.name, b"", argument.data, False)))
             elif kind == _OBJECT_REF:
                 payload = self._payload_for(processor, serializer_id, argument.data)
-                arguments.append(ProcessorArgument(argument.name, argument.data, payload, True))
+                arguments.append(new(ProcessorArgument, (argument.name, argument.data, payload, True)))
             else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
                 payload = self.cache.get(argument.data, self._now)
-                arguments.append(ProcessorArgument(argument.name, argument.data, payload, False))
-        return ProcessorTask(
-            task.seq,
-            task.task_id,
-            serializer_id,
-            serializer_payload,
-            message.function_id,
-            self._payload_for(processor, serializer_id, message.function_id),
-            arguments,
-            message.profiling,
-            forget,
+                arguments.append(new(ProcessorArgument, (argument.name, argument.data, payload, False)))
+        return new(
+            ProcessorTask,
+            (
+                task.seq,
+                task.task_id,
+                serializer_id,
+                serializer_payload,
+                message.function_id,
+                self._payload_for(processor, serializer_id, message.function_id),
+                arguments,
+                message.profiling,
+                forget,
+            ),
         )
 
     def _payload_for(self, processor: ProcessorState, serializer_id: bytes, object_id: bytes) -> Optional[bytes]:
@@ -758,7 +784,8 @@ class WorkerCore:
 
     def validate(self) -> None:
         queued = list(self.queue)
-        assert len(queued) == len(self.queue)
+        assert len(queued) == len(self.queue) == len({id(task) for task in queued})
+        assert all(task in queued for task in self.tasks.values() if task.state in (WAITING, READY))
         for task in queued:
             assert self.tasks.get(task.task_id) is task, task.task_id
             assert task.state in (WAITING, READY) and task.processor is None, task.story

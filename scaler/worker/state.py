@@ -11,7 +11,7 @@ of every start.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 # --- task states ------------------------------------------------------------------------------------------------------
 WAITING = 0  # queued; some object it needs (function, serializer, argument) is still being fetched
@@ -63,9 +63,7 @@ TRANSITIONS: Dict[int, Dict[str, int]] = {
         "scheduler lost": DONE,
     },
 }
-_ALLOWED: Dict[int, FrozenSet[Tuple[str, int]]] = {
-    state: frozenset(edges.items()) for state, edges in TRANSITIONS.items()
-}
+_NEXT: Dict[int, Dict[str, int]] = {DONE: {}, **TRANSITIONS}
 _STORY_LENGTH = 8  # the last changes a task remembers, for the error that an impossible change raises
 
 
@@ -76,7 +74,18 @@ class InvalidTransition(RuntimeError):
 class WorkerTask:
     """A task this worker holds, from its Task message until its one TaskResult (or its hand-back)."""
 
-    __slots__ = ("task_id", "task", "needs", "missing", "state", "seq", "processor", "expected_seconds", "story")
+    __slots__ = (
+        "task_id",
+        "task",
+        "needs",
+        "missing",
+        "state",
+        "queued",
+        "seq",
+        "processor",
+        "expected_seconds",
+        "story",
+    )
 
     def __init__(self, task: Any, needs: Tuple[bytes, ...], missing: Set[bytes]) -> None:
         self.task_id: bytes = task.task_id
@@ -84,6 +93,7 @@ class WorkerTask:
         self.needs = needs  # every object id it uses (function, serializer, arguments), pinned in the cache
         self.missing = missing  # those not fetched yet
         self.state = WAITING if missing else READY
+        self.queued = False  # has a live entry in the task queue's ready lines (see task_queue.py)
         self.seq = 0  # its number on the processor it was handed to (processors count what they are handed)
         self.processor: Optional[ProcessorState] = None
         self.expected_seconds = 0.0  # its run time as guessed when it was handed
@@ -91,7 +101,7 @@ class WorkerTask:
 
     def move(self, stimulus: str, state: int) -> None:
         """Change state on `stimulus`; raises InvalidTransition if TRANSITIONS does not allow it."""
-        if (stimulus, state) not in _ALLOWED.get(self.state, ()):
+        if _NEXT[self.state].get(stimulus) != state:
             raise InvalidTransition(
                 f"task {self.task_id.hex()}: {stimulus!r} cannot take it from {STATE_NAMES[self.state]} to "
                 f"{STATE_NAMES[state]}; its story: {' -> '.join(self.story) or '(none)'}"

@@ -353,3 +353,16 @@ def test_an_impossible_transition_raises_with_the_tasks_story():
     with pytest.raises(InvalidTransition, match="handed.*dispatch"):
         state.move("object arrived", 1)
     assert isinstance(state, WorkerTask) and isinstance(harness.hands[-1], HandTasks)
+
+
+def test_a_closed_connection_means_registering_again_at_once():
+    harness = connected()
+    harness.send(harness.task(b"z" * 32))  # queued, waiting for its object: its processor has nothing to drop
+    harness.core.connection_dropped(harness.now)
+    harness._step()
+    assert harness.connections == 2 and not harness.core.tasks and harness.killed == [], "an idle processor stays"
+    harness.core.connection_dropped(harness.now)  # before the new scheduler answered: our Hello may be lost
+    harness._step()
+    assert harness.connections == 3
+    harness.connect()
+    assert harness.core.registrations == 2 and harness.exit is None
