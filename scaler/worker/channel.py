@@ -5,11 +5,11 @@ tuples of bytes. A stream socket (not SEQPACKET) because arguments and results m
 
 The agent sends `ProcessorOrders`: tasks to run in order, and ids of tasks sent earlier to drop if not started yet.
 The processor answers with `ProcessorReport`s: the results of the tasks it finished since its last report and the
-tasks it dropped; or that its running task blocked on a future (it is then "parked", see core.py). It reports once
-its tasks run out, before a task that blocks, or when its oldest unsent result has waited RESULT_DELAY_SECONDS, so
-short tasks cost one exchange per batch, not one per task. Which task has started is not reported at all: the
-processor writes it to memory shared with the agent (see processor_link.py), and the agent reads it when it must know
-(a cancel, a crash, a heartbeat).
+tasks it dropped; or that its running task blocked on a future (it is then "parked", see core.py). It reports when
+its tasks run out or it is half-way through many, before a task that blocks, or when its oldest unsent result has
+waited RESULT_DELAY_SECONDS, so short tasks cost an exchange per batch, not one per task. Which task has started is
+not reported at all: the processor writes it to memory shared with the agent (SharedProgress below), and the agent
+reads it when it must know (a cancel, a crash, a heartbeat).
 """
 
 from __future__ import annotations

@@ -481,10 +481,13 @@ class WorkerCore:
         self._outgoing.append((BalanceResponse(task_ids=[task.task_id for task in taken]), 0))
 
     def _on_result(self, processor: ProcessorState, result: ProcessorResult) -> None:
-        task = processor.pipe.get(result.task_id)
+        pipe = processor.pipe
+        task = pipe.pop(result.task_id, None)
         if task is None:
             return  # taken back meanwhile (a parking), or from before a restart of this worker's connection
-        self._take_from_pipe(processor, task)
+        # as _take_from_pipe does (reset when empty so float drift never accumulates)
+        processor.pipe_expected_seconds = processor.pipe_expected_seconds - task.expected_seconds if pipe else 0.0
+        task.processor = None
         if task.state == CANCELED:
             processor.canceled -= 1
             self._forget(task, "result")  # it ran before our drop order reached the processor; answered already
@@ -754,7 +757,7 @@ class WorkerCore:
                 payload = self._payload_for(processor, serializer_id, argument.data)
                 arguments.append(new(ProcessorArgument, (argument.name, argument.data, payload, True)))
             else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
-                payload = self.cache.get(argument.data, self._now)
+                payload = self.cache.get(argument.data)
                 arguments.append(new(ProcessorArgument, (argument.name, argument.data, payload, False)))
         return new(
             ProcessorTask,
@@ -773,12 +776,11 @@ class WorkerCore:
 
     def _payload_for(self, processor: ProcessorState, serializer_id: bytes, object_id: bytes) -> Optional[bytes]:
         """The object's bytes, or None when this processor already has them (to deserialize with that serializer)."""
-        payload = self.cache.get(object_id, self._now)
         key = (serializer_id, object_id)
         if key in processor.held:
             return None
         processor.held.add(key)
-        return payload
+        return self.cache.get(object_id)
 
     # --- invariants (tests call this after every step; production never does) -------------------------------------
 

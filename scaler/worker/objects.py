@@ -32,8 +32,8 @@ class ObjectCache:
     def __len__(self) -> int:
         return len(self._payloads)
 
-    def get(self, object_id: bytes, now: float) -> bytes:
-        self._last_used[object_id] = now
+    def get(self, object_id: bytes) -> bytes:
+        # No use is recorded here: whoever reads an object has it pinned, and unpinning records the use.
         return self._payloads[object_id]
 
     def add_chunk(self, object_id: bytes, payload: bytes, chunk_index: int, chunk_count: int, now: float) -> bool:

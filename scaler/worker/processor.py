@@ -35,6 +35,8 @@ from scaler.worker.channel import (
 from scaler.worker.lifetime import parent_alive
 from scaler.worker.profiling import CallProfile
 
+# A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
+_MIN_HALF_WAY_REPORT = 16
 _ValueKey = Tuple[bytes, bytes]  # (id of the serializer that deserialized it, object id)
 _MISSING = object()
 
@@ -142,7 +144,7 @@ def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_
             to_drop.intersection_update(task.task_id for task in pending)
         if next_task is None:
             continue
-        reporter.flush_if_due()
+        reporter.flush_if_due(len(pending))
         progress.start(next_task.seq)
         result = runner.run(next_task)
         progress.finish(next_task.seq)
@@ -150,10 +152,11 @@ def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_
 
 
 class _Reporter:
-    """Results wait here until the processor runs out of tasks, or for RESULT_DELAY_SECONDS at most, then leave
-    together. A task about to wait on a future (a nested task's, usually) parks its processor: it sends what waits
-    and says so, and the agent takes back the tasks it handed ahead and starts them on another processor, so children
-    never wait behind their blocked parent. A lock, because a task's own threads may wait on futures meanwhile."""
+    """Results wait here until the processor runs out of tasks or is half-way through many, or for
+    RESULT_DELAY_SECONDS at most, then leave together. A task about to wait on a future (a nested task's, usually)
+    parks its processor: it sends what waits and says so, and the agent takes back the tasks it handed ahead and
+    starts them on another processor, so children never wait behind their blocked parent. A lock, because a task's
+    own threads may wait on futures meanwhile."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -173,8 +176,14 @@ class _Reporter:
         with self._lock:
             self._dropped.append(task_id)
 
-    def flush_if_due(self) -> None:
-        if self._results and time.monotonic() - self._oldest >= RESULT_DELAY_SECONDS:
+    def flush_if_due(self, pending: int) -> None:
+        """Before the next task: send once half of what we were handed is done (so the agent hands more while we
+        run the rest, and we never idle waiting for it), or once the oldest result has waited long enough."""
+        results = len(self._results)
+        if results and (
+            (results >= pending and results >= _MIN_HALF_WAY_REPORT)
+            or time.monotonic() - self._oldest >= RESULT_DELAY_SECONDS
+        ):
             self.flush()
 
     def flush(self) -> None:

@@ -97,19 +97,22 @@ class WorkerTask:
         self.seq = 0  # its number on the processor it was handed to (processors count what they are handed)
         self.processor: Optional[ProcessorState] = None
         self.expected_seconds = 0.0  # its run time as guessed when it was handed
-        self.story: List[str] = []
+        self.story: Optional[List[str]] = None  # made on its first change of state
 
     def move(self, stimulus: str, state: int) -> None:
         """Change state on `stimulus`; raises InvalidTransition if TRANSITIONS does not allow it."""
         if _NEXT[self.state].get(stimulus) != state:
             raise InvalidTransition(
                 f"task {self.task_id.hex()}: {stimulus!r} cannot take it from {STATE_NAMES[self.state]} to "
-                f"{STATE_NAMES[state]}; its story: {' -> '.join(self.story) or '(none)'}"
+                f"{STATE_NAMES[state]}; its story: {' -> '.join(self.story or ()) or '(none)'}"
             )
         story = self.story
-        story.append(stimulus)
-        if len(story) > _STORY_LENGTH:
-            del story[0]
+        if story is None:
+            self.story = [stimulus]
+        else:
+            story.append(stimulus)
+            if len(story) > _STORY_LENGTH:
+                del story[0]
         self.state = state
 
 

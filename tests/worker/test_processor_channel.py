@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import socket
 import sys
 import time
 from typing import Iterator, List
@@ -15,9 +16,11 @@ from scaler.worker.channel import (
     ProcessorArgument,
     ProcessorOrders,
     ProcessorReport,
+    ProcessorResult,
     ProcessorTask,
     send_message,
 )
+from scaler.worker.processor import _Reporter
 from scaler.worker.zygote import ProcessorZygote
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -131,14 +134,42 @@ def parent_task(task_id: bytes, marker: str) -> ProcessorTask:
     )
 
 
-def test_short_tasks_results_come_back_together_and_objects_are_kept(processor):
-    first, second = task(b"a", 0, send_function=True, send_object=True), task(b"b", 0)
-    processor.order([first, second])
-    report = processor.report_with(b"a")
-    # one report for both: the second result was ready well within RESULT_DELAY_SECONDS of the first
-    assert [result.task_id for result in report.results] == [b"a", b"b"]
-    assert all(result.succeeded and cloudpickle.loads(result.payload) == 42 for result in report.results)
-    assert processor.progress.read() == (second.seq, second.seq)  # the object and the function were sent once
+def test_short_tasks_results_come_back_in_batches_and_objects_are_kept(processor):
+    names = [b"t%d" % index for index in range(40)]
+    handed = [task(names[0], 0, send_function=True, send_object=True), *(task(name, 0) for name in names[1:])]
+    processor.order(handed)
+    reports = []
+    while sum(len(report.results) for report in reports) < len(names):
+        reports.append(processor.wait_report(lambda report: True))
+    results = [result for report in reports for result in report.results]
+    assert [result.task_id for result in results] == names
+    assert all(result.succeeded and cloudpickle.loads(result.payload) == 42 for result in results)
+    assert len(reports) < len(names), "results travel together, not one report per task"
+    assert processor.progress.read() == (handed[-1].seq, handed[-1].seq)  # the object and function were sent once
+
+
+def test_results_wait_for_half_of_the_batch_or_its_end():
+    left, right = socket.socketpair()
+    try:
+        reporter = _Reporter(left)
+        reader = MessageReader(right)
+        result = ProcessorResult(b"r", True, b"", "", 1, 0, 0)
+        for _ in range(19):
+            reporter.add(result)
+        reporter.flush_if_due(pending=21)  # not half-way yet
+        reporter.add(result)
+        reporter.flush_if_due(pending=20)  # half-way: the agent hands more while the rest runs
+        (report,) = reader.wait()
+        assert len(report.results) == 20
+        for _ in range(3):
+            reporter.add(result)
+        reporter.flush_if_due(pending=1)  # a handful waits for the end of the batch
+        reporter.flush()
+        (report,) = reader.wait()
+        assert len(report.results) == 3
+    finally:
+        left.close()
+        right.close()
 
 
 def test_a_long_task_started_is_seen_in_the_progress_before_any_report(processor):
