@@ -165,3 +165,33 @@ class ProcessorState:
             if task.seq > self.started:
                 break
         return None
+
+
+# What each stimulus of TRANSITIONS is, for the table in docs/protocol.md.
+STIMULI = {
+    "object arrived": "the last object it needs arrived (`ObjectResponse`)",
+    "object not found": "the scheduler has no such object: answered `failed`",
+    "cancel": "`TaskCancel`: answered `canceled` (a handed task is also dropped by the processor before its turn)",
+    "balance": "`BalanceRequest`: handed back in the `BalanceResponse`",
+    "scheduler lost": "the scheduler's connection closed or went silent: forgotten, the worker registers again",
+    "dispatch": "handed to the active processor (several at once while their function is known to be short)",
+    "result": "the processor's result: answered with it (a canceled task's result is discarded)",
+    "blocked": "it waits on a future: its processor parks and hands back what was handed after it",
+    "taken back": "its processor parked or died before starting it, or died before reporting it: queued again",
+    "cancel running": "`TaskCancel` of a started task (or a canceled one that started): its processor is killed",
+    "processor died": "its processor died while running it: answered `failed` (`ProcessorDiedError`)",
+    "dropped": "the processor skipped it, as told",
+}
+
+
+def transitions_table() -> str:
+    """TRANSITIONS as the Markdown table docs/protocol.md shows (`python -m scaler.worker.state` prints it)."""
+    lines = ["| state | stimulus | next state |", "| --- | --- | --- |"]
+    for state, edges in TRANSITIONS.items():
+        for stimulus, next_state in edges.items():
+            lines.append(f"| {STATE_NAMES[state]} | {stimulus}: {STIMULI[stimulus]} | {STATE_NAMES[next_state]} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(transitions_table())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import cloudpickle
 import pytest
 
@@ -26,7 +28,7 @@ from scaler.protocol import (
 )
 from scaler.worker.core import EXIT_OK, EXIT_REFUSED, EXIT_SCHEDULER_LOST
 from scaler.worker.instructions import HandTasks
-from scaler.worker.state import InvalidTransition, WorkerTask
+from scaler.worker.state import InvalidTransition, WorkerTask, transitions_table
 from tests.worker.core_harness import FUNCTION, Harness, of_type
 
 
@@ -366,3 +368,8 @@ def test_a_closed_connection_means_registering_again_at_once():
     assert harness.connections == 3
     harness.connect()
     assert harness.core.registrations == 2 and harness.exit is None
+
+
+def test_the_protocol_docs_show_the_transitions_the_core_checks():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    assert transitions_table() in docs, "docs/protocol.md: paste `python -m scaler.worker.state` under 'On the worker'"
