@@ -24,7 +24,6 @@ when nothing was heard for the death timeout.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import cloudpickle
@@ -65,17 +64,22 @@ from scaler.worker.instructions import (
     SendHeartbeat,
     StartProcessor,
 )
+from scaler.worker.invariants import check_invariants
 from scaler.worker.objects import ObjectCache
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.state import (
     ACTIVE,
     CANCELED,
+    CONNECTED,
+    CONNECTING,
     DONE,
     HANDED,
+    MAX_SPARE_PROCESSORS,
     PARKED,
     PARKED_PROCESSOR,
     READY,
     SPARE,
+    SPARE_IDLE_SECONDS,
     WAITING,
     ProcessorState,
     WorkerTask,
@@ -89,13 +93,6 @@ EXIT_SCHEDULER_LOST = 1  # death timeout, or the launcher that started us is gon
 EXIT_REFUSED = 2  # the scheduler refused our Hello (protocol version)
 EXIT_BROKEN = 3  # the worker can no longer start processors
 
-CONNECTING = 0  # Hello sent, no HelloReply yet
-CONNECTED = 1
-
-# Idle processors kept after parkings, so the next parking reuses one rather than forking a processor that has to
-# connect its nested client and fetch functions again; a spare idle for a while goes.
-MAX_SPARE_PROCESSORS = 16
-SPARE_IDLE_SECONDS = 10.0
 RECONNECT_FIRST_SECONDS = 1.0  # after a lost scheduler, Hello again this long after the first one, doubling...
 RECONNECT_MAX_SECONDS = 10.0  # ...up to this (ZeroMQ itself reconnects the socket meanwhile)
 CANCELED_CHECK_SECONDS = 0.02  # how often progress is checked for a canceled task that started all the same
@@ -321,6 +318,10 @@ class WorkerCore:
             self._to_request = set()
         self._outgoing = []
         return outgoing
+
+    def objects_asked(self) -> Set[bytes]:
+        """Object ids requested from the scheduler, or to be, and not received yet."""
+        return self._requested | self._to_request
 
     def take_instructions(self) -> List[object]:
         instructions = self._instructions
@@ -782,49 +783,8 @@ class WorkerCore:
         processor.held.add(key)
         return self.cache.get(object_id)
 
-    # --- invariants (tests call this after every step; production never does) -------------------------------------
+    # --- invariants -----------------------------------------------------------------------------------------------
 
     def validate(self) -> None:
-        queued = list(self.queue)
-        assert len(queued) == len(self.queue) == len({id(task) for task in queued})
-        assert all(task in queued for task in self.tasks.values() if task.state in (WAITING, READY))
-        for task in queued:
-            assert self.tasks.get(task.task_id) is task, task.task_id
-            assert task.state in (WAITING, READY) and task.processor is None, task.story
-            assert (task.state == WAITING) == bool(task.missing), task.story
-            for object_id in task.missing:
-                assert object_id not in self.cache and (object_id in self._requested or object_id in self._to_request)
-        in_pipes = 0
-        roles = {ACTIVE: [], PARKED_PROCESSOR: [], SPARE: []}
-        for number, processor in self.processors.items():
-            assert processor.number == number
-            roles[processor.role].append(processor)
-            last_seq = 0
-            canceled = 0
-            for task_id, task in processor.pipe.items():
-                assert self.tasks.get(task_id) is task and task.processor is processor, task.story
-                assert task.state in (HANDED, PARKED, CANCELED), task.story
-                assert last_seq < task.seq <= processor.handed_count
-                last_seq = task.seq
-                canceled += task.state == CANCELED
-            in_pipes += len(processor.pipe)
-            assert canceled == processor.canceled
-            expected = sum(task.expected_seconds for task in processor.pipe.values())
-            assert abs(processor.pipe_expected_seconds - expected) < 1e-6
-            if processor.role == PARKED_PROCESSOR:
-                assert len(processor.pipe) <= 1 and all(t.state == PARKED for t in processor.pipe.values())
-            else:
-                assert all(task.state != PARKED for task in processor.pipe.values())
-            if processor.role == SPARE:
-                assert not processor.pipe
-        assert roles[ACTIVE] == ([self.active] if self.active is not None else [])
-        assert sorted(p.number for p in roles[PARKED_PROCESSOR]) == sorted(p.number for p in self.parked)
-        assert sorted(p.number for p in roles[SPARE]) == sorted(p.number for p in self.spares)
-        assert len(self.spares) <= MAX_SPARE_PROCESSORS
-        assert len(self.tasks) == len(queued) + in_pipes
-        if self.exit_code is None:
-            assert self.active is not None
-        if self.connection != CONNECTED:
-            assert not self.tasks
-        pins = Counter(object_id for task in self.tasks.values() for object_id in task.needs)
-        assert pins == Counter(self.cache.pins()), (pins, self.cache.pins())
+        """Check every invariant (invariants.py); tests call this after every step, production never does."""
+        check_invariants(self)

@@ -116,7 +116,16 @@ class WorkerTask:
         self.state = state
 
 
+# --- the connection to the scheduler ----------------------------------------------------------------------------------
+CONNECTING = 0  # Hello sent, no HelloReply yet
+CONNECTED = 1
+
 # --- processors -------------------------------------------------------------------------------------------------------
+# Idle processors kept after parkings, so the next parking reuses one rather than forking a processor that has to
+# connect its nested client and fetch functions again; a spare idle for a while goes.
+MAX_SPARE_PROCESSORS = 16
+SPARE_IDLE_SECONDS = 10.0
+
 ACTIVE = 0  # the one tasks are handed to
 PARKED_PROCESSOR = 1  # runs one task that waits on a future; handed nothing more
 SPARE = 2  # idle, formerly parked: the next parking reuses it
