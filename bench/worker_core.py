@@ -1,12 +1,14 @@
-"""CPU per no-op task inside one worker agent, without sockets or processes: where its microseconds go.
+"""CPU per no-op task in a worker's agent and processor, without sockets or processes: where the microseconds go.
 
     .venv/bin/python bench/worker_core.py --tasks 50000
 
 Feeds WorkerCore (scaler/worker/core.py) what a busy worker sees: Task frames from the scheduler (256 per frame, as
-the scheduler batches them), the processor's reports of their results (one per batch it was handed), and reads back
-its instructions and messages. Each stage is timed on its own over the same tasks, as the agent does it:
-decoding the scheduler's frames, the core (queue, dispatch, results), pickling the processor's orders, unpickling its
-reports, and encoding the results into frames for the scheduler. Medians of --repeat runs.
+the scheduler batches them) and the processor's reports of their results, and reads back its instructions and
+messages; the processor's side is a real TaskRunner (scaler/worker/processor.py) running a no-op function. Each stage
+is timed on its own over the same tasks. The agent: decoding the scheduler's frames, the core (queue, dispatch,
+results), pickling the processor's orders, unpickling its reports, encoding the results into frames for the
+scheduler. The processor: unpickling its orders, running the tasks (deserialize, call, serialize, progress), pickling
+its reports. Medians of --repeat runs; system calls not included (bench/cpu_split.py measures everything).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import List
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cloudpickle  # noqa: E402
 
 from scaler.protocol import (  # noqa: E402
     PROTOCOL_VERSION,
@@ -35,15 +39,22 @@ from scaler.protocol import (  # noqa: E402
 from scaler.worker.channel import (  # noqa: E402
     ProcessorOrders,
     ProcessorReport,
-    ProcessorResult,
+    SharedProgress,
     _from_wire,
     encode_message,
 )
 from scaler.worker.core import WorkerCore  # noqa: E402
 from scaler.worker.instructions import HandTasks  # noqa: E402
+from scaler.worker.processor import TaskRunner  # noqa: E402
 from scaler.worker.settings import WorkerSettings  # noqa: E402
 
 FRAME_TASKS = 256
+
+
+def noop(value: int) -> int:
+    return value
+
+
 FUNCTION = os.urandom(32)
 
 
@@ -62,16 +73,20 @@ def make_frames(tasks: int) -> List[bytes]:
 
 def run_once(frames: List[bytes], tasks: int) -> dict:
     now = 1000.0
-    core = WorkerCore(WorkerSettings(address="tcp://127.0.0.1:1"), "host", 1, now)
+    core = WorkerCore(WorkerSettings(address="tcp://127.0.0.1:1"), "Worker[bench]", "host", 1, now)
     core.connecting("W|bench", now)
     core.receive([HelloReply(protocol_version=PROTOCOL_VERSION, accepted=True, peer_timeout_ms=10**9)], now)
-    core.receive([ObjectResponse(object_id=FUNCTION, found=True, kind=ObjectKind.function, payload=b"f")], now)
+    function = cloudpickle.dumps(noop)
+    core.receive([ObjectResponse(object_id=FUNCTION, found=True, kind=ObjectKind.function, payload=function)], now)
     core.durations[FUNCTION] = 0.00001  # a function seen to be short: handed in batches, as in steady state
     core.take_instructions()
     core.take_outgoing()
     number = core.active.number
-    seconds = dict.fromkeys(["decode", "core", "orders", "reports", "encode"], 0.0)
-    payload = pickle.dumps(None)
+    seconds = dict.fromkeys(["decode", "core", "orders", "reports", "encode", "p:orders", "p:run", "p:reports"], 0.0)
+    runner = TaskRunner()
+    progress_fd = SharedProgress.create_fd()
+    progress = SharedProgress(progress_fd)
+    os.close(progress_fd)
     answered = 0
     for frame in frames:
         start = time.perf_counter()
@@ -85,9 +100,19 @@ def run_once(frames: List[bytes], tasks: int) -> dict:
             start = time.perf_counter()
             bodies = [encode_message(hand_orders(hand)) for hand in hands]
             seconds["orders"] += time.perf_counter() - start
-            results = [ProcessorResult(t.task_id, True, payload, "", 5, 0, 0) for hand in hands for t in hand.tasks]
-            report = pickle.dumps((1, [tuple(r) for r in results], [], None), protocol=pickle.HIGHEST_PROTOCOL)
-            del bodies
+            start = time.perf_counter()
+            handed = [task for body in bodies for task in _from_wire(pickle.loads(body)).tasks]
+            seconds["p:orders"] += time.perf_counter() - start
+            start = time.perf_counter()
+            results = []
+            for task in handed:
+                progress.start(task.seq)
+                results.append(runner.run(task))
+                progress.finish(task.seq)
+            seconds["p:run"] += time.perf_counter() - start
+            start = time.perf_counter()
+            report = encode_message(ProcessorReport(results, [], None))
+            seconds["p:reports"] += time.perf_counter() - start
             start = time.perf_counter()
             decoded: ProcessorReport = _from_wire(pickle.loads(report))
             seconds["reports"] += time.perf_counter() - start
@@ -101,6 +126,7 @@ def run_once(frames: List[bytes], tasks: int) -> dict:
             seconds["encode"] += time.perf_counter() - start
             answered += len(outgoing)
     assert answered == tasks and not core.tasks, (answered, len(core.tasks))
+    progress.close()
     return {stage: value / tasks * 1e6 for stage, value in seconds.items()}
 
 
@@ -122,13 +148,15 @@ def main() -> None:
     runs = [run_once(frames, args.tasks) for _ in range(args.repeat)]
     stages = list(runs[0])
     name = sys.implementation.name
-    print(f"\nworker agent, CPU per no-op task ({args.tasks:,} tasks, median of {args.repeat} runs, {name})")
-    total = 0.0
+    print(f"\nCPU per no-op task in a worker ({args.tasks:,} tasks, median of {args.repeat} runs, {name})")
+    totals = {"agent": 0.0, "processor": 0.0}
     for stage in stages:
         value = median([run[stage] for run in runs])
-        total += value
-        print(f"{stage:<10}{value:>8.2f} us")
-    print(f"{'total':<10}{total:>8.2f} us")
+        side = "processor" if stage.startswith("p:") else "agent"
+        totals[side] += value
+        print(f"{side:<10}{stage.removeprefix('p:'):<10}{value:>8.2f} us")
+    for side, total in totals.items():
+        print(f"{side:<10}{'total':<10}{total:>8.2f} us")
 
 
 if __name__ == "__main__":

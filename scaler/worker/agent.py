@@ -88,7 +88,7 @@ class WorkerAgent:
         self._poller = zmq.Poller()
         self._poller.register(self._wake_read.fileno(), zmq.POLLIN)
         self._poller.register(self._zygote.fileno(), zmq.POLLIN)
-        self._core = WorkerCore(self._settings, socket.gethostname(), os.getpid(), time.monotonic())
+        self._core = WorkerCore(self._settings, self._name, socket.gethostname(), os.getpid(), time.monotonic())
         try:
             self._execute()
             self._flush()

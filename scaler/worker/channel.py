@@ -52,7 +52,7 @@ class ProcessorTask(NamedTuple):
 
 
 class ProcessorOrders(NamedTuple):
-    tasks: List[ProcessorTask]
+    tasks: List[ProcessorTask]  # the agent's are plain tuples of the same shape, cheaper to pickle
     drops: List[bytes]  # ids of tasks sent earlier: drop each one that has not started
     # The agent's answer to a parking: every task sent before this order was taken back, so a parked processor skips
     # them all, up to this order, once its blocked task is done, and never reports them (the agent may hand them to it
@@ -84,7 +84,9 @@ _REPORT = 1
 
 def _to_wire(message: Any) -> tuple:
     if type(message) is ProcessorOrders:
-        tasks = [(*task[:6], [tuple(argument) for argument in task[6]], task[7], task[8]) for task in message.tasks]
+        tasks = message.tasks
+        if tasks and type(tasks[0]) is not tuple:  # NamedTuples (tests): as plain tuples, like the agent's own
+            tasks = [(*task[:6], [tuple(argument) for argument in task[6]], task[7], task[8]) for task in tasks]
         return (_ORDERS, tasks, message.drops, message.end_of_parking)
     if type(message) is ProcessorReport:
         return (_REPORT, [tuple(result) for result in message.results], message.dropped, message.blocked)

@@ -53,7 +53,7 @@ from scaler.protocol import (
     WorkerHeartbeat,
     heartbeat_flags,
 )
-from scaler.worker.channel import ProcessorArgument, ProcessorReport, ProcessorResult, ProcessorTask
+from scaler.worker.channel import ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
     Connect,
     DropTasks,
@@ -98,14 +98,17 @@ RECONNECT_MAX_SECONDS = 10.0  # ...up to this (ZeroMQ itself reconnects the sock
 CANCELED_CHECK_SECONDS = 0.02  # how often progress is checked for a canceled task that started all the same
 
 _SUCCESS = TaskStatus.success
+_NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
 _INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
 _INLINE = ArgumentKind.inline
 _OBJECT_REF = ArgumentKind.object_ref
 
 
 class WorkerCore:
-    def __init__(self, settings: WorkerSettings, hostname: str, pid: int, now: float) -> None:
+    def __init__(self, settings: WorkerSettings, name: str, hostname: str, pid: int, now: float) -> None:
+        """`name` prefixes the core's log lines ("Worker[0]"); identities come and go with connections."""
         self.settings = settings
+        self.name = name
         self._hostname = hostname
         self._pid = pid
         self.tasks: Dict[bytes, WorkerTask] = {}
@@ -117,7 +120,7 @@ class WorkerCore:
         self.spares: List[ProcessorState] = []
         self.durations: Dict[bytes, float] = {}  # function id -> recent run time (moving average), seconds
         self.connection = CONNECTING
-        self.name = ""  # our identity on the current connection
+        self.identity = ""  # our name on the current connection
         self.registrations = 0  # accepted Hellos: more than one means we registered again after losing a scheduler
         self.heartbeat_interval = settings.heartbeat_interval_seconds
         self.lost_after = settings.death_timeout_seconds  # the scheduler's peer timeout, once it told us
@@ -149,16 +152,16 @@ class WorkerCore:
 
     # --- stimuli --------------------------------------------------------------------------------------------------
 
-    def connecting(self, name: str, now: float) -> None:
-        """The shell opened the connection a Connect asked for, under identity `name`: say Hello on it."""
+    def connecting(self, identity: str, now: float) -> None:
+        """The shell opened the connection a Connect asked for, under `identity`: say Hello on it."""
         self._now = now
-        self.name = name
+        self.identity = identity
         self._outgoing.append(
             (
                 Hello(
                     protocol_version=PROTOCOL_VERSION,
                     role=Role.worker,
-                    name=name,
+                    name=identity,
                     hostname=self._hostname,
                     pid=self._pid,
                     capacity=self.settings.queue_size,
@@ -346,10 +349,11 @@ class WorkerCore:
             self.lost_after = reply.peer_timeout_ms / 1000
         self._next_heartbeat = self._now
         logger.info(
-            "%s: %s %s, capacity %d, heartbeat every %gs",
+            "%s: %s %s as %s, capacity %d, heartbeat every %gs",
             self.name,
             "connected to" if self.registrations == 1 else "registered again, as a new worker, with",
             self.settings.address,
+            self.identity,
             self.settings.queue_size,
             self.heartbeat_interval,
         )
@@ -438,7 +442,11 @@ class WorkerCore:
                 needs.append(argument.data)
         cache = self.cache
         cache.pin(needs)
-        missing = {object_id for object_id in needs if object_id not in cache}
+        missing = _NOTHING_MISSING
+        for object_id in needs:
+            if object_id not in cache:
+                missing = {object_id for object_id in needs if object_id not in cache}
+                break
         task = WorkerTask(message, tuple(needs), missing)
         self.tasks[task.task_id] = task
         self.queue.add(task)
@@ -747,32 +755,28 @@ class WorkerCore:
         message = task.task
         serializer_id = message.serializer_id
         serializer_payload = self._payload_for(processor, b"", serializer_id) if serializer_id else None
-        # tuple.__new__: NamedTuples made without their Python-level __new__, once or more per task
-        new = tuple.__new__
+        # Plain tuples of ProcessorArgument's and ProcessorTask's shapes: pickled as they are, at a fraction of the
+        # cost of NamedTuples (which the processor makes of them, see channel.py).
         arguments = []
         for argument in message.args:
             kind = argument.kind
             if kind == _INLINE:
-                arguments.append(new(ProcessorArgument, (argument.name, b"", argument.data, False)))
+                arguments.append((argument.name, b"", argument.data, False))
             elif kind == _OBJECT_REF:
                 payload = self._payload_for(processor, serializer_id, argument.data)
-                arguments.append(new(ProcessorArgument, (argument.name, argument.data, payload, True)))
+                arguments.append((argument.name, argument.data, payload, True))
             else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
-                payload = self.cache.get(argument.data)
-                arguments.append(new(ProcessorArgument, (argument.name, argument.data, payload, False)))
-        return new(
-            ProcessorTask,
-            (
-                task.seq,
-                task.task_id,
-                serializer_id,
-                serializer_payload,
-                message.function_id,
-                self._payload_for(processor, serializer_id, message.function_id),
-                arguments,
-                message.profiling,
-                forget,
-            ),
+                arguments.append((argument.name, argument.data, self.cache.get(argument.data), False))
+        return (  # type: ignore[return-value]
+            task.seq,
+            task.task_id,
+            serializer_id,
+            serializer_payload,
+            message.function_id,
+            self._payload_for(processor, serializer_id, message.function_id),
+            arguments,
+            message.profiling,
+            forget,
         )
 
     def _payload_for(self, processor: ProcessorState, serializer_id: bytes, object_id: bytes) -> Optional[bytes]:

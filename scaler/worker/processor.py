@@ -343,8 +343,9 @@ def _pickle_exception(error: BaseException) -> bytes:
 def _result(
     task_id: bytes, succeeded: bool, payload: bytes, error_text: str, duration_us: int, profile: Optional[CallProfile]
 ) -> ProcessorResult:
+    # tuple.__new__ skips the NamedTuple's Python-level __new__, once per task
     if profile is None:
-        return ProcessorResult(task_id, succeeded, payload, error_text, duration_us, 0, 0)
+        return tuple.__new__(ProcessorResult, (task_id, succeeded, payload, error_text, duration_us, 0, 0))
     return ProcessorResult(
         task_id, succeeded, payload, error_text, profile.duration_us, profile.cpu_time_us, profile.peak_memory
     )

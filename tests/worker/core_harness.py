@@ -9,6 +9,7 @@ skips what it was handed before an end-of-parking order. After every stimulus th
 from __future__ import annotations
 
 import os
+import pickle
 from collections import deque
 from typing import Deque, Dict, List, Optional, Set
 
@@ -25,7 +26,14 @@ from scaler.protocol import (
     decode_frame,
     encode_many,
 )
-from scaler.worker.channel import ProcessorOrders, ProcessorReport, ProcessorResult, ProcessorTask
+from scaler.worker.channel import (
+    ProcessorOrders,
+    ProcessorReport,
+    ProcessorResult,
+    ProcessorTask,
+    _from_wire,
+    encode_message,
+)
 from scaler.worker.core import WorkerCore
 from scaler.worker.instructions import (
     Connect,
@@ -117,7 +125,7 @@ class Harness:
         settings.setdefault("heartbeat_interval_seconds", 1.0)
         settings.setdefault("death_timeout_seconds", 30.0)
         self.now = 1000.0
-        self.core = WorkerCore(WorkerSettings(**settings), "host", 4242, self.now)
+        self.core = WorkerCore(WorkerSettings(**settings), "Worker[test]", "host", 4242, self.now)
         self.processors: Dict[int, SimProcessor] = {}
         self.sent: List[object] = []  # every message the core sent, decoded
         self.heartbeats: List[SendHeartbeat] = []
@@ -217,8 +225,10 @@ class Harness:
                 assert instruction.number not in self.processors
                 self.processors[instruction.number] = SimProcessor(instruction.number)
             elif kind is HandTasks:
-                self.hands.append(instruction)
-                self.processors[instruction.number].inbox.append(ProcessorOrders(list(instruction.tasks), []))
+                # through the channel's own encoding, as the processor receives them
+                orders = _from_wire(pickle.loads(encode_message(ProcessorOrders(instruction.tasks, []))))
+                self.hands.append(HandTasks(instruction.number, orders.tasks))
+                self.processors[instruction.number].inbox.append(orders)
             elif kind is DropTasks:
                 self.processors[instruction.number].inbox.append(ProcessorOrders([], list(instruction.task_ids)))
             elif kind is EndParking:
