@@ -25,7 +25,7 @@ from typing import Any, List, NamedTuple, Optional
 
 _HEADER = struct.Struct("<Q")
 SMALL_MESSAGE_BYTES = 64 * 1024  # below this, header and body go in one syscall; above, concatenating would copy
-_READ_CHUNK_BYTES = 1024 * 1024
+_READ_CHUNK_BYTES = 256 * 1024
 # A finished task's result waits at most this long (checked between tasks) for the results of the tasks after it, so
 # short tasks batch. A task that runs long holds back the unsent results before it until it ends: the agent hands a
 # task ahead of another only when it expects both to be short, so that happens only when a usually short one is not.
@@ -131,6 +131,9 @@ class MessageReader:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._buffer = bytearray()
+        # recv_into a buffer kept for good: sock.recv(n) allocates n bytes per call, and at this size that is an
+        # mmap and munmap each time (over 20 us, more than the rest of reading a batch of results).
+        self._scratch = memoryview(bytearray(_READ_CHUNK_BYTES))
         self.closed = False
 
     @property
@@ -140,19 +143,20 @@ class MessageReader:
 
     def read_available(self) -> List[Any]:
         """Messages complete so far; sets `closed` when the peer has gone (EOF or reset)."""
+        scratch = self._scratch
         while not self.closed:
             try:
-                chunk = self._sock.recv(_READ_CHUNK_BYTES, socket.MSG_DONTWAIT)
+                size = self._sock.recv_into(scratch, _READ_CHUNK_BYTES, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
             except OSError:
                 self.closed = True
                 break
-            if not chunk:
+            if not size:
                 self.closed = True
                 break
-            self._buffer += chunk
-            if len(chunk) < _READ_CHUNK_BYTES:
+            self._buffer += scratch[:size]
+            if size < _READ_CHUNK_BYTES:
                 break  # drained: saves the syscall that would only say EAGAIN
         return self._parse()
 
