@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Dict, List
+from typing import Any, Dict, List
 
 from scaler.worker.state import (
     ACTIVE,
@@ -19,11 +19,9 @@ from scaler.worker.state import (
     ProcessorState,
 )
 
-if TYPE_CHECKING:
-    from scaler.worker.core import WorkerCore
 
-
-def check_invariants(core: WorkerCore) -> None:
+def check_invariants(core: Any) -> None:
+    """`core` is a WorkerCore (not imported: core.py imports this module)."""
     queued = list(core.queue)
     asked = core.objects_asked()
     assert len(queued) == len(core.queue) == len({id(task) for task in queued})
