@@ -2,9 +2,9 @@
 
 No sockets, processes, psutil or clocks here. The shell (agent.py) feeds the stimuli: `receive` (messages from the
 scheduler), `processor_report`, `observe` (a processor's shared progress: which task it started and finished),
-`processor_died`, `tick`, `stop`; and carries out, in order, what `take_instructions` returns (see instructions.py),
-then sends what `take_outgoing` returns as one frame. Each task has one state (state.py); every change is checked
-against state.TRANSITIONS.
+`processor_died`, `connection_dropped`, `tick`, `stop`; and carries out, in order, what `take_instructions` returns
+(see instructions.py), then sends what `take_outgoing` returns as one frame. Each task has one state (state.py);
+every change is checked against state.TRANSITIONS.
 
 What the worker does: it registers with Hello and heartbeats; queues the tasks it is sent and fetches the objects
 they need, each once (cached while used, evicted after the retention time); feeds them to its processor, several
@@ -16,9 +16,8 @@ parked processors near the nesting depth. A parked processor finishes its task a
 
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
-its tasks (killing the processors that run them, keeping the
-others), connects again under a new identity and registers as a new worker, retrying with backoff; it exits only
-when nothing was heard for the death timeout.
+its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
+registers as a new worker, retrying with backoff; it exits only when nothing was heard for the death timeout.
 """
 
 from __future__ import annotations
