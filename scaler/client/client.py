@@ -6,6 +6,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
+from scaler import task_context
 from scaler.client.connection import Connection
 from scaler.client.dask_graph import (
     dask_available,
@@ -20,14 +21,13 @@ from scaler.client.graph import GraphPlan, plan_graph
 from scaler.client.graph_encoding import submit_plan
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts
-from scaler.client.serializer import DefaultSerializer, SerializerLike
 from scaler.client.tasks import TaskFactory
 from scaler.config import DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
 from scaler.errors import DisconnectedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
 from scaler.io.sockets import validate_address
 from scaler.protocol import ObjectKind
-from scaler.worker import context as task_context
+from scaler.serializer import DefaultSerializer, SerializerLike
 
 if TYPE_CHECKING:
     from scaler.client.executor import ScalerExecutor

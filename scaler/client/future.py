@@ -11,8 +11,8 @@ from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Protocol
 
+from scaler import task_context
 from scaler.errors import ProfilingInfoError
-from scaler.worker import context as task_context
 
 
 @dataclass(frozen=True)

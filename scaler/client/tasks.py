@@ -16,11 +16,11 @@ from scaler.client.connection import Connection
 from scaler.client.future import ScalerFuture
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts, qualified_name
-from scaler.client.serializer import check_serializer, is_default_serializer
 from scaler.client.signatures import SignatureCache, identity_key
 from scaler.config import DEFAULT_CLIENT_FUNCTION_CACHE_SIZE, DEFAULT_INLINE_LIMIT_BYTES
 from scaler.errors import MissingObjectError
 from scaler.protocol import Argument, ArgumentKind, ObjectKind, Task, encode
+from scaler.serializer import check_serializer, is_default_serializer
 
 OBJECT_REF = int(ArgumentKind.object_ref)
 _KIND_OBJECT = int(ObjectKind.object)

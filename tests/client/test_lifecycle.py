@@ -13,6 +13,7 @@ from typing import Any
 import cloudpickle
 import pytest
 
+from scaler import task_context as context
 from scaler.client import Client, Serializer
 from scaler.errors import DisconnectedError, ScalerError, SchedulerGoneError
 from scaler.protocol import (
@@ -24,7 +25,6 @@ from scaler.protocol import (
     Task,
     TaskCancel,
 )
-from scaler.worker import context
 from tests.client.peer import ProtocolPeer
 from tests.processes import wait_for
 
