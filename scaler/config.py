@@ -91,8 +91,9 @@ N_WORKERS = SETTINGS.declare(
     flags=("--num-workers", "-n"), check=at_least(1), used_by=(CLUSTER,),
 )  # fmt: skip
 DEATH_TIMEOUT = SETTINGS.declare(
-    "death_timeout_seconds", float, 30.0,
-    "a worker that hears nothing from a scheduler this long exits; until then it keeps trying to register again",
+    "death_timeout_seconds", float, 300.0,
+    "a worker that hears nothing from a scheduler this long exits; until then it keeps trying to register again, so"
+    " a scheduler restarted meanwhile (a crash, an upgrade) finds it",
     flags=("--death-timeout", "-dt"), check=positive, used_by=(WORKER,),
 )  # fmt: skip
 OBJECT_RETENTION = SETTINGS.declare(

@@ -104,6 +104,7 @@ class Hello:
         "hostname",
         "pid",
         "capacity",
+        "previous_registrations",
         "raw",
     )
     WHICH = 0
@@ -114,6 +115,7 @@ class Hello:
     hostname: str
     pid: int
     capacity: int
+    previous_registrations: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -125,6 +127,7 @@ class Hello:
         hostname: str = "",
         pid: int = 0,
         capacity: int = 0,
+        previous_registrations: int = 0,
     ) -> None:
         self.protocol_version = protocol_version
         self.role = role
@@ -132,6 +135,7 @@ class Hello:
         self.hostname = hostname
         self.pid = pid
         self.capacity = capacity
+        self.previous_registrations = previous_registrations
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -144,6 +148,7 @@ class Hello:
             and self.hostname == other.hostname
             and self.pid == other.pid
             and self.capacity == other.capacity
+            and self.previous_registrations == other.previous_registrations
         )
 
     def __repr__(self) -> str:
@@ -155,6 +160,7 @@ class Hello:
             + ", hostname=" + short_repr(self.hostname)
             + ", pid=" + short_repr(self.pid)
             + ", capacity=" + short_repr(self.capacity)
+            + ", previous_registrations=" + short_repr(self.previous_registrations)
             + ")"
         )
 
@@ -168,6 +174,7 @@ class HelloReply:
         "reason",
         "heartbeat_interval_ms",
         "peer_timeout_ms",
+        "resumed",
         "raw",
     )
     WHICH = 1
@@ -177,6 +184,7 @@ class HelloReply:
     reason: str
     heartbeat_interval_ms: int
     peer_timeout_ms: int
+    resumed: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -187,12 +195,14 @@ class HelloReply:
         reason: str = "",
         heartbeat_interval_ms: int = 0,
         peer_timeout_ms: int = 0,
+        resumed: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
         self.reason = reason
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.peer_timeout_ms = peer_timeout_ms
+        self.resumed = resumed
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -204,6 +214,7 @@ class HelloReply:
             and self.reason == other.reason
             and self.heartbeat_interval_ms == other.heartbeat_interval_ms
             and self.peer_timeout_ms == other.peer_timeout_ms
+            and self.resumed == other.resumed
         )
 
     def __repr__(self) -> str:
@@ -214,6 +225,7 @@ class HelloReply:
             + ", reason=" + short_repr(self.reason)
             + ", heartbeat_interval_ms=" + short_repr(self.heartbeat_interval_ms)
             + ", peer_timeout_ms=" + short_repr(self.peer_timeout_ms)
+            + ", resumed=" + short_repr(self.resumed)
             + ")"
         )
 
@@ -1019,19 +1031,23 @@ class Goodbye:
 
     __slots__ = (
         "reason",
+        "reconnect",
         "raw",
     )
     WHICH = 17
 
     reason: str
+    reconnect: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
         self,
         *,
         reason: str = "",
+        reconnect: bool = False,
     ) -> None:
         self.reason = reason
+        self.reconnect = reconnect
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1039,12 +1055,14 @@ class Goodbye:
             return NotImplemented
         return (
             self.reason == other.reason
+            and self.reconnect == other.reconnect
         )
 
     def __repr__(self) -> str:
         return (
             "Goodbye("
             + "reason=" + short_repr(self.reason)
+            + ", reconnect=" + short_repr(self.reconnect)
             + ")"
         )
 
@@ -1271,7 +1289,7 @@ class SchedulerStatus:
             + ")"
         )
 
-_DATA_HELLO = struct.Struct("<IHxxII")
+_DATA_HELLO = struct.Struct("<IHxxIII")
 _DATA_HELLO_REPLY = struct.Struct("<IBxxxII")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfxxxxQ")
 _DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQI")
@@ -1284,6 +1302,7 @@ _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
 _DATA_BALANCE_REQUEST = struct.Struct("<I")
 _DATA_CLIENT_DISCONNECT = struct.Struct("<B")
 _DATA_DISCONNECT_REPLY = struct.Struct("<B")
+_DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQ")
 _DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQ")
@@ -1292,17 +1311,19 @@ _DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQ")
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
     buf = r.buf
     obj = _new(Hello)
-    if dn >= 16:
-        u0, u1, u2, u3 = _DATA_HELLO.unpack_from(buf, d)
+    if dn >= 20:
+        u0, u1, u2, u3, u4 = _DATA_HELLO.unpack_from(buf, d)
     else:
         u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
         u1 = _UNIT_H.unpack_from(buf, d + 4)[0] if dn >= 6 else 0
         u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
+        u4 = _UNIT_I.unpack_from(buf, d + 16)[0] if dn >= 20 else 0
     obj.protocol_version = u0
     obj.role = u1
     obj.pid = u2
     obj.capacity = u3
+    obj.previous_registrations = u4
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.hostname = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.raw = None
@@ -1310,9 +1331,17 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
 
 
 def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
-    _DATA_HELLO.pack_into(buf, start, obj.protocol_version, obj.role, obj.pid, obj.capacity)
-    write_text(buf, start + 16, obj.name)
-    write_text(buf, start + 24, obj.hostname)
+    _DATA_HELLO.pack_into(
+        buf,
+        start,
+        obj.protocol_version,
+        obj.role,
+        obj.pid,
+        obj.capacity,
+        obj.previous_registrations,
+    )
+    write_text(buf, start + 24, obj.name)
+    write_text(buf, start + 32, obj.hostname)
 
 
 def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> HelloReply:
@@ -1327,6 +1356,7 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
     obj.protocol_version = u0
     obj.accepted = (u1 & 1) != 0
+    obj.resumed = (u1 & 2) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
@@ -1337,6 +1367,8 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
     v = obj.accepted
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+    v = obj.resumed
+    u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     _DATA_HELLO_REPLY.pack_into(
         buf,
         start,
@@ -1710,14 +1742,20 @@ def _fill_worker_disconnect(buf: bytearray, blobs: Blobs, start: int, obj: Worke
 
 
 def _read_goodbye(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Goodbye:
+    buf = r.buf
     obj = _new(Goodbye)
+    u0 = buf[d] if dn >= 1 else 0
+    obj.reconnect = (u0 & 1) != 0
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
 
 
 def _fill_goodbye(buf: bytearray, blobs: Blobs, start: int, obj: Goodbye) -> None:
-    write_text(buf, start + 0, obj.reason)
+    v = obj.reconnect
+    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+    _DATA_GOODBYE.pack_into(buf, start, u0)
+    write_text(buf, start + 8, obj.reason)
 
 
 def _read_counter(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Counter:
@@ -1873,7 +1911,7 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
     _write_list_worker_status(buf, blobs, start + 72, obj.workers)
 
 
-_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000002000200") + bytes(32)
+_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000200") + bytes(40)
 
 
 def _encode_hello(buf: bytearray, blobs: Blobs, msg: Hello) -> None:
@@ -2043,7 +2081,7 @@ def _encode_worker_disconnect(buf: bytearray, blobs: Blobs, msg: WorkerDisconnec
     _SEGMENT_SIZE.pack_into(buf, base + 4, (len(buf) - base - 8) >> 3)
 
 
-_PREFIX_GOODBYE = bytes.fromhex("0000000000000000000000000100010011000000000000000000000000000100") + bytes(8)
+_PREFIX_GOODBYE = bytes.fromhex("0000000000000000000000000100010011000000000000000000000001000100") + bytes(16)
 
 
 def _encode_goodbye(buf: bytearray, blobs: Blobs, msg: Goodbye) -> None:
@@ -2140,6 +2178,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("hostname", "hostname", "text", None),
         FieldInfo("pid", "pid", "uint32", None),
         FieldInfo("capacity", "capacity", "uint32", None),
+        FieldInfo("previous_registrations", "previousRegistrations", "uint32", None),
     ),
     HelloReply: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
@@ -2147,6 +2186,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("reason", "reason", "text", None),
         FieldInfo("heartbeat_interval_ms", "heartbeatIntervalMs", "uint32", None),
         FieldInfo("peer_timeout_ms", "peerTimeoutMs", "uint32", None),
+        FieldInfo("resumed", "resumed", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -2238,6 +2278,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
     ),
     Goodbye: (
         FieldInfo("reason", "reason", "text", None),
+        FieldInfo("reconnect", "reconnect", "bool", None),
     ),
     Counter: (
         FieldInfo("name", "name", "text", None),

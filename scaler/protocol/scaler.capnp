@@ -50,6 +50,8 @@ struct Hello {
   hostname @3 :Text;
   pid @4 :UInt32;
   capacity @5 :UInt32;      # workers: how many tasks it accepts at once (queued + running)
+  previousRegistrations @6 :UInt32;  # how often this peer registered before (with a scheduler that died, or that
+                                     # lost its connection): 0 on its first Hello. The scheduler logs and counts them.
 }
 
 struct HelloReply {
@@ -58,6 +60,8 @@ struct HelloReply {
   reason @2 :Text;             # why it was refused, for the peer to show its user
   heartbeatIntervalMs @3 :UInt32;
   peerTimeoutMs @4 :UInt32;    # a peer silent this long is considered gone
+  resumed @5 :Bool;            # the scheduler already had this peer registered (a Hello again after a dropped
+                               # connection): what it held for the peer is still there
 }
 
 struct ClientHeartbeat {
@@ -170,6 +174,8 @@ struct WorkerDisconnect {
 struct Goodbye {
   # Scheduler to a peer: the scheduler is stopping, or has dropped this peer.
   reason @0 :Text;
+  reconnect @1 :Bool;   # register again (Hello) rather than leave: this scheduler does not know the peer (it was
+                        # restarted), or it stops on a signal and one may come back on its address (an upgrade)
 }
 
 struct Counter {

@@ -68,6 +68,12 @@ FINISHED_NAMES = tuple(status.name for status in TaskStatus)
 Handler = Callable[..., None]
 
 
+def _registered(previous_registrations: int) -> str:
+    if not previous_registrations:
+        return "connected"
+    return f"registered again (it had registered {previous_registrations} time(s) before, with a scheduler it lost)"
+
+
 class SchedulerCore:
     def __init__(self, settings: SchedulerSettings, now: float) -> None:
         self.settings = settings
@@ -84,6 +90,7 @@ class SchedulerCore:
         self.sent_counts = [0] * _N_TYPES
         self.received_counts = [0] * _N_TYPES
         self.malformed = 0
+        self.registered_again = 0  # peers whose Hello said they had registered before: survivors of a lost scheduler
         self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
@@ -99,6 +106,7 @@ class SchedulerCore:
             (ObjectRequest, self._on_object_request),
             (ObjectDelete, self._on_object_delete),
             (ClientDisconnect, self._on_client_disconnect),
+            (Hello, self._on_hello_again),
         ):
             self._client_handlers[message_type.WHICH] = handler
         for message_type, handler in (
@@ -108,6 +116,7 @@ class SchedulerCore:
             (ObjectRequest, self._on_object_request),
             (BalanceResponse, self._on_balance_response),
             (WorkerDisconnect, self._on_worker_disconnect),
+            (Hello, self._on_hello_again),
         ):
             self._worker_handlers[message_type.WHICH] = handler
 
@@ -210,7 +219,8 @@ class SchedulerCore:
 
     def _on_stranger(self, peer: bytes, message, now: float) -> None:
         if type(message) is not Hello:
-            self._send_message(peer, Goodbye(reason="not registered: send Hello first"))
+            # A peer of a scheduler that died, heartbeating into its successor: it registers again and resubmits.
+            self._send_message(peer, Goodbye(reason="not registered: send Hello first", reconnect=True))
             return
         if message.protocol_version != PROTOCOL_VERSION:
             reason = (
@@ -221,6 +231,9 @@ class SchedulerCore:
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
             return
         name = message.name or peer.decode("utf-8", "replace")
+        again = message.previous_registrations
+        if again:
+            self.registered_again += 1
         if message.role == Role.worker:
             if message.capacity < 1:
                 reason = "a worker must have capacity >= 1"
@@ -230,20 +243,34 @@ class SchedulerCore:
             queue_cap = self.settings.per_worker_queue_size
             if queue_cap is not None and capacity > queue_cap:
                 capacity = queue_cap
-            self.workers[peer] = WorkerState(peer, name, capacity, now)
-            logger.info("worker %s connected, capacity %d", name, capacity)
+            self.workers[peer] = WorkerState(peer, name, capacity, now, again)
+            logger.info("worker %s %s, capacity %d", name, _registered(again), capacity)
         elif message.role == Role.client:
-            self.clients[peer] = ClientState(peer, name, now)
-            logger.info("client %s connected", name)
+            self.clients[peer] = ClientState(peer, name, now, again)
+            logger.info("client %s %s", name, _registered(again))
         else:
             reason = f"role {message.role} does not connect to the scheduler address (monitors subscribe)"
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
             return
-        timeout = (
-            self.settings.worker_timeout_seconds
-            if message.role == Role.worker
-            else self.settings.client_timeout_seconds
-        )
+        self._accept_hello(peer, message.role, resumed=False)
+
+    def _on_hello_again(self, state, message: Hello, now: float) -> None:
+        """Hello from a registered peer: its connection dropped and came back to this same scheduler. A client keeps
+        its session (it resubmits what may have been lost; duplicates are ignored); a worker dropped its tasks when
+        it lost the connection, so it is taken as a new worker."""
+        if isinstance(state, ClientState) and message.role == Role.client:
+            state.resumed = True
+            logger.info("client %s said Hello again on a dropped connection: its session is kept", state.name)
+            self._accept_hello(state.identity, Role.client, resumed=True)
+            return
+        if isinstance(state, WorkerState):
+            self._drop_worker(state, "it registered again after losing its connection", now)
+        else:
+            self._drop_client(state, "it registered again in another role")
+        self._on_stranger(state.identity, message, now)
+
+    def _accept_hello(self, peer: bytes, role: int, resumed: bool) -> None:
+        timeout = self.settings.worker_timeout_seconds if role == Role.worker else self.settings.client_timeout_seconds
         self._send_message(
             peer,
             HelloReply(
@@ -251,6 +278,7 @@ class SchedulerCore:
                 accepted=True,
                 heartbeat_interval_ms=self._heartbeat_interval_ms,
                 peer_timeout_ms=min(int(timeout * 1000), _UINT32_MAX),  # a huge timeout must not break Hello
+                resumed=resumed,
             ),
         )
 
@@ -345,10 +373,11 @@ class SchedulerCore:
         self._drop_client(client, "shut the cluster down")
         self.shutdown("a client shut the cluster down")
 
-    def shutdown(self, reason: str) -> None:
-        """Say Goodbye to every peer; the shell flushes the outgoing messages and stops."""
+    def shutdown(self, reason: str, reconnect: bool = False) -> None:
+        """Say Goodbye to every peer; the shell flushes the outgoing messages and stops. With `reconnect` (stopped by
+        a signal, as for an upgrade) peers wait for a scheduler to come back on the address instead of leaving."""
         for identity in list(self.workers) + list(self.clients):
-            self._send_message(identity, Goodbye(reason=reason))
+            self._send_message(identity, Goodbye(reason=reason, reconnect=reconnect))
         self.stopping = True
 
     def _drop_client(self, client: ClientState, reason: str) -> None:
@@ -376,7 +405,10 @@ class SchedulerCore:
 
     def _on_task(self, client: ClientState, message: Task, now: float) -> None:
         task_id = message.task_id
-        if task_id in self.tasks or not task_id:
+        existing = self.tasks.get(task_id)
+        if existing is not None or not task_id:
+            if existing is not None and client.resumed and existing.client == client.identity:
+                return  # resubmitted after a dropped connection, and never lost: it runs once
             self._refuse(client.identity, task_id, f"task id {task_id.hex()!r} is empty or already in use")
             return
         if len(self.tasks) >= self.settings.max_tasks_waiting:

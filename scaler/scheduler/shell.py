@@ -107,15 +107,17 @@ class SchedulerShell:
         left = received[ClientDisconnect.WHICH] + received[WorkerDisconnect.WHICH]
         return left + self.core.sent_counts[Goodbye.WHICH]
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, reconnect: bool = False) -> None:
         if self._stopped is not None and not self._stopped.done():
             logger.info("Scheduler: stopping: %s", reason)
             if not self.core.stopping:
-                self.core.shutdown(reason)
+                self.core.shutdown(reason, reconnect)
             self._stopped.set_result(None)
 
     def _on_signal(self, signum: int) -> None:
-        self.stop(f"received {signal.Signals(signum).name}")
+        # Stopped from outside (systemd, an upgrade): clients and workers wait for a scheduler to come back on the
+        # address, unless this one belongs to the process that started it (SchedulerClusterCombo), which never does.
+        self.stop(f"received {signal.Signals(signum).name}", reconnect=self._parent_pid is None)
 
     def _on_readable(self) -> None:
         self._drain_scheduled = False

@@ -71,9 +71,10 @@ class WorkerState:
         "processed",
         "malformed",
         "parked",
+        "previous_registrations",
     )
 
-    def __init__(self, identity: bytes, name: str, capacity: int, now: float) -> None:
+    def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
         self.identity = identity
         self.name = name
         self.capacity = capacity
@@ -91,18 +92,23 @@ class WorkerState:
         self.processed = 0
         self.malformed = 0
         self.parked = 0  # its tasks waiting on nested tasks (last heartbeat): they do not count against capacity
+        self.previous_registrations = previous_registrations  # Hello: >0 for a worker that survived a lost scheduler
 
 
 class ClientState:
-    __slots__ = ("identity", "name", "tasks", "objects", "last_seen", "malformed")
+    __slots__ = ("identity", "name", "tasks", "objects", "last_seen", "malformed", "previous_registrations", "resumed")
 
-    def __init__(self, identity: bytes, name: str, now: float) -> None:
+    def __init__(self, identity: bytes, name: str, now: float, previous_registrations: int = 0) -> None:
         self.identity = identity
         self.name = name
         self.tasks: Dict[bytes, None] = {}  # unfinished task ids, insertion ordered
         self.objects: Dict[bytes, None] = {}
         self.last_seen = now
         self.malformed = 0
+        self.previous_registrations = previous_registrations  # Hello: >0 for a client that reconnected
+        # It said Hello again on a connection the scheduler still knew: it resubmits what it may have lost, so a task
+        # id it already has here is a copy to ignore, not a clash to refuse.
+        self.resumed = False
 
 
 class StoredObject:

@@ -164,6 +164,7 @@ class WorkerCore:
                     hostname=self._hostname,
                     pid=self._pid,
                     capacity=self.settings.queue_size,
+                    previous_registrations=self.registrations,  # the scheduler logs workers that survived one
                 ),
                 0,
             )
@@ -361,6 +362,10 @@ class WorkerCore:
         self.lag_us = max(0, int(self._now * 1_000_000) - echo.sent_at_us)
 
     def _on_goodbye(self, goodbye: Goodbye) -> None:
+        if goodbye.reconnect:  # a scheduler that does not know us (restarted), or stopped from outside (an upgrade)
+            if self.connection == CONNECTED:
+                self._lose_scheduler(f"scheduler said goodbye: {goodbye.reason}")
+            return
         self._exit(EXIT_OK, f"scheduler said goodbye: {goodbye.reason}")
 
     def _lose_scheduler(self, why: str) -> None:

@@ -373,3 +373,18 @@ def test_a_closed_connection_means_registering_again_at_once():
 def test_the_protocol_docs_show_the_transitions_the_core_checks():
     docs = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
     assert transitions_table() in docs, "docs/protocol.md: paste `python -m scaler.worker.state` under 'On the worker'"
+
+
+def test_a_goodbye_asking_to_register_again_is_a_lost_scheduler_not_an_exit():
+    harness = connected()
+    harness.send(harness.task(b"z" * 32))
+    harness.send(Goodbye(reason="not registered: send Hello first", reconnect=True))
+    assert harness.exit is None and harness.connections == 2 and not harness.core.tasks
+    hello = of_type(harness.sent, Hello)[-1]
+    assert hello.previous_registrations == 1, "the scheduler is told this worker survived a lost scheduler"
+    harness.send(Goodbye(reason="received SIGTERM", reconnect=True))  # before the answer: nothing more to drop
+    assert harness.exit is None
+    harness.connect()
+    assert harness.core.registrations == 2
+    harness.send(Goodbye(reason="a client shut the cluster down"))
+    assert harness.exit.code == EXIT_OK
