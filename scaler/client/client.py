@@ -46,8 +46,13 @@ class Client:
 
     `serializer` is a Serializer subclass or instance (cloudpickle by default). `profiling=True` makes workers measure
     every task (see ScalerFuture.profiling_info); submit and map take a `profiling` keyword to choose per call.
-    `timeout_seconds` bounds the wait for the scheduler's handshake (TimeoutError after it), and how long a connected
-    scheduler may be silent before unfinished futures fail with SchedulerGoneError, a TimeoutError. On a scheduler with
+    `timeout_seconds` bounds the wait for the scheduler's handshake (TimeoutError after it). A scheduler lost later
+    (killed, restarted, upgraded) is waited for `reconnect_seconds` (default: timeout_seconds) from the last message
+    heard: if one answers on the address in time, the client registers again and resubmits every unfinished task
+    under the same id, so results come as if nothing happened (a task may run twice, as after a worker death);
+    otherwise unfinished futures fail with SchedulerGoneError, a TimeoutError. `reconnect_seconds=0` fails them as
+    soon as the connection closes (or after timeout_seconds of silence). See README, "Failures and recovery", for
+    what the client keeps to resubmit. On a scheduler with
     CurveZMQ on, pass this client's key pair file (`NAME.key_secret` from scaler_keygen) and the scheduler's public
     key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`.
 
@@ -63,10 +68,19 @@ class Client:
         timeout_seconds: float = DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
         curve_secret_key_file: Optional[str] = None,
         curve_server_key_file: Optional[str] = None,
+        reconnect_seconds: Optional[float] = None,
     ) -> None:
-        self._configure(address, serializer, profiling, timeout_seconds, curve_secret_key_file, curve_server_key_file)
+        self._configure(
+            address,
+            serializer,
+            profiling,
+            timeout_seconds,
+            curve_secret_key_file,
+            curve_server_key_file,
+            reconnect_seconds,
+        )
         self._shared = False
-        self._connection: Optional[Connection] = Connection(self._address, self._timeout_seconds, self._curve)
+        self._connection: Optional[Connection] = self._new_connection()
 
     def _configure(
         self,
@@ -76,6 +90,7 @@ class Client:
         timeout_seconds: Any,
         curve_secret_key_file: Optional[str],
         curve_server_key_file: Optional[str],
+        reconnect_seconds: Any = None,
     ) -> None:
         self._address = validate_address(address)
         self._curve_files = (curve_secret_key_file, curve_server_key_file)
@@ -85,6 +100,13 @@ class Client:
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
             raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
         self._timeout_seconds = float(timeout_seconds)
+        if reconnect_seconds is not None and (
+            isinstance(reconnect_seconds, bool)
+            or not isinstance(reconnect_seconds, (int, float))
+            or reconnect_seconds < 0
+        ):
+            raise ValueError(f"reconnect_seconds must be a number >= 0 (0: do not wait), got {reconnect_seconds!r}")
+        self._reconnect_seconds = None if reconnect_seconds is None else float(reconnect_seconds)
         self._detached = False
 
     # ---- pickling: nested tasks --------------------------------------------------------------------------------------
@@ -96,11 +118,17 @@ class Client:
             "profiling": self._profiling,
             "timeout_seconds": self._timeout_seconds,
             "curve_files": self._curve_files,  # paths, never the keys: the files must exist where the task runs
+            "reconnect_seconds": self._reconnect_seconds,
         }
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self._configure(
-            state["address"], state["serializer"], state["profiling"], state["timeout_seconds"], *state["curve_files"]
+            state["address"],
+            state["serializer"],
+            state["profiling"],
+            state["timeout_seconds"],
+            *state["curve_files"],
+            state.get("reconnect_seconds"),
         )
         self._shared = True
         self._connection = None  # connects on first use: unpickling must stay cheap and never block
@@ -326,10 +354,13 @@ class Client:
         with _shared_lock:
             connection = _shared_connections.get(key)
             if connection is None or connection.closed_reason is not None:
-                connection = Connection(self._address, self._timeout_seconds, self._curve)
+                connection = self._new_connection()
                 _shared_connections[key] = connection
         self._connection = connection
         return connection
+
+    def _new_connection(self) -> Connection:
+        return Connection(self._address, self._timeout_seconds, self._curve, self._reconnect_seconds)
 
 
 def _check_profiling(profiling: Any) -> bool:

@@ -1,9 +1,15 @@
-"""A client's connection to the scheduler: handshake, outgoing queue, unanswered tasks and disconnect.
+"""A client's connection to the scheduler: handshake, outgoing queue, unanswered tasks, reconnection and disconnect.
 
 User threads queue messages here under one lock; the IO thread (io_thread.py) takes them from the queue, sends them,
 and calls the handlers below for what arrives. The same lock guards the object ledger, so that an object deleted by
 the IO thread and put again by a user thread reach the scheduler in the order the lock decided. Several Clients may
 share one connection (clients unpickled in a worker process).
+
+A scheduler that is lost (its connection closed, or it said to register again) is waited for up to
+`reconnect_seconds`, counted from the last message heard: the socket reconnects by itself, the client says Hello again,
+and once a scheduler answers it resubmits everything unanswered under the same task ids (resubmission.py), objects
+first. A new scheduler runs it all; the same scheduler, whose connection merely dropped (HelloReply.resumed), ignores
+what it already holds. Each future still settles once: its entry leaves `_pending` with the first answer.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from scaler.client.future import ScalerFuture
 from scaler.client.io_thread import IOThread
 from scaler.client.ledger import ObjectLedger, ObjectNeed
 from scaler.client.objects import ContentIds, Outgoing
+from scaler.client.resubmission import resubmission
 from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
@@ -62,13 +69,21 @@ class _ResultFetch:
 class Connection:
     """One client identity at the scheduler; raises TimeoutError or ProtocolVersionError if the handshake fails."""
 
-    def __init__(self, address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout_seconds: float,
+        curve: Optional[CurvePeerKeys] = None,
+        reconnect_seconds: Optional[float] = None,
+    ) -> None:
         self.address = address
-        # The one place that decides how long the scheduler may be silent (killed, host lost, network cut) before
-        # every pending future fails with SchedulerGoneError, a TimeoutError: the client's timeout_seconds, whatever
-        # the scheduler's own client timeout. Scheduler-restart recovery will wait this long (its reconnect window
-        # defaults to it) for the scheduler to come back before failing them.
-        self.scheduler_gone_after_seconds = timeout_seconds
+        # How long to wait for a lost scheduler to come back (0: do not wait); by default the client's timeout_seconds.
+        self.reconnect_seconds = timeout_seconds if reconnect_seconds is None else reconnect_seconds
+        # The one place that decides how long no scheduler may be heard (killed and not back, host lost, network cut)
+        # before every pending future fails with SchedulerGoneError, a TimeoutError: the reconnect window, or
+        # timeout_seconds when recovery is off; never the scheduler's own client timeout.
+        self.scheduler_gone_after_seconds = self.reconnect_seconds or timeout_seconds
+        self.registrations = 0  # sessions a scheduler accepted: more than one after a scheduler was lost
         self.identity = make_identity("C")
         self.content_ids = ContentIds(os.urandom(32))
         self.pid = os.getpid()
@@ -85,17 +100,11 @@ class Connection:
         self._disconnect_reply: Optional[concurrent.futures.Future] = None
         self._disconnect_lock = threading.Lock()
 
-        hello = Hello(
-            protocol_version=PROTOCOL_VERSION,
-            role=Role.client,
-            name=self.identity.decode(),
-            hostname=socket.gethostname(),
-            pid=self.pid,
-        )
+        self._hostname = socket.gethostname()
         self._io = IOThread(
             address,
             self.identity,
-            encode(hello),
+            self._hello,
             self._take_outgoing,
             {
                 TaskResult: self._on_task_result,
@@ -109,6 +118,7 @@ class Connection:
             self._on_crash,
             curve,
             self._on_refused,
+            self._on_lost,
         )
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)
@@ -206,6 +216,8 @@ class Connection:
                 if shutdown_cluster:
                     raise RuntimeError("shutdown() cannot be called from a future's done callback")
                 timeout_seconds = 0
+            elif not shutdown_cluster and not self._io.registered:
+                timeout_seconds = 0  # waiting for a scheduler to come back: nobody would answer
             waiter: concurrent.futures.Future = concurrent.futures.Future()
             self._disconnect_reply = waiter
             with self._lock:
@@ -232,6 +244,18 @@ class Connection:
             self._io.stop()
 
     # ---- handshake and shutdown --------------------------------------------------------------------------------------
+
+    def _hello(self) -> bytes:
+        """The Hello to send now (IO thread): it says how often this client registered before."""
+        hello = Hello(
+            protocol_version=PROTOCOL_VERSION,
+            role=Role.client,
+            name=self.identity.decode(),
+            hostname=self._hostname,
+            pid=self.pid,
+            previous_registrations=self.registrations,
+        )
+        return encode(hello)
 
     def _handshake(self, timeout_seconds: float) -> None:
         try:
@@ -263,6 +287,7 @@ class Connection:
             futures.extend(fetch.future for fetch in self._fetches.values())
             self._fetches.clear()
         for future in futures:
+            _answered(future)
             if error is None:
                 future._cancel_locally()
             else:
@@ -289,16 +314,95 @@ class Connection:
     # ---- IO thread callbacks -----------------------------------------------------------------------------------------
 
     def _on_hello_reply(self, reply: HelloReply) -> None:
-        if self._hello_reply.done():
-            return
+        io = self._io
+        if io.registered:
+            return  # the answer to a Hello sent again meanwhile
         if reply.accepted:  # set here, so that the loop's next poll already wakes for the first heartbeat
             interval_ms = reply.heartbeat_interval_ms
             interval = interval_ms / 1000 if interval_ms else DEFAULT_HEARTBEAT_INTERVAL_SECONDS
             window = self.scheduler_gone_after_seconds
             # The scheduler echoes every heartbeat: several per window, so a live scheduler is never taken for gone.
-            self._io.heartbeat_seconds = min(interval, window / _HEARTBEATS_PER_SILENCE_WINDOW)
-            self._io.silence_limit_seconds = window
-        self._hello_reply.set_result(reply)
+            io.heartbeat_seconds = min(interval, window / _HEARTBEATS_PER_SILENCE_WINDOW)
+            io.silence_limit_seconds = window
+        if not self._hello_reply.done():  # the first handshake, which __init__ waits for
+            if reply.accepted:
+                self.registrations = 1
+                io.registered = True
+            self._hello_reply.set_result(reply)
+            return
+        if not reply.accepted:
+            reason = f"the scheduler at {self.address} refused this client again: {reply.reason or 'no reason given'}"
+            logger.warning("%s", reason)
+            self._terminate(reason, SchedulerGoneError(reason))
+            io.request_stop()
+            return
+        if not reply.resumed:
+            self.registrations += 1
+        with self._lock:
+            counts = self._resubmit_locked(reply.resumed)
+        io.registered = True
+        logger.warning(
+            "registered again with %s scheduler at %s: resubmitted %d task(s) and %d graph(s), with %d object(s)",
+            "the same" if reply.resumed else "a new",
+            self.address,
+            *counts,
+        )
+
+    def _on_lost(self, reason: str) -> None:
+        """IO thread: the scheduler is gone (its connection closed), or does not know this client any more."""
+        if self.closed_reason is not None:
+            return
+        if not self.reconnect_seconds:
+            logger.warning("%s: failing unfinished tasks (reconnect_seconds is 0)", reason)
+            self._terminate(reason, SchedulerGoneError(reason))
+            self._io.request_stop()
+            return
+        logger.warning(
+            "%s: waiting up to %gs for a scheduler on that address; %d unfinished task(s) will be resubmitted",
+            reason,
+            self.scheduler_gone_after_seconds,
+            len(self._pending) + len(self._fetches),
+        )
+        self._io.register_again()
+
+    def _resubmit_locked(self, resumed: bool) -> tuple:
+        """Replace the queue with everything a scheduler needs for what is unanswered; (tasks, graphs, objects).
+
+        A new scheduler holds nothing: futures cancelled meanwhile are forgotten, results being fetched are computed
+        again, and of the queue only a disconnect is kept (the rest is in what is resent). The same scheduler holds
+        what it was sent: what is resent may be a copy (ignored), cancels and deletes are kept, and results being
+        fetched are asked for again."""
+        pending = self._pending
+        extra: List[Outgoing] = []
+        if resumed:
+            kept = (TaskCancel, ObjectDelete, ClientDisconnect)
+            for task_id, fetch in self._fetches.items():
+                fetch.chunks = []
+                extra.append(ObjectRequest(object_ids=[task_id]))
+            cancelled = [task_id for task_id, future in pending.items() if future.done()]
+            if cancelled:  # a cancel may have been lost with the connection
+                extra.append(TaskCancel(task_ids=cancelled))
+        else:
+            kept = (ClientDisconnect,)
+            for task_id, fetch in self._fetches.items():
+                pending[task_id] = fetch.future
+            self._fetches.clear()
+            for task_id, future in list(pending.items()):
+                if future.done():  # cancelled by the user: the new scheduler need not hear of it
+                    del pending[task_id]
+                    if future._held_objects:
+                        self._ledger.release(future._held_objects)
+        objects = self._ledger.all_puts()
+        futures = [future for future in pending.values() if not future.done()]
+        items = resubmission(objects, futures)
+        items.extend(extra)
+        items.extend(message for message in self._outgoing if type(message) in kept)
+        if not self._outgoing:
+            self._io.wake()
+        self._outgoing = items
+        graphs = {id(future._graph) for future in futures if future._graph is not None}
+        tasks = sum(1 for future in futures if future._graph is None)
+        return tasks, len(graphs), self._ledger.held_count()
 
     def _on_disconnect_reply(self, reply: DisconnectReply) -> None:
         waiter = self._disconnect_reply
@@ -307,8 +411,13 @@ class Connection:
 
     def _on_goodbye(self, goodbye: Goodbye) -> None:
         reason = f"the scheduler said goodbye: {goodbye.reason or 'no reason given'}"
-        logger.warning("%s", reason)
         waiter = self._disconnect_reply
+        if goodbye.reconnect and self.reconnect_seconds and self._hello_reply.done() and waiter is None:
+            # it restarted and does not know us, or it stops and another may take its place
+            if self._io.registered:
+                self._on_lost(reason)
+            return  # else our Hello is on its way
+        logger.warning("%s", reason)
         if waiter is not None and not waiter.done():
             waiter.set_result(DisconnectReply(accepted=True, reason=reason))  # the cluster is going away anyway
         self._terminate(reason, SchedulerGoneError(reason))
@@ -333,6 +442,7 @@ class Connection:
         with self._lock:
             future = self._pending.pop(getattr(message, "task_id", None), None)
         if future is not None:
+            _answered(future)
             future._settle(ScalerError(f"task could not be encoded: {error}"), True, None)
 
     def _on_task_result(self, result: TaskResult) -> None:
@@ -352,13 +462,16 @@ class Connection:
             if not result.in_object:
                 self._settle_success(future, result, result.payload)
             elif future.done():
+                _answered(future)
                 self._queue(ObjectDelete(object_ids=[task_id]))
             else:
                 self._fetches[task_id] = _ResultFetch(future, result)
                 self._queue(ObjectRequest(object_ids=[task_id]))
         elif status == CANCELED:
+            _answered(future)
             future._cancel_locally()
         else:
+            _answered(future)
             future._settle(failure_of(result), True, profiling_info_of(future, result))
 
     def _on_object_response(self, response: ObjectResponse) -> None:
@@ -369,6 +482,7 @@ class Connection:
         if not response.found:
             del self._fetches[object_id]
             error = ScalerError(f"the result of task {object_id.hex()} was lost by the scheduler")
+            _answered(fetch.future)
             fetch.future._settle(error, True, None)
             return
         fetch.chunks.append(response.payload)
@@ -380,6 +494,10 @@ class Connection:
         self._settle_success(fetch.future, fetch.result, payload)
 
     def _settle_success(self, future: ScalerFuture, result: TaskResult, payload: bytes) -> None:
+        graph = future._graph
+        if graph is not None:
+            graph.answered(future._task_id, payload)  # a key other nodes need: kept, in case they must run again
+        _answered(future)
         if future.done():
             return  # cancelled by the user: not worth deserializing
         try:
@@ -388,6 +506,12 @@ class Connection:
             future._settle(error, True, None)
             return
         future._settle(value, False, profiling_info_of(future, result))
+
+
+def _answered(future: ScalerFuture) -> None:
+    """The scheduler answered: what a restarted one would need for the task is dropped."""
+    future._message = None
+    future._graph = None
 
 
 _LIVE_CONNECTIONS: weakref.WeakSet[Connection] = weakref.WeakSet()

@@ -86,6 +86,8 @@ class ScalerFuture(concurrent.futures.Future):
         "_held_objects",
         "_graph_task_ids",
         "_latch",
+        "_message",
+        "_graph",
     )
     _condition = _LOCK  # what the base class and concurrent.futures.wait() lock
 
@@ -111,6 +113,10 @@ class ScalerFuture(concurrent.futures.Future):
         self._held_objects: Optional[List[bytes]] = None  # objects the task needs; released when it is answered
         self._graph_task_ids: Optional[List[bytes]] = None  # unreported nodes of its graph, canceled by clear()
         self._latch: Optional[FailureLatch] = None
+        # What a restarted scheduler needs to run the task again, kept until it is answered (see connection.py): its
+        # Task message as built for sending (a reference, not a copy), or, for a graph's key, the graph's record.
+        self._message: Any = None
+        self._graph: Any = None
 
     @property
     def task_id(self) -> bytes:

@@ -18,6 +18,7 @@ from scaler.client.connection import Connection
 from scaler.client.future import FailureLatch, ScalerFuture
 from scaler.client.graph import Constant, Expression, GraphPlan, KeyRef, ObjectArg
 from scaler.client.ledger import ObjectNeed
+from scaler.client.resubmission import GraphRecord
 from scaler.client.tasks import OBJECT_REF, TaskFactory, check_reference
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_MAX_FRAME_BYTES
 from scaler.protocol import Argument, ArgumentKind, Task, encode_many
@@ -81,10 +82,12 @@ def submit_plan(
             "send large constants with send_object or split the graph"
         )
     graph_objects = constants.objects
+    record = GraphRecord(tasks, {future.task_id: future for future in futures.values()})
     for future in futures.values():
         future._held_objects = graph_objects or None  # every requested key holds the graph's objects
         future._graph_task_ids = unreported or None
         future._latch = latch
+        future._graph = record  # what a restarted scheduler needs of the graph, while this key is unanswered
     factory.send(connection, functions, constants.needs, [frame] if frame else [], list(futures.values()))
     return [
         futures[plan.task_of_key[key]] if key in plan.task_of_key else _done(plan.constant_of_key[key]) for key in keys

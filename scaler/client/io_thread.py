@@ -5,6 +5,13 @@ ZeroMQ sockets are not thread safe, so user threads never touch the DEALER: they
 and, when it was empty, call wake(), which writes a byte to a socket pair polled together with the DEALER. The loop
 packs the queue into frames of DEFAULT_TASKS_PER_FRAME messages (items already encoded travel as frames of their
 own), drains incoming frames without blocking and hands each decoded message to its handler.
+
+It also tells when the scheduler is lost. The DEALER's monitor reports a closed connection at once (a scheduler
+killed or restarted: ZeroMQ reconnects the socket by itself); the connection then decides (on_lost), and to wait for
+a scheduler it calls register_again(). Until it takes a HelloReply (`registered = True`) the queue is held, not sent,
+and no heartbeat goes out; the Hello sent at once waits in the socket and leaves when ZeroMQ connects again, and is
+sent again while connected and unanswered. Nothing heard for `silence_limit_seconds` fails the connection
+(on_silence).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ _FRAMES_PER_TURN = 1024  # incoming frames handled before the outgoing queue is 
 _IDLE_POLL_MS = 1000  # the loop's longest sleep: timers and the stop flag are looked at least this often
 _COPY_THRESHOLD = 64 * 1024  # ZeroMQ copies smaller frames; larger ones are sent zero-copy
 _CLOSE_LINGER_MS = 100  # a last ClientDisconnect gets this long to leave; an unreachable scheduler costs no more
+_HELLO_RETRY_SECONDS = 2.0  # while connected and not registered, Hello again this often
+_REFUSALS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
 Handlers = Dict[type, Callable[[Any], None]]
 
@@ -39,7 +48,7 @@ class IOThread:
         self,
         address: str,
         identity: bytes,
-        hello: bytes,
+        hello: Callable[[], bytes],
         take_outgoing: Callable[[], List[Outgoing]],
         handlers: Handlers,
         on_encode_failure: Callable[[Any, Exception], None],
@@ -47,12 +56,15 @@ class IOThread:
         on_crash: Callable[[Exception], None],
         curve: Optional[CurvePeerKeys] = None,
         on_refused: Optional[Callable[[str], None]] = None,
+        on_lost: Optional[Callable[[str], None]] = None,
     ) -> None:
         self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
         self.silence_limit_seconds = 0.0  # set with heartbeat_seconds: see Connection.scheduler_gone_after_seconds
         self.lag_us = 0  # last heartbeat round trip
+        # True while the scheduler knows this client; set by the connection (HelloReply, a lost scheduler), read here
+        self.registered = False
         self._address = address
-        self._hello = hello
+        self._hello = hello  # returns the Hello to send now
         self._take_outgoing = take_outgoing
         self._handlers = handlers
         self._on_encode_failure = on_encode_failure
@@ -67,13 +79,15 @@ class IOThread:
         except zmq.ZMQError as error:
             self._context.destroy(linger=0)
             raise ValueError(f"cannot connect to {address!r}: {error}") from None
-        # with CurveZMQ, a refused key shows only in the socket's events: watch them until the handshake is answered
+        # The socket's own events: a connection that closed (the scheduler died or restarted) or completed (say Hello
+        # again), and, with CurveZMQ, a refused key, which shows nowhere else.
         self._on_refused = on_refused
-        self._handshake_events: Optional[zmq.Socket] = None
-        if curve is not None and on_refused is not None:
-            self._handshake_events = self._socket.get_monitor_socket(
-                zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-            )
+        self._on_lost = on_lost
+        self._events = self._socket.get_monitor_socket(
+            zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | (_REFUSALS if curve is not None else 0)
+        )
+        self._next_hello = 0.0
+        self._connected = True  # the socket's connection is up, as far as its events told
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._wake_reader.setblocking(False)
         self._wake_writer.setblocking(False)
@@ -107,50 +121,79 @@ class IOThread:
     def _run(self) -> None:
         dealer = self._socket
         try:
-            dealer.send(self._hello)
+            self._send_hello(time.monotonic())
             poller = zmq.Poller()
             poller.register(dealer, zmq.POLLIN)
             wake_fd = self._wake_reader.fileno()  # pyzmq reports plain sockets by their fd
             poller.register(wake_fd, zmq.POLLIN)
-            events = self._handshake_events
-            if events is not None:
-                poller.register(events, zmq.POLLIN)
+            events = self._events
+            poller.register(events, zmq.POLLIN)
             next_heartbeat = 0.0
             while not self._stopping:
                 now = time.monotonic()
                 timeout_ms = _IDLE_POLL_MS
-                if self.heartbeat_seconds:
+                if self.silence_limit_seconds:
                     if self._scheduler_silent(now):
                         break
-                    if now >= next_heartbeat:
-                        next_heartbeat = now + self.heartbeat_seconds
-                        self._send_heartbeat(now)
-                    # wake for the next heartbeat, and at the moment the scheduler's silence would become too long
-                    wake_at = min(next_heartbeat, self._last_heard + self.silence_limit_seconds)
+                    wake_at = self._last_heard + self.silence_limit_seconds  # when the silence would be too long
+                    if not self.registered:
+                        if self._connected:  # a Hello sent while disconnected waits in the socket: one is enough
+                            if now >= self._next_hello:
+                                self._send_hello(now)
+                            wake_at = min(wake_at, self._next_hello)
+                    elif self.heartbeat_seconds:
+                        if now >= next_heartbeat:
+                            next_heartbeat = now + self.heartbeat_seconds
+                            self._send_heartbeat(now)
+                        wake_at = min(wake_at, next_heartbeat)
                     timeout_ms = min(timeout_ms, int((wake_at - now) * 1000) + 1)
                 ready = dict(poller.poll(timeout_ms))
+                if events in ready:  # first: a closed connection decides what the frames behind it mean
+                    self._read_events()
                 if wake_fd in ready:
                     self._drain_wake()
-                self._flush()
+                if self.registered:
+                    self._flush()
                 if dealer in ready:
                     self._receive()
-                if events is not None and events in ready:
-                    self._handshake_failed(events)
-            self._flush()
+            if self.registered:
+                self._flush()
         except Exception as error:  # a bug here must not leave futures waiting forever
             logger.exception("client IO thread failed")
             self._on_crash(error)
         finally:
-            if self._handshake_events is not None:
-                dealer.disable_monitor()
-                self._handshake_events.close(linger=0)
+            dealer.disable_monitor()
+            self._events.close(linger=0)
             dealer.close(linger=_CLOSE_LINGER_MS)
             self._wake_reader.close()
             self._wake_writer.close()
             self._context.term()
 
-    def _handshake_failed(self, events: zmq.Socket) -> None:
-        event = recv_monitor_message(events)["event"]
+    def register_again(self) -> None:
+        """From the IO thread (a handler, an event): the scheduler was lost; Hello until one answers."""
+        self.registered = False
+        self._send_hello(time.monotonic())
+
+    def _send_hello(self, now: float) -> None:
+        self._next_hello = now + _HELLO_RETRY_SECONDS
+        self._socket.send(self._hello())
+
+    def _read_events(self) -> None:
+        events = self._events
+        while events.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            event = recv_monitor_message(events, zmq.NOBLOCK)["event"]
+            if event == zmq.EVENT_DISCONNECTED:
+                self._connected = False
+                if self.registered and self._on_lost is not None:
+                    self._on_lost(f"the connection to the scheduler at {self._address} closed")
+            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._connected = True
+                # the waiting Hello leaves now and is answered at once: another only if it was not
+                self._next_hello = time.monotonic() + _HELLO_RETRY_SECONDS / 2
+            elif event & _REFUSALS and self._on_refused is not None:
+                self._handshake_failed(event)
+
+    def _handshake_failed(self, event: int) -> None:
         if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             reason = "the scheduler refused this client's CurveZMQ key: is its public key among the authorized ones?"
         else:
@@ -233,7 +276,8 @@ class IOThread:
             return False
         self._on_silence(
             f"no message from the scheduler at {self._address} for {now - self._last_heard:.1f}s "
-            f"(the client's timeout_seconds is {self.silence_limit_seconds:g})"
+            f"(a client waits {self.silence_limit_seconds:g}s for one: its reconnect_seconds, or its timeout_seconds "
+            "if that is 0)"
         )
         return True
 

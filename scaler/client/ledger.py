@@ -1,5 +1,10 @@
 """Which objects the scheduler holds for one connection, and when an argument object may be deleted.
 
+The ledger also keeps each held object's ObjectPut items (the messages already built, so a reference each, not a
+copy), for as long as the scheduler should hold it: a scheduler that restarts has lost them, and the connection
+sends them all again (`all_puts`). So a client holds its functions, its serializer, the objects sent with
+send_object until clear(), and the large arguments of its unanswered tasks.
+
 Not thread safe by itself: the connection calls it with its lock held, in the same critical section that queues the
 ObjectPut or ObjectDelete, so that puts and deletes reach the scheduler in the order decided here.
 """
@@ -16,7 +21,7 @@ ObjectNeed = Tuple[bytes, Optional[List[Outgoing]]]
 
 class ObjectLedger:
     def __init__(self) -> None:
-        self._sent: Set[bytes] = set()  # the scheduler holds these
+        self._sent: Dict[bytes, List[Outgoing]] = {}  # the scheduler holds these: their ObjectPut items
         self._pinned: Set[bytes] = set()  # sent with send_object: kept until clear() or disconnect
         self._uses: Dict[bytes, int] = {}  # argument objects: unanswered tasks that need each
 
@@ -30,9 +35,16 @@ class ObjectLedger:
         outgoing: List[Outgoing] = []
         for object_id, puts in missing:
             if object_id not in sent:  # the same object may be needed twice in one call
-                sent.add(object_id)
+                sent[object_id] = puts or []
                 outgoing.extend(puts or ())
         return outgoing
+
+    def all_puts(self) -> List[Outgoing]:
+        """The ObjectPut items of every object the scheduler should hold, for a scheduler that lost them."""
+        return [put for puts in self._sent.values() for put in puts]
+
+    def held_count(self) -> int:
+        return len(self._sent)
 
     def pin(self, object_id: bytes) -> None:
         self._pinned.add(object_id)
@@ -58,7 +70,7 @@ class ObjectLedger:
                 continue
             del uses[object_id]
             if object_id not in self._pinned and object_id in self._sent:
-                self._sent.discard(object_id)
+                del self._sent[object_id]
                 deleted.append(object_id)
         return deleted
 

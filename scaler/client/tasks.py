@@ -123,7 +123,9 @@ class TaskFactory:
         if held:
             future._held_objects = held
         # Many inline arguments could make one batched frame huge: such a task travels as a frame of its own.
-        return (task if inline_bytes <= DEFAULT_INLINE_LIMIT_BYTES else encode(task)), future
+        message = task if inline_bytes <= DEFAULT_INLINE_LIMIT_BYTES else encode(task)
+        future._message = message  # kept while unanswered, to resubmit it to a restarted scheduler
+        return message, future
 
     def argument(
         self, connection: Connection, arg: Any, name: str, needs: List[ObjectNeed], held: List[bytes]

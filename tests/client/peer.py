@@ -57,7 +57,8 @@ class _Stored:
 class ProtocolPeer:
     """Options: `refuse` (HelloReply reason), `answer_hello`, `execute` (False: hold tasks until release()),
     `answer_cancels` (False: ignore TaskCancel), `threaded` (run each task in its own thread, for nested tasks),
-    `protected` (refuse shutdown), `answer` (a hook returning a TaskResult to send instead of running the task)."""
+    `protected` (refuse shutdown), `answer` (a hook returning a TaskResult to send instead of running the task),
+    `address` (bind there, as a scheduler restarted on the address of one that died, instead of a random port)."""
 
     def __init__(
         self,
@@ -70,6 +71,7 @@ class ProtocolPeer:
         heartbeat_interval_ms: int = 200,
         peer_timeout_ms: int = 30_000,
         answer: Optional[Callable[[Task], Optional[TaskResult]]] = None,
+        address: Optional[str] = None,
     ) -> None:
         self.refuse = refuse
         self.answer_hello = answer_hello
@@ -91,8 +93,11 @@ class ProtocolPeer:
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.SNDHWM, 0)  # as the scheduler: a ROUTER drops what exceeds its high-water mark
         self._router.setsockopt(zmq.RCVHWM, 0)
-        port = self._router.bind_to_random_port("tcp://127.0.0.1")
-        self.address = f"tcp://127.0.0.1:{port}"
+        if address is None:
+            address = "tcp://127.0.0.1:{}".format(self._router.bind_to_random_port("tcp://127.0.0.1"))
+        else:
+            self._router.bind(address)
+        self.address = address
         self._outbox: queue.SimpleQueue[Tuple[bytes, bytes]] = queue.SimpleQueue()
         self._commands: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
         self._hellos: Dict[bytes, Hello] = {}
@@ -170,6 +175,7 @@ class ProtocolPeer:
     def _handle(self, identity: bytes, message: Any) -> None:
         kind = type(message)
         if kind is Hello:
+            resumed = identity in self._hellos  # a Hello again on a connection this peer knows: the session stays
             self._hellos[identity] = message
             if not self.answer_hello:
                 return
@@ -183,6 +189,7 @@ class ProtocolPeer:
                     accepted=True,
                     heartbeat_interval_ms=self.heartbeat_interval_ms,
                     peer_timeout_ms=self.peer_timeout_ms,
+                    resumed=resumed,
                 ),
             )
         elif kind is ClientHeartbeat:
@@ -248,6 +255,11 @@ class ProtocolPeer:
     def _run_task(self, identity: bytes, task: Task) -> None:
         serializer = self._serializer(task)
         for dependency in task.dependencies:
+            stored = self.objects.get(dependency)
+            if stored is not None and stored.kind == ObjectKind.result and dependency not in self.finished:
+                # a result the client sent back to a scheduler that restarted: a finished dependency
+                value = serializer.loads(stored.payload)
+                self.finished[dependency] = (TaskStatus.success, value, stored.payload, "")
             with self._finished_changed:
                 self._finished_changed.wait_for(lambda d=dependency: d in self.finished, timeout=20)
             status, _, payload, error_text = self.finished[dependency]

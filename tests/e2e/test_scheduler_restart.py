@@ -1,0 +1,224 @@
+"""A scheduler SIGKILLed in the middle of the work and a new one started on the same address: nothing is lost.
+
+Real processes: the scheduler (CPython, or PyPy where .venv-pypy exists), two workers from scaler_cluster and the
+client in this process. Each case kills the scheduler once work is under way, starts another within a second or two,
+and checks that every future resolves once with the right value; it prints the time from the kill to the last
+result ("restart recovery"), which the README quotes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Callable, Dict, Iterator, List, Optional
+
+import cloudpickle
+import psutil
+import pytest
+
+from scaler import Client
+from scaler.errors import SchedulerGoneError
+from tests.e2e.monitor import wait_for_status
+from tests.perf_e2e.test_pypy_scheduler import SCHEDULER_PYTHON
+from tests.processes import ScalerProcess, free_tcp_address
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def slow_square(value: int) -> int:
+    time.sleep(0.0002)
+    return value * value
+
+
+def node(*parents: int) -> int:
+    time.sleep(0.002)
+    return sum(parents) % 1_000_003 + 1
+
+
+def fibonacci(client: Client, n: int) -> int:
+    if n < 2:
+        return n
+    time.sleep(0.01)
+    left, right = client.submit(fibonacci, client, n - 1), client.submit(fibonacci, client, n - 2)
+    return left.result() + right.result()
+
+
+def dot(vector: List[int], index: int) -> int:
+    time.sleep(0.005)
+    return sum(vector) * index
+
+
+class Restartable:
+    """A scheduler on a fixed address that can be SIGKILLed and started again, with workers that outlive it."""
+
+    def __init__(self, tmp_path, python: Optional[str] = None) -> None:
+        self.address = free_tcp_address()
+        self.monitor = f"ipc://{tmp_path / 'monitor'}"
+        self.tmp_path = tmp_path
+        self.python = python
+        self.schedulers: List[ScalerProcess] = []
+        self.start()
+        self.cluster = ScalerProcess(
+            "scaler.cluster", ["-n", "2", "--heartbeat-interval", "0.5", self.address], str(tmp_path / "cluster.log")
+        )
+        wait_for_status(self.monitor, lambda status: len(status.workers) == 2, 60)
+
+    def start(self) -> None:
+        arguments = [self.address, "--monitor-address", self.monitor, "--status-interval", "0.2"]
+        log = str(self.tmp_path / f"scheduler{len(self.schedulers)}.log")
+        scheduler = ScalerProcess("scaler.scheduler", arguments, log, self.python)
+        self.schedulers.append(scheduler)
+        scheduler.wait_for_output("Scheduler: listening on", timeout=60)
+
+    def kill(self) -> float:
+        scheduler = self.schedulers[-1]
+        os.kill(scheduler.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        scheduler.popen.wait(10)
+        return killed_at
+
+    def restart_when(self, condition: Callable[[object], bool], downtime: float = 1.0) -> float:
+        """Once a status satisfies `condition`, SIGKILL the scheduler and start another after `downtime` seconds."""
+        wait_for_status(self.monitor, condition, 60)
+        killed_at = self.kill()
+        time.sleep(downtime)
+        self.start()
+        return killed_at
+
+    def stop(self) -> None:
+        self.cluster.stop()
+        for scheduler in self.schedulers:
+            scheduler.stop()
+
+
+@pytest.fixture
+def restartable(tmp_path) -> Iterator[Restartable]:
+    cluster = Restartable(tmp_path)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def report(case: str, killed_at: float) -> float:
+    seconds = time.monotonic() - killed_at
+    print(f"\nrestart recovery, {case}: {seconds:.2f}s from the kill to the last result")
+    return seconds
+
+
+def in_thread(call: Callable[[], object]) -> concurrent.futures.Future:
+    future: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as error:
+            future.set_exception(error)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
+
+
+def completed(at_least: int) -> Callable[[object], bool]:
+    return lambda status: status.completed_tasks >= at_least
+
+
+def test_a_map_of_20000_tasks_survives_a_scheduler_restart(restartable: Restartable) -> None:
+    with Client(restartable.address) as client:
+        results = in_thread(lambda: client.map(slow_square, [(i,) for i in range(20_000)]))
+        killed_at = restartable.restart_when(completed(4_000))
+        assert not results.done(), "the kill came in the middle of the map"
+        assert results.result(120) == [i * i for i in range(20_000)]
+        report("20,000-task map", killed_at)
+        assert client.submit(slow_square, 3).result(30) == 9, "the client goes on as before"
+    workers = restartable.cluster.output()
+    assert workers.count("registered again, as a new worker") == 2, "the workers stayed and registered again"
+    assert "client" in restartable.schedulers[-1].output() and "registered again" in restartable.schedulers[-1].output()
+
+
+def expected_graph(layers: int, width: int) -> Dict[str, int]:
+    values: Dict[str, int] = {}
+    for layer in range(layers):
+        for index in range(width):
+            parents = [values[f"n{layer - 1}-{(index + k) % width}"] for k in (0, 1)] if layer else [index]
+            values[f"n{layer}-{index}"] = sum(parents) % 1_000_003 + 1
+    return values
+
+
+def test_a_1000_node_graph_survives_a_scheduler_restart(restartable: Restartable) -> None:
+    layers, width = 10, 100
+    graph: Dict[str, object] = {}
+    for layer in range(layers):
+        for index in range(width):
+            parents = [f"n{layer - 1}-{(index + k) % width}" for k in (0, 1)] if layer else [index]
+            graph[f"n{layer}-{index}"] = (node, *parents)
+    # the last layer, and a few keys in the middle whose results the nodes after them need after the restart
+    keys = [f"n{layers - 1}-{index}" for index in range(width)] + [f"n4-{index}" for index in range(0, width, 10)]
+    with Client(restartable.address) as client:
+        futures = client.get(graph, keys, block=False)
+        settled: Dict[str, int] = {}
+        for key, future in futures.items():
+            future.add_done_callback(lambda _, key=key: settled.__setitem__(key, settled.get(key, 0) + 1))
+        killed_at = restartable.restart_when(completed(450))
+        values = {key: future.result(120) for key, future in futures.items()}
+        report("1,000-node graph", killed_at)
+    expected = expected_graph(layers, width)
+    assert values == {key: expected[key] for key in keys}
+    assert settled == dict.fromkeys(keys, 1), "each future settled exactly once"
+
+
+def test_nested_fibonacci_survives_a_scheduler_restart(restartable: Restartable) -> None:
+    with Client(restartable.address) as client:
+        future = client.submit(fibonacci, client, 11)
+        killed_at = restartable.restart_when(completed(80))
+        assert not future.done()
+        assert future.result(120) == 89
+        report("nested fibonacci(11)", killed_at)
+
+
+def test_objects_sent_with_send_object_survive_a_scheduler_restart(restartable: Restartable) -> None:
+    vector = list(range(100_000))  # about 500 kB pickled: an object of its own, never inline
+    with Client(restartable.address) as client:
+        reference = client.send_object(vector, name="vector")
+        futures = [client.submit(dot, reference, index) for index in range(600)]
+        killed_at = restartable.restart_when(completed(100))
+        assert [future.result(120) for future in futures] == [sum(vector) * index for index in range(600)]
+        report("600 tasks on an object from send_object", killed_at)
+        assert client.submit(dot, reference, 2).result(30) == sum(vector) * 2, "the reference still works"
+
+
+def test_a_scheduler_that_never_comes_back_fails_pending_futures_within_reconnect_seconds(tmp_path) -> None:
+    restartable = Restartable(tmp_path)
+    try:
+        with Client(restartable.address, reconnect_seconds=3) as client:
+            future = client.submit(time.sleep, 60)
+            wait_for_status(restartable.monitor, lambda status: status.workers and status.workers[0].sent, 30)
+            killed_at = restartable.kill()
+            with pytest.raises(SchedulerGoneError) as raised:
+                future.result(30)
+            waited = time.monotonic() - killed_at
+        assert isinstance(raised.value, TimeoutError) and "no message from the scheduler" in str(raised.value)
+        assert waited < 3 + 1.5, waited  # within reconnect_seconds of the kill; slack for a loaded machine
+    finally:
+        restartable.stop()
+
+
+def test_a_scheduler_restarted_on_pypy_serves_cpython_workers_and_clients(tmp_path) -> None:
+    if not os.path.exists(SCHEDULER_PYTHON):
+        pytest.skip(f"no PyPy environment at {SCHEDULER_PYTHON} (bash scripts/test.sh builds it)")
+    restartable = Restartable(tmp_path, SCHEDULER_PYTHON)
+    try:
+        with Client(restartable.address) as client:
+            results = in_thread(lambda: client.map(slow_square, [(i,) for i in range(5_000)]))
+            killed_at = restartable.restart_when(completed(1_000))
+            assert results.result(120) == [i * i for i in range(5_000)]
+            report("5,000-task map, PyPy scheduler", killed_at)
+        assert "pypy" in psutil.Process(restartable.schedulers[-1].pid).exe().lower()
+    finally:
+        restartable.stop()
