@@ -1701,9 +1701,12 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(Hello)
     obj.protocol_version = u0
     obj.role = u1
@@ -1730,7 +1733,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         raise NotCanonical
     else:
         obj.hostname = ""
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -1787,9 +1790,12 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
     if segments or head != _HEAD_HELLO_REPLY:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(HelloReply)
     obj.protocol_version = u0
     obj.accepted = (u1 & 1) != 0
@@ -1806,7 +1812,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -1850,14 +1856,17 @@ def _decode_client_heartbeat(frame: bytes, pos: int) -> ClientHeartbeat:
     if segments or head != _HEAD_CLIENT_HEARTBEAT:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(ClientHeartbeat)
     obj.sent_at_us = u0
     obj.cpu = u1
     obj.rss = u2
-    if len(m) != 56:
+    if end - pos != 56:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -1873,9 +1882,12 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     if segments or head != _HEAD_WORKER_HEARTBEAT:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(WorkerHeartbeat)
     obj.sent_at_us = u0
     obj.agent_cpu = u1
@@ -1886,7 +1898,7 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     obj.flags = u6
     obj.lag_us = u7
     obj.running = u8
-    if len(m) != 88:
+    if end - pos != 88:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -1915,12 +1927,15 @@ def _decode_heartbeat_echo(frame: bytes, pos: int) -> HeartbeatEcho:
     if segments or head != _HEAD_HEARTBEAT_ECHO:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(HeartbeatEcho)
     obj.sent_at_us = u0
-    if len(m) != 40:
+    if end - pos != 40:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -1936,9 +1951,12 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     if segments or head != _HEAD_TASK:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(Task)
     obj.profiling = (u0 & 1) != 0
     obj.report_result = (u0 & 2) == 0
@@ -2080,7 +2098,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         obj.serializer_id = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2247,9 +2265,12 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
     if segments or head != _HEAD_TASK_RESULT:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(TaskResult)
     obj.status = u0
     obj.in_object = (u1 & 1) != 0
@@ -2300,7 +2321,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.error_text = ""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2384,9 +2405,12 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
     if segments or head != _HEAD_TASK_CANCEL:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(TaskCancel)
     c = 40
     blobs = None
@@ -2421,7 +2445,7 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
         obj.task_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2471,9 +2495,12 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
     if segments or head != _HEAD_OBJECT_PUT:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(ObjectPut)
     obj.kind = u0
     obj.chunk_index = u1
@@ -2523,7 +2550,7 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
         obj.payload = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2604,9 +2631,12 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     if segments or head != _HEAD_OBJECT_REQUEST:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(ObjectRequest)
     c = 40
     blobs = None
@@ -2641,7 +2671,7 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
         obj.object_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2691,9 +2721,12 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
     if segments or head != _HEAD_OBJECT_RESPONSE:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(ObjectResponse)
     obj.found = (u0 & 1) != 0
     obj.kind = u1
@@ -2744,7 +2777,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
         obj.payload = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2828,9 +2861,12 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
     if segments or head != _HEAD_OBJECT_DELETE:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(ObjectDelete)
     c = 40
     blobs = None
@@ -2865,7 +2901,7 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
         obj.object_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2915,12 +2951,15 @@ def _decode_balance_request(frame: bytes, pos: int) -> BalanceRequest:
     if segments or head != _HEAD_BALANCE_REQUEST:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(BalanceRequest)
     obj.count = u0
-    if len(m) != 40:
+    if end - pos != 40:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2936,9 +2975,12 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
     if segments or head != _HEAD_BALANCE_RESPONSE:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(BalanceResponse)
     c = 40
     blobs = None
@@ -2973,7 +3015,7 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
         obj.task_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3023,12 +3065,15 @@ def _decode_client_disconnect(frame: bytes, pos: int) -> ClientDisconnect:
     if segments or head != _HEAD_CLIENT_DISCONNECT:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(ClientDisconnect)
     obj.shutdown_cluster = (u0 & 1) != 0
-    if len(m) != 40:
+    if end - pos != 40:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3046,9 +3091,12 @@ def _decode_disconnect_reply(frame: bytes, pos: int) -> DisconnectReply:
     if segments or head != _HEAD_DISCONNECT_REPLY:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(DisconnectReply)
     obj.accepted = (u0 & 1) != 0
     c = 48
@@ -3062,7 +3110,7 @@ def _decode_disconnect_reply(frame: bytes, pos: int) -> DisconnectReply:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3096,9 +3144,12 @@ def _decode_worker_disconnect(frame: bytes, pos: int) -> WorkerDisconnect:
     if segments or head != _HEAD_WORKER_DISCONNECT:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(WorkerDisconnect)
     c = 40
     if b0:
@@ -3111,7 +3162,7 @@ def _decode_worker_disconnect(frame: bytes, pos: int) -> WorkerDisconnect:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3143,9 +3194,12 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
     if segments or head != _HEAD_GOODBYE:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(Goodbye)
     c = 40
     if b0:
@@ -3158,7 +3212,7 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3190,9 +3244,12 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
     end = pos + 8 + (words << 3)
-    if end > len(frame):
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
         raise NotCanonical  # truncated
-    m = frame if end == len(frame) and not pos else frame[pos:end]
     obj = _new(SchedulerStatus)
     obj.time_us = u0
     obj.cpu = u1
@@ -3360,7 +3417,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         raise NotCanonical
     else:
         obj.workers = []
-    if c != len(m):
+    if c != end - pos:
         raise NotCanonical
     obj.raw = m
     return obj

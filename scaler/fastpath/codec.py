@@ -35,7 +35,16 @@ TRAVERSAL_SLACK_WORDS = 64
 _MESSAGE_COUNT = len(MESSAGE_TYPES)
 _WHICH_AT = 16 + ROOT_DISCRIMINANT_BYTE  # low byte of the union discriminant: segment table, root pointer, then it
 # The fast paths let struct, len() and b"".join reject bad values; what failed is worked out only then.
-_ENCODE_FAILURES = (NotCanonical, struct.error, TypeError, ValueError, AttributeError, OverflowError, BufferError)
+_ENCODE_FAILURES = (
+    NotCanonical,
+    KeyError,  # not a message (ENCODERS has no such class)
+    struct.error,
+    TypeError,
+    ValueError,
+    AttributeError,
+    OverflowError,
+    BufferError,
+)
 # What makes a fast reader hand a message to the general one.
 _UNUSUAL = (NotCanonical, IndexError, struct.error, UnicodeDecodeError)
 # What a bug-free general reader could still raise on a hostile frame that slipped past an explicit check.
@@ -44,12 +53,9 @@ _DECODE_FAILURES = (struct.error, IndexError, UnicodeDecodeError, OverflowError,
 
 def encode(msg: Any) -> bytes:
     """Encode one message (an instance of a class in MESSAGE_TYPES) as a single-segment Cap'n Proto message."""
-    encoder = ENCODERS.get(msg.__class__)
-    if encoder is None:
-        raise TypeError(f"not a protocol message: {type(msg).__name__}")
     parts: list[bytes] = []
     try:
-        size = encoder(msg, parts)
+        size = ENCODERS[msg.__class__](msg, parts)
         data = b"".join(parts)
     except _ENCODE_FAILURES:
         return _encode_carefully(msg)
@@ -68,7 +74,7 @@ def encode_many(msgs: Iterable[Any]) -> bytes:
         for msg in msgs:
             size += ENCODERS[msg.__class__](msg, parts)
         data = b"".join(parts)
-    except (KeyError, *_ENCODE_FAILURES):
+    except _ENCODE_FAILURES:
         return b"".join([encode(msg) for msg in msgs])  # raises on the first message that cannot be encoded
     if len(data) != size:
         return b"".join([encode(msg) for msg in msgs])
@@ -77,6 +83,8 @@ def encode_many(msgs: Iterable[Any]) -> bytes:
 
 def _encode_carefully(msg: Any) -> bytes:
     """After the fast encoder failed: name the field at fault, or encode values of unusual types (a tuple...)."""
+    if msg.__class__ not in ENCODERS:
+        raise TypeError(f"not a protocol message: {type(msg).__name__}")
     name = type(msg).__name__
     problem = find_invalid_field(msg, FIELDS, name)
     if problem is not None:
@@ -100,8 +108,17 @@ def decode_frame(frame: bytes) -> list[Any]:
     """
     if frame.__class__ is not bytes:
         frame = _as_bytes(frame)
-    messages = []
-    pos = 0
+    try:
+        msg = FAST_READERS[frame[_WHICH_AT]](frame, 0)
+    except _UNUSUAL:
+        return _decode_from(frame, [], 0)
+    if msg.raw is frame:  # the frame holds one message, the common case
+        return [msg]
+    return _decode_from(frame, [msg], len(msg.raw))
+
+
+def _decode_from(frame: bytes, messages: list[Any], pos: int) -> list[Any]:
+    """Decode the messages from ``pos`` on, adding them to ``messages``."""
     size = len(frame)
     while pos < size:
         try:

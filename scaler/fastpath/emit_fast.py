@@ -23,8 +23,18 @@ from __future__ import annotations
 from typing import Optional
 
 from scaler.fastpath.emit_general import Emitter, bool_bits_expression, emit_data_fields, func_name
-from scaler.fastpath.schema import POINTER_KINDS, Schema, StructModel, data_units, message_prefix, upper_snake_case
+from scaler.fastpath.schema import (
+    POINTER_KINDS,
+    FieldModel,
+    Schema,
+    StructModel,
+    data_units,
+    message_prefix,
+    upper_snake_case,
+)
 from scaler.fastpath.wire import BLOB_THRESHOLD
+
+Models = dict[str, StructModel]  # every struct of the schema by name
 
 
 def header_bytes(schema: Schema) -> int:
@@ -48,11 +58,11 @@ def element_words(model: StructModel) -> int:
     return model.data_words + model.pointer_count
 
 
-def pointer_fields(model: StructModel) -> list:
+def pointer_fields(model: StructModel) -> list[FieldModel]:
     return [f for f in model.fields if f.kind in POINTER_KINDS]
 
 
-def may_hold_blobs(model: StructModel, by_name: dict[str, StructModel]) -> bool:
+def may_hold_blobs(model: StructModel, by_name: Models) -> bool:
     for f in model.fields:
         if f.kind in ("data", "data_list"):
             return True
@@ -103,7 +113,7 @@ class Position:
 # Fast readers
 
 
-def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: dict[str, StructModel]) -> None:
+def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: Models) -> None:
     name = upper_snake_case(model.name)
     units = data_units(model)
     unit_names = [f"u{index}" for index in range(len(units))]
@@ -115,15 +125,18 @@ def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: 
     out(f"if segments or head != _HEAD_{name}:", 1)
     out("raise NotCanonical", 2)
     out("end = pos + 8 + (words << 3)", 1)
-    out("if end > len(frame):", 1)
+    out("if end == len(frame) and not pos:", 1)
+    out("m = frame", 2)
+    out("elif end <= len(frame):", 1)
+    out("m = frame[pos:end]", 2)
+    out("else:", 1)
     out("raise NotCanonical  # truncated", 2)
-    out("m = frame if end == len(frame) and not pos else frame[pos:end]", 1)
     out(f"obj = _new({model.name})", 1)
     emit_data_fields(out, units, unit_names, "obj", 1)
     end = header_bytes(schema) + element_words(model) * 8
     fields = pointer_fields(model)
     if not fields:
-        out(f"if len(m) != {end}:", 1)
+        out(f"if end - pos != {end}:", 1)
         out("raise NotCanonical", 2)
     else:
         out(f"c = {end}", 1)
@@ -137,7 +150,7 @@ def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: 
         if blobs:
             out("if blobs is not None:", 1)
             out("c = end_of_blobs(blobs, c)", 2)
-        out("if c != len(m):", 1)
+        out("if c != end - pos:", 1)
         out("raise NotCanonical", 2)
     out("obj.raw = m", 1)
     out("return obj", 1)
@@ -145,7 +158,7 @@ def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: 
 
 
 def emit_read_pointer(
-    out: Emitter, f, a: str, b: str, at: Position, target: str, depth: int, indent: int, by_name: dict
+    out: Emitter, f: FieldModel, a: str, b: str, at: Position, target: str, depth: int, indent: int, by_name: Models
 ) -> None:
     """Read the field whose pointer words are ``a``, ``b`` (at ``at``) and store it with ``target.format(value)``."""
     kind = f.kind
@@ -198,7 +211,15 @@ def emit_read_data(out: Emitter, a: str, b: str, at: Position, target: str, inde
 
 
 def emit_read_struct_list(
-    out: Emitter, element: StructModel, a: str, b: str, at: Position, target: str, depth: int, indent: int, by_name
+    out: Emitter,
+    element: StructModel,
+    a: str,
+    b: str,
+    at: Position,
+    target: str,
+    depth: int,
+    indent: int,
+    by_name: Models,
 ) -> None:
     words = element_words(element)
     if not words:
@@ -240,7 +261,7 @@ def emit_read_struct_list(
 # Encoders
 
 
-def emit_encoder(out: Emitter, schema: Schema, model: StructModel, by_name: dict[str, StructModel]) -> None:
+def emit_encoder(out: Emitter, schema: Schema, model: StructModel, by_name: Models) -> None:
     """The encoder of a message: appends the message's parts to a list and returns its size in bytes."""
     name = upper_snake_case(model.name)
     end = header_bytes(schema) + element_words(model) * 8
@@ -271,7 +292,7 @@ def emit_encoder(out: Emitter, schema: Schema, model: StructModel, by_name: dict
 
 
 def emit_write_pointers(
-    out: Emitter, model: StructModel, pointers: Position, src: str, depth: int, indent: int, by_name: dict
+    out: Emitter, model: StructModel, pointers: Position, src: str, depth: int, indent: int, by_name: Models
 ) -> None:
     """Lay out every pointer field of ``src`` at the cursor, leaving each field's pointer words in locals."""
     suffix = f"{depth}_" if depth else ""
@@ -409,7 +430,7 @@ def emit_write_data_list(out: Emitter, a: str, b: str, at: Position, src: str, d
 
 
 def emit_write_struct_list(
-    out: Emitter, element: StructModel, a: str, b: str, at: Position, src: str, depth: int, indent: int, by_name
+    out: Emitter, element: StructModel, a: str, b: str, at: Position, src: str, depth: int, indent: int, by_name: Models
 ) -> None:
     """The tag and element bodies are packed as the elements' children are laid out, then joined into their slot."""
     words = element_words(element)
