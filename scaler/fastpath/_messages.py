@@ -1715,7 +1715,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     c = 64
     if b0:
         n = b0 >> 3
-        if a0 != c - 54 >> 1 or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if not (a0 + a0 == c - 54) or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.name = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -1725,7 +1725,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         obj.name = ""
     if b1:
         n = b1 >> 3
-        if a1 != c - 62 >> 1 or b1 & 7 != 2 or not n or m[c + n - 1]:
+        if not (a1 + a1 == c - 62) or b1 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.hostname = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -1804,7 +1804,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
     c = 56
     if b0:
         n = b0 >> 3
-        if a0 != c - 54 >> 1 or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if not (a0 + a0 == c - 54) or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.reason = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -1964,7 +1964,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     blobs = None
     if b0:
         n = b0 >> 3
-        if a0 == c - 46 >> 1 and b0 & 7 == 2:
+        if a0 + a0 == c - 46 and b0 & 7 == 2:
             obj.task_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
@@ -1979,7 +1979,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         obj.task_id = b""
     if b1:
         n = b1 >> 3
-        if a1 == c - 54 >> 1 and b1 & 7 == 2:
+        if a1 + a1 == c - 54 and b1 & 7 == 2:
             obj.function_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
@@ -1993,7 +1993,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     else:
         obj.function_id = b""
     if b2:
-        if a2 != c - 62 >> 1 or b2 & 7 != 7:
+        if not (a2 + a2 == c - 62) or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 131073 or (t >> 2) * 3 != b2 >> 3:
@@ -2001,13 +2001,13 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         e1 = c + 8
         c = e1 + (b2 >> 3 << 3)
         items1 = []
-        for _ in range(t >> 2):
+        for e1 in range(e1, c, 24):
             u1_0, a1_0, b1_0, a1_1, b1_1 = _CANON_ARGUMENT.unpack_from(m, e1)
             el1 = _new(Argument)
             el1.kind = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if a1_0 != c - e1 - 14 >> 1 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -2017,7 +2017,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
                 el1.name = ""
             if b1_1:
                 n = b1_1 >> 3
-                if a1_1 == c - e1 - 22 >> 1 and b1_1 & 7 == 2:
+                if a1_1 + a1_1 == c - e1 - 22 and b1_1 & 7 == 2:
                     el1.data = m[c : c + n]
                     c += n + 7 & -8
                 elif n >= 1024 and b1_1 & 7 == 2 and a1_1 & 3 == 1:
@@ -2031,23 +2031,22 @@ def _decode_task(frame: bytes, pos: int) -> Task:
             else:
                 el1.data = b""
             items1.append(el1)
-            e1 += 24
         obj.args = items1
     elif a2:
         raise NotCanonical
     else:
         obj.args = []
     if b3:
-        if a3 != c - 70 >> 1 or b3 & 7 != 6:
+        if not (a3 + a3 == c - 70) or b3 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b3 >> 3 << 3
         items1 = []
-        for _ in range(b3 >> 3):
+        for at1 in range(at1, c, 8):
             x1, y1 = _POINTER.unpack_from(m, at1)
             if y1:
                 n = y1 >> 3
-                if x1 == c - at1 - 6 >> 1 and y1 & 7 == 2:
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
                     items1.append(m[c : c + n])
                     c += n + 7 & -8
                 elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
@@ -2060,7 +2059,6 @@ def _decode_task(frame: bytes, pos: int) -> Task:
                 raise NotCanonical
             else:
                 items1.append(b"")
-            at1 += 8
         obj.dependencies = items1
     elif a3:
         raise NotCanonical
@@ -2068,7 +2066,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         obj.dependencies = []
     if b4:
         n = b4 >> 3
-        if a4 == c - 78 >> 1 and b4 & 7 == 2:
+        if a4 + a4 == c - 78 and b4 & 7 == 2:
             obj.parent_task_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
@@ -2083,7 +2081,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         obj.parent_task_id = b""
     if b5:
         n = b5 >> 3
-        if a5 == c - 86 >> 1 and b5 & 7 == 2:
+        if a5 + a5 == c - 86 and b5 & 7 == 2:
             obj.serializer_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
@@ -2118,7 +2116,7 @@ def _encode_task(msg: Task, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a0 = c - 46 >> 1
-            b0 = n << 3 | 2
+            b0 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2134,7 +2132,7 @@ def _encode_task(msg: Task, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a1 = c - 54 >> 1
-            b1 = n << 3 | 2
+            b1 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2151,7 +2149,7 @@ def _encode_task(msg: Task, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a2 = c - 62 >> 1
-        b2 = count1 * 3 << 3 | 7
+        b2 = count1 * 24 + 7
         slot1 = len(parts)
         parts.append(b"")
         bodies1 = [_POINTER_BITS.pack(count1 << 2, 131073)]
@@ -2178,7 +2176,7 @@ def _encode_task(msg: Task, parts: list) -> int:
                 n = len(v)
                 if n < 1024:
                     a1_1 = c - e1 - 22 >> 1
-                    b1_1 = n << 3 | 2
+                    b1_1 = n * 8 + 2
                     parts.append(v)
                     parts.append(PADDING[n & 7])
                     c += n + 7 & -8
@@ -2200,7 +2198,7 @@ def _encode_task(msg: Task, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a3 = c - 70 >> 1
-        b3 = count1 << 3 | 6
+        b3 = count1 * 8 + 6
         slot1 = len(parts)
         parts.append(b"")
         words1 = []
@@ -2211,7 +2209,7 @@ def _encode_task(msg: Task, parts: list) -> int:
             if not n:
                 words1.append(NULL_POINTER)
             elif n < 1024:
-                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n << 3 | 2))
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
                 parts.append(v)
                 parts.append(PADDING[n & 7])
                 c += n + 7 & -8
@@ -2227,7 +2225,7 @@ def _encode_task(msg: Task, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a4 = c - 78 >> 1
-            b4 = n << 3 | 2
+            b4 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2243,7 +2241,7 @@ def _encode_task(msg: Task, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a5 = c - 86 >> 1
-            b5 = n << 3 | 2
+            b5 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2281,7 +2279,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
     blobs = None
     if b0:
         n = b0 >> 3
-        if a0 == c - 70 >> 1 and b0 & 7 == 2:
+        if a0 + a0 == c - 70 and b0 & 7 == 2:
             obj.task_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
@@ -2296,7 +2294,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.task_id = b""
     if b1:
         n = b1 >> 3
-        if a1 == c - 78 >> 1 and b1 & 7 == 2:
+        if a1 + a1 == c - 78 and b1 & 7 == 2:
             obj.payload = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
@@ -2311,7 +2309,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.payload = b""
     if b2:
         n = b2 >> 3
-        if a2 != c - 86 >> 1 or b2 & 7 != 2 or not n or m[c + n - 1]:
+        if not (a2 + a2 == c - 86) or b2 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.error_text = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2339,7 +2337,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a0 = c - 70 >> 1
-            b0 = n << 3 | 2
+            b0 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2355,7 +2353,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a1 = c - 78 >> 1
-            b1 = n << 3 | 2
+            b1 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2415,16 +2413,16 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
     c = 40
     blobs = None
     if b0:
-        if a0 != c - 38 >> 1 or b0 & 7 != 6:
+        if not (a0 + a0 == c - 38) or b0 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b0 >> 3 << 3
         items1 = []
-        for _ in range(b0 >> 3):
+        for at1 in range(at1, c, 8):
             x1, y1 = _POINTER.unpack_from(m, at1)
             if y1:
                 n = y1 >> 3
-                if x1 == c - at1 - 6 >> 1 and y1 & 7 == 2:
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
                     items1.append(m[c : c + n])
                     c += n + 7 & -8
                 elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
@@ -2437,7 +2435,6 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
                 raise NotCanonical
             else:
                 items1.append(b"")
-            at1 += 8
         obj.task_ids = items1
     elif a0:
         raise NotCanonical
@@ -2462,7 +2459,7 @@ def _encode_task_cancel(msg: TaskCancel, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a0 = c - 38 >> 1
-        b0 = count1 << 3 | 6
+        b0 = count1 * 8 + 6
         slot1 = len(parts)
         parts.append(b"")
         words1 = []
@@ -2473,7 +2470,7 @@ def _encode_task_cancel(msg: TaskCancel, parts: list) -> int:
             if not n:
                 words1.append(NULL_POINTER)
             elif n < 1024:
-                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n << 3 | 2))
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
                 parts.append(v)
                 parts.append(PADDING[n & 7])
                 c += n + 7 & -8
@@ -2510,7 +2507,7 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
     blobs = None
     if b0:
         n = b0 >> 3
-        if a0 == c - 62 >> 1 and b0 & 7 == 2:
+        if a0 + a0 == c - 62 and b0 & 7 == 2:
             obj.object_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
@@ -2525,7 +2522,7 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
         obj.object_id = b""
     if b1:
         n = b1 >> 3
-        if a1 != c - 70 >> 1 or b1 & 7 != 2 or not n or m[c + n - 1]:
+        if not (a1 + a1 == c - 70) or b1 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.name = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2535,7 +2532,7 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
         obj.name = ""
     if b2:
         n = b2 >> 3
-        if a2 == c - 78 >> 1 and b2 & 7 == 2:
+        if a2 + a2 == c - 78 and b2 & 7 == 2:
             obj.payload = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b2 & 7 == 2 and a2 & 3 == 1:
@@ -2566,7 +2563,7 @@ def _encode_object_put(msg: ObjectPut, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a0 = c - 62 >> 1
-            b0 = n << 3 | 2
+            b0 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2595,7 +2592,7 @@ def _encode_object_put(msg: ObjectPut, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a2 = c - 78 >> 1
-            b2 = n << 3 | 2
+            b2 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2641,16 +2638,16 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     c = 40
     blobs = None
     if b0:
-        if a0 != c - 38 >> 1 or b0 & 7 != 6:
+        if not (a0 + a0 == c - 38) or b0 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b0 >> 3 << 3
         items1 = []
-        for _ in range(b0 >> 3):
+        for at1 in range(at1, c, 8):
             x1, y1 = _POINTER.unpack_from(m, at1)
             if y1:
                 n = y1 >> 3
-                if x1 == c - at1 - 6 >> 1 and y1 & 7 == 2:
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
                     items1.append(m[c : c + n])
                     c += n + 7 & -8
                 elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
@@ -2663,7 +2660,6 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
                 raise NotCanonical
             else:
                 items1.append(b"")
-            at1 += 8
         obj.object_ids = items1
     elif a0:
         raise NotCanonical
@@ -2688,7 +2684,7 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a0 = c - 38 >> 1
-        b0 = count1 << 3 | 6
+        b0 = count1 * 8 + 6
         slot1 = len(parts)
         parts.append(b"")
         words1 = []
@@ -2699,7 +2695,7 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
             if not n:
                 words1.append(NULL_POINTER)
             elif n < 1024:
-                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n << 3 | 2))
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
                 parts.append(v)
                 parts.append(PADDING[n & 7])
                 c += n + 7 & -8
@@ -2737,7 +2733,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
     blobs = None
     if b0:
         n = b0 >> 3
-        if a0 == c - 62 >> 1 and b0 & 7 == 2:
+        if a0 + a0 == c - 62 and b0 & 7 == 2:
             obj.object_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
@@ -2752,7 +2748,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
         obj.object_id = b""
     if b1:
         n = b1 >> 3
-        if a1 != c - 70 >> 1 or b1 & 7 != 2 or not n or m[c + n - 1]:
+        if not (a1 + a1 == c - 70) or b1 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.name = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2762,7 +2758,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
         obj.name = ""
     if b2:
         n = b2 >> 3
-        if a2 == c - 78 >> 1 and b2 & 7 == 2:
+        if a2 + a2 == c - 78 and b2 & 7 == 2:
             obj.payload = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b2 & 7 == 2 and a2 & 3 == 1:
@@ -2795,7 +2791,7 @@ def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a0 = c - 62 >> 1
-            b0 = n << 3 | 2
+            b0 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2824,7 +2820,7 @@ def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
         n = len(v)
         if n < 1024:
             a2 = c - 78 >> 1
-            b2 = n << 3 | 2
+            b2 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
@@ -2871,16 +2867,16 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
     c = 40
     blobs = None
     if b0:
-        if a0 != c - 38 >> 1 or b0 & 7 != 6:
+        if not (a0 + a0 == c - 38) or b0 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b0 >> 3 << 3
         items1 = []
-        for _ in range(b0 >> 3):
+        for at1 in range(at1, c, 8):
             x1, y1 = _POINTER.unpack_from(m, at1)
             if y1:
                 n = y1 >> 3
-                if x1 == c - at1 - 6 >> 1 and y1 & 7 == 2:
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
                     items1.append(m[c : c + n])
                     c += n + 7 & -8
                 elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
@@ -2893,7 +2889,6 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
                 raise NotCanonical
             else:
                 items1.append(b"")
-            at1 += 8
         obj.object_ids = items1
     elif a0:
         raise NotCanonical
@@ -2918,7 +2913,7 @@ def _encode_object_delete(msg: ObjectDelete, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a0 = c - 38 >> 1
-        b0 = count1 << 3 | 6
+        b0 = count1 * 8 + 6
         slot1 = len(parts)
         parts.append(b"")
         words1 = []
@@ -2929,7 +2924,7 @@ def _encode_object_delete(msg: ObjectDelete, parts: list) -> int:
             if not n:
                 words1.append(NULL_POINTER)
             elif n < 1024:
-                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n << 3 | 2))
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
                 parts.append(v)
                 parts.append(PADDING[n & 7])
                 c += n + 7 & -8
@@ -2985,16 +2980,16 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
     c = 40
     blobs = None
     if b0:
-        if a0 != c - 38 >> 1 or b0 & 7 != 6:
+        if not (a0 + a0 == c - 38) or b0 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b0 >> 3 << 3
         items1 = []
-        for _ in range(b0 >> 3):
+        for at1 in range(at1, c, 8):
             x1, y1 = _POINTER.unpack_from(m, at1)
             if y1:
                 n = y1 >> 3
-                if x1 == c - at1 - 6 >> 1 and y1 & 7 == 2:
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
                     items1.append(m[c : c + n])
                     c += n + 7 & -8
                 elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
@@ -3007,7 +3002,6 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
                 raise NotCanonical
             else:
                 items1.append(b"")
-            at1 += 8
         obj.task_ids = items1
     elif a0:
         raise NotCanonical
@@ -3032,7 +3026,7 @@ def _encode_balance_response(msg: BalanceResponse, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a0 = c - 38 >> 1
-        b0 = count1 << 3 | 6
+        b0 = count1 * 8 + 6
         slot1 = len(parts)
         parts.append(b"")
         words1 = []
@@ -3043,7 +3037,7 @@ def _encode_balance_response(msg: BalanceResponse, parts: list) -> int:
             if not n:
                 words1.append(NULL_POINTER)
             elif n < 1024:
-                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n << 3 | 2))
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
                 parts.append(v)
                 parts.append(PADDING[n & 7])
                 c += n + 7 & -8
@@ -3102,7 +3096,7 @@ def _decode_disconnect_reply(frame: bytes, pos: int) -> DisconnectReply:
     c = 48
     if b0:
         n = b0 >> 3
-        if a0 != c - 46 >> 1 or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if not (a0 + a0 == c - 46) or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.reason = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -3154,7 +3148,7 @@ def _decode_worker_disconnect(frame: bytes, pos: int) -> WorkerDisconnect:
     c = 40
     if b0:
         n = b0 >> 3
-        if a0 != c - 38 >> 1 or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if not (a0 + a0 == c - 38) or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.reason = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -3204,7 +3198,7 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
     c = 40
     if b0:
         n = b0 >> 3
-        if a0 != c - 38 >> 1 or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if not (a0 + a0 == c - 38) or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.reason = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -3259,7 +3253,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.completed_tasks = u5
     c = 112
     if b0:
-        if a0 != c - 78 >> 1 or b0 & 7 != 7:
+        if not (a0 + a0 == c - 78) or b0 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
@@ -3267,13 +3261,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b0 >> 3 << 3)
         items1 = []
-        for _ in range(t >> 2):
+        for e1 in range(e1, c, 16):
             u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
             el1 = _new(Counter)
             el1.value = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if a1_0 != c - e1 - 14 >> 1 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3282,14 +3276,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             else:
                 el1.name = ""
             items1.append(el1)
-            e1 += 16
         obj.task_states = items1
     elif a0:
         raise NotCanonical
     else:
         obj.task_states = []
     if b1:
-        if a1 != c - 86 >> 1 or b1 & 7 != 7:
+        if not (a1 + a1 == c - 86) or b1 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b1 >> 3:
@@ -3297,13 +3290,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b1 >> 3 << 3)
         items1 = []
-        for _ in range(t >> 2):
+        for e1 in range(e1, c, 16):
             u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
             el1 = _new(Counter)
             el1.value = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if a1_0 != c - e1 - 14 >> 1 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3312,14 +3305,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             else:
                 el1.name = ""
             items1.append(el1)
-            e1 += 16
         obj.sent = items1
     elif a1:
         raise NotCanonical
     else:
         obj.sent = []
     if b2:
-        if a2 != c - 94 >> 1 or b2 & 7 != 7:
+        if not (a2 + a2 == c - 94) or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -3327,13 +3319,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b2 >> 3 << 3)
         items1 = []
-        for _ in range(t >> 2):
+        for e1 in range(e1, c, 16):
             u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
             el1 = _new(Counter)
             el1.value = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if a1_0 != c - e1 - 14 >> 1 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3342,14 +3334,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             else:
                 el1.name = ""
             items1.append(el1)
-            e1 += 16
         obj.received = items1
     elif a2:
         raise NotCanonical
     else:
         obj.received = []
     if b3:
-        if a3 != c - 102 >> 1 or b3 & 7 != 7:
+        if not (a3 + a3 == c - 102) or b3 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b3 >> 3:
@@ -3357,13 +3348,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b3 >> 3 << 3)
         items1 = []
-        for _ in range(t >> 2):
+        for e1 in range(e1, c, 16):
             u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
             el1 = _new(Counter)
             el1.value = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if a1_0 != c - e1 - 14 >> 1 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3372,14 +3363,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             else:
                 el1.name = ""
             items1.append(el1)
-            e1 += 16
         obj.function_tasks = items1
     elif a3:
         raise NotCanonical
     else:
         obj.function_tasks = []
     if b4:
-        if a4 != c - 110 >> 1 or b4 & 7 != 7:
+        if not (a4 + a4 == c - 110) or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65543 or (t >> 2) * 8 != b4 >> 3:
@@ -3387,7 +3377,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b4 >> 3 << 3)
         items1 = []
-        for _ in range(t >> 2):
+        for e1 in range(e1, c, 64):
             u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, a1_0, b1_0 = _CANON_WORKER_STATUS.unpack_from(m, e1)
             el1 = _new(WorkerStatus)
             el1.agent_cpu = u1_0
@@ -3402,7 +3392,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             el1.processed = u1_9
             if b1_0:
                 n = b1_0 >> 3
-                if a1_0 != c - e1 - 62 >> 1 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if not (a1_0 + a1_0 == c - e1 - 62) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3411,7 +3401,6 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             else:
                 el1.name = ""
             items1.append(el1)
-            e1 += 64
         obj.workers = items1
     elif a4:
         raise NotCanonical
@@ -3433,7 +3422,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a0 = c - 78 >> 1
-        b0 = count1 * 2 << 3 | 7
+        b0 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
         bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
@@ -3466,7 +3455,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a1 = c - 86 >> 1
-        b1 = count1 * 2 << 3 | 7
+        b1 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
         bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
@@ -3499,7 +3488,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a2 = c - 94 >> 1
-        b2 = count1 * 2 << 3 | 7
+        b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
         bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
@@ -3532,7 +3521,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a3 = c - 102 >> 1
-        b3 = count1 * 2 << 3 | 7
+        b3 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
         bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
@@ -3565,7 +3554,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a4 = c - 110 >> 1
-        b4 = count1 * 8 << 3 | 7
+        b4 = count1 * 64 + 7
         slot1 = len(parts)
         parts.append(b"")
         bodies1 = [_POINTER_BITS.pack(count1 << 2, 65543)]

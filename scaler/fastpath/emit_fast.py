@@ -108,6 +108,14 @@ class Position:
         var = f" - {self.var}" if self.var else ""
         return f"c{var} - {self.const + 6} >> 1"
 
+    def points_at_cursor(self, low: str) -> str:
+        """Condition: the pointer low word ``low`` here points at the cursor (cursor_offset() == low, doubled).
+
+        Additions and comparisons of small ints have specialized bytecodes in CPython 3.11; shifts do not.
+        """
+        var = f" - {self.var}" if self.var else ""
+        return f"{low} + {low} == c{var} - {self.const + 6}"
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Fast readers
@@ -167,18 +175,18 @@ def emit_read_pointer(
         emit_read_data(out, a, b, at, target, indent + 1)
     elif kind == "text":
         out(f"n = {b} >> 3", indent + 1)
-        out(f"if {a} != {at.cursor_offset()} or {b} & 7 != 2 or not n or m[c + n - 1]:", indent + 1)
+        out(f"if not ({at.points_at_cursor(a)}) or {b} & 7 != 2 or not n or m[c + n - 1]:", indent + 1)
         out("raise NotCanonical", indent + 2)
         out(target.format("m[c : c + n - 1].decode()"), indent + 1)
         out("c += n + 7 & -8", indent + 1)
     elif kind == "data_list":
         at_var, items, x, y = f"at{depth}", f"items{depth}", f"x{depth}", f"y{depth}"
-        out(f"if {a} != {at.cursor_offset()} or {b} & 7 != 6:", indent + 1)
+        out(f"if not ({at.points_at_cursor(a)}) or {b} & 7 != 6:", indent + 1)
         out("raise NotCanonical", indent + 2)
         out(f"{at_var} = c", indent + 1)
         out(f"c += {b} >> 3 << 3", indent + 1)
         out(f"{items} = []", indent + 1)
-        out(f"for _ in range({b} >> 3):", indent + 1)
+        out(f"for {at_var} in range({at_var}, c, 8):", indent + 1)
         out(f"{x}, {y} = _POINTER.unpack_from(m, {at_var})", indent + 2)
         out(f"if {y}:", indent + 2)
         emit_read_data(out, x, y, Position(at_var, 0), items + ".append({})", indent + 3)
@@ -186,7 +194,6 @@ def emit_read_pointer(
         out("raise NotCanonical", indent + 3)
         out("else:", indent + 2)
         out(f'{items}.append(b"")', indent + 3)
-        out(f"{at_var} += 8", indent + 2)
         out(target.format(items), indent + 1)
     else:
         emit_read_struct_list(out, by_name[f.type_name], a, b, at, target, depth, indent + 1, by_name)
@@ -199,7 +206,7 @@ def emit_read_pointer(
 def emit_read_data(out: Emitter, a: str, b: str, at: Position, target: str, indent: int) -> None:
     """A non-null Data pointer: at the cursor, or a big Data placed after everything else (checked at the end)."""
     out(f"n = {b} >> 3", indent)
-    out(f"if {a} == {at.cursor_offset()} and {b} & 7 == 2:", indent)
+    out(f"if {at.points_at_cursor(a)} and {b} & 7 == 2:", indent)
     out(target.format("m[c : c + n]"), indent + 1)
     out("c += n + 7 & -8", indent + 1)
     out(f"elif n >= {BLOB_THRESHOLD} and {b} & 7 == 2 and {a} & 3 == 1:", indent)
@@ -231,7 +238,7 @@ def emit_read_struct_list(
     pointer_names = [(f"a{depth}_{index}", f"b{depth}_{index}") for index in range(element.pointer_count)]
     targets = [*unit_names, *(name for pair in pointer_names for name in pair)]
     tag_high = element.data_words | element.pointer_count << 16
-    out(f"if {a} != {at.cursor_offset()} or {b} & 7 != 7:", indent)
+    out(f"if not ({at.points_at_cursor(a)}) or {b} & 7 != 7:", indent)
     out("raise NotCanonical", indent + 1)
     out("t, u = _POINTER_BITS.unpack_from(m, c)", indent)
     out(f"if t & 3 or u != {tag_high} or (t >> 2) * {words} != {b} >> 3:", indent)
@@ -240,7 +247,7 @@ def emit_read_struct_list(
     out(f"c = {e} + ({b} >> 3 << 3)", indent)
     out(f"{items} = []", indent)
     # unpack_from per element rather than iter_unpack: a little slower on CPython, many times faster on PyPy
-    out("for _ in range(t >> 2):", indent)
+    out(f"for {e} in range({e}, c, {words * 8}):", indent)
     if targets:
         loop_targets = ", ".join(targets) + ("," if len(targets) == 1 else "")
         out(f"{loop_targets} = _CANON_{upper_snake_case(element.name)}.unpack_from(m, {e})", indent + 1)
@@ -253,7 +260,6 @@ def emit_read_struct_list(
             out, f, pa, pb, pointers.plus(8 * f.offset), el + "." + f.attr + " = {}", depth + 1, indent + 1, by_name
         )
     out(f"{items}.append({el})", indent + 1)
-    out(f"{e} += {words * 8}", indent + 1)
     out(target.format(items), indent)
 
 
@@ -359,7 +365,7 @@ def emit_write_data_field(out: Emitter, a: str, b: str, at: Position, value: str
     out("n = len(v)", indent + 1)
     out(f"if n < {BLOB_THRESHOLD}:", indent + 1)
     out(f"{a} = {at.cursor_offset()}", indent + 2)
-    out(f"{b} = n << 3 | 2", indent + 2)
+    out(f"{b} = n * 8 + 2", indent + 2)
     emit_append_data(out, indent + 2)
     out("else:", indent + 1)
     out(f"{a} = {b} = 0", indent + 2)
@@ -411,7 +417,7 @@ def emit_list_end(out: Emitter, a: str, b: str, depth: int, words: str, indent: 
 
 def emit_write_data_list(out: Emitter, a: str, b: str, at: Position, src: str, depth: int, indent: int) -> None:
     at_var, words, count = f"at{depth}", f"words{depth}", f"count{depth}"
-    emit_list_start(out, a, b, at, src, depth, f"{count} << 3 | 6", indent)
+    emit_list_start(out, a, b, at, src, depth, f"{count} * 8 + 6", indent)
     out(f"{words} = []", indent + 1)
     out(f"{at_var} = c", indent + 1)
     out(f"c += {count} << 3", indent + 1)
@@ -420,7 +426,7 @@ def emit_write_data_list(out: Emitter, a: str, b: str, at: Position, src: str, d
     out("if not n:", indent + 2)
     out(f"{words}.append(NULL_POINTER)", indent + 3)
     out(f"elif n < {BLOB_THRESHOLD}:", indent + 2)
-    out(f"{words}.append(_POINTER.pack({Position(at_var, 0).cursor_offset()}, n << 3 | 2))", indent + 3)
+    out(f"{words}.append(_POINTER.pack({Position(at_var, 0).cursor_offset()}, n * 8 + 2))", indent + 3)
     emit_append_data(out, indent + 3)
     out("else:", indent + 2)
     out(f"{words}.append(NULL_POINTER)", indent + 3)
@@ -436,7 +442,7 @@ def emit_write_struct_list(
     words = element_words(element)
     e, el, bodies, count = f"e{depth}", f"el{depth}", f"bodies{depth}", f"count{depth}"
     tag_high = element.data_words | element.pointer_count << 16
-    emit_list_start(out, a, b, at, src, depth, f"{count} * {words} << 3 | 7", indent)
+    emit_list_start(out, a, b, at, src, depth, f"{count} * {words * 8} + 7", indent)
     out(f"{bodies} = [_POINTER_BITS.pack({count} << 2, {tag_high})]", indent + 1)
     out(f"{e} = c + 8", indent + 1)
     out(f"c = {e} + {count} * {words * 8}", indent + 1)
