@@ -1715,7 +1715,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     c = 64
     if b0:
         n = b0 >> 3
-        if not (a0 + a0 == c - 54) or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if a0 + a0 != c - 54 or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.name = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -1725,7 +1725,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         obj.name = ""
     if b1:
         n = b1 >> 3
-        if not (a1 + a1 == c - 62) or b1 & 7 != 2 or not n or m[c + n - 1]:
+        if a1 + a1 != c - 62 or b1 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.hostname = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -1804,7 +1804,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
     c = 56
     if b0:
         n = b0 >> 3
-        if not (a0 + a0 == c - 54) or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if a0 + a0 != c - 54 or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.reason = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -1993,7 +1993,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     else:
         obj.function_id = b""
     if b2:
-        if not (a2 + a2 == c - 62) or b2 & 7 != 7:
+        if a2 + a2 != c - 62 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 131073 or (t >> 2) * 3 != b2 >> 3:
@@ -2007,7 +2007,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
             el1.kind = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -2037,7 +2037,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     else:
         obj.args = []
     if b3:
-        if not (a3 + a3 == c - 70) or b3 & 7 != 6:
+        if a3 + a3 != c - 70 or b3 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b3 >> 3 << 3
@@ -2309,7 +2309,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.payload = b""
     if b2:
         n = b2 >> 3
-        if not (a2 + a2 == c - 86) or b2 & 7 != 2 or not n or m[c + n - 1]:
+        if a2 + a2 != c - 86 or b2 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.error_text = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2413,7 +2413,7 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
     c = 40
     blobs = None
     if b0:
-        if not (a0 + a0 == c - 38) or b0 & 7 != 6:
+        if a0 + a0 != c - 38 or b0 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b0 >> 3 << 3
@@ -2522,7 +2522,7 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
         obj.object_id = b""
     if b1:
         n = b1 >> 3
-        if not (a1 + a1 == c - 70) or b1 & 7 != 2 or not n or m[c + n - 1]:
+        if a1 + a1 != c - 70 or b1 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.name = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2638,7 +2638,7 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     c = 40
     blobs = None
     if b0:
-        if not (a0 + a0 == c - 38) or b0 & 7 != 6:
+        if a0 + a0 != c - 38 or b0 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b0 >> 3 << 3
@@ -2748,7 +2748,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
         obj.object_id = b""
     if b1:
         n = b1 >> 3
-        if not (a1 + a1 == c - 70) or b1 & 7 != 2 or not n or m[c + n - 1]:
+        if a1 + a1 != c - 70 or b1 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.name = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2867,7 +2867,7 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
     c = 40
     blobs = None
     if b0:
-        if not (a0 + a0 == c - 38) or b0 & 7 != 6:
+        if a0 + a0 != c - 38 or b0 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b0 >> 3 << 3
@@ -2980,7 +2980,7 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
     c = 40
     blobs = None
     if b0:
-        if not (a0 + a0 == c - 38) or b0 & 7 != 6:
+        if a0 + a0 != c - 38 or b0 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b0 >> 3 << 3
@@ -3096,7 +3096,7 @@ def _decode_disconnect_reply(frame: bytes, pos: int) -> DisconnectReply:
     c = 48
     if b0:
         n = b0 >> 3
-        if not (a0 + a0 == c - 46) or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if a0 + a0 != c - 46 or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.reason = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -3148,7 +3148,7 @@ def _decode_worker_disconnect(frame: bytes, pos: int) -> WorkerDisconnect:
     c = 40
     if b0:
         n = b0 >> 3
-        if not (a0 + a0 == c - 38) or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if a0 + a0 != c - 38 or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.reason = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -3198,7 +3198,7 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
     c = 40
     if b0:
         n = b0 >> 3
-        if not (a0 + a0 == c - 38) or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if a0 + a0 != c - 38 or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.reason = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -3253,7 +3253,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.completed_tasks = u5
     c = 112
     if b0:
-        if not (a0 + a0 == c - 78) or b0 & 7 != 7:
+        if a0 + a0 != c - 78 or b0 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
@@ -3267,7 +3267,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             el1.value = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3282,7 +3282,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.task_states = []
     if b1:
-        if not (a1 + a1 == c - 86) or b1 & 7 != 7:
+        if a1 + a1 != c - 86 or b1 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b1 >> 3:
@@ -3296,7 +3296,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             el1.value = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3311,7 +3311,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.sent = []
     if b2:
-        if not (a2 + a2 == c - 94) or b2 & 7 != 7:
+        if a2 + a2 != c - 94 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -3325,7 +3325,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             el1.value = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3340,7 +3340,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.received = []
     if b3:
-        if not (a3 + a3 == c - 102) or b3 & 7 != 7:
+        if a3 + a3 != c - 102 or b3 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b3 >> 3:
@@ -3354,7 +3354,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             el1.value = u1_0
             if b1_0:
                 n = b1_0 >> 3
-                if not (a1_0 + a1_0 == c - e1 - 14) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3369,7 +3369,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.function_tasks = []
     if b4:
-        if not (a4 + a4 == c - 110) or b4 & 7 != 7:
+        if a4 + a4 != c - 110 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65543 or (t >> 2) * 8 != b4 >> 3:
@@ -3392,7 +3392,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             el1.processed = u1_9
             if b1_0:
                 n = b1_0 >> 3
-                if not (a1_0 + a1_0 == c - e1 - 62) or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if a1_0 + a1_0 != c - e1 - 62 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8

@@ -108,13 +108,14 @@ class Position:
         var = f" - {self.var}" if self.var else ""
         return f"c{var} - {self.const + 6} >> 1"
 
-    def points_at_cursor(self, low: str) -> str:
-        """Condition: the pointer low word ``low`` here points at the cursor (cursor_offset() == low, doubled).
+    def points_at_cursor(self, low: str, holds: bool = True) -> str:
+        """Condition: the pointer low word ``low`` here points (or, ``holds`` false, does not) at the cursor.
 
-        Additions and comparisons of small ints have specialized bytecodes in CPython 3.11; shifts do not.
+        That is cursor_offset() == low, both sides doubled: additions and comparisons of small ints have specialized
+        bytecodes in CPython 3.11, shifts do not.
         """
         var = f" - {self.var}" if self.var else ""
-        return f"{low} + {low} == c{var} - {self.const + 6}"
+        return f"{low} + {low} {'==' if holds else '!='} c{var} - {self.const + 6}"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -175,13 +176,13 @@ def emit_read_pointer(
         emit_read_data(out, a, b, at, target, indent + 1)
     elif kind == "text":
         out(f"n = {b} >> 3", indent + 1)
-        out(f"if not ({at.points_at_cursor(a)}) or {b} & 7 != 2 or not n or m[c + n - 1]:", indent + 1)
+        out(f"if {at.points_at_cursor(a, False)} or {b} & 7 != 2 or not n or m[c + n - 1]:", indent + 1)
         out("raise NotCanonical", indent + 2)
         out(target.format("m[c : c + n - 1].decode()"), indent + 1)
         out("c += n + 7 & -8", indent + 1)
     elif kind == "data_list":
         at_var, items, x, y = f"at{depth}", f"items{depth}", f"x{depth}", f"y{depth}"
-        out(f"if not ({at.points_at_cursor(a)}) or {b} & 7 != 6:", indent + 1)
+        out(f"if {at.points_at_cursor(a, False)} or {b} & 7 != 6:", indent + 1)
         out("raise NotCanonical", indent + 2)
         out(f"{at_var} = c", indent + 1)
         out(f"c += {b} >> 3 << 3", indent + 1)
@@ -238,7 +239,7 @@ def emit_read_struct_list(
     pointer_names = [(f"a{depth}_{index}", f"b{depth}_{index}") for index in range(element.pointer_count)]
     targets = [*unit_names, *(name for pair in pointer_names for name in pair)]
     tag_high = element.data_words | element.pointer_count << 16
-    out(f"if not ({at.points_at_cursor(a)}) or {b} & 7 != 7:", indent)
+    out(f"if {at.points_at_cursor(a, False)} or {b} & 7 != 7:", indent)
     out("raise NotCanonical", indent + 1)
     out("t, u = _POINTER_BITS.unpack_from(m, c)", indent)
     out(f"if t & 3 or u != {tag_high} or (t >> 2) * {words} != {b} >> 3:", indent)
