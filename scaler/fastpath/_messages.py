@@ -1131,6 +1131,7 @@ class WorkerStatus:
         "lag_us",
         "flags",
         "processed",
+        "previous_registrations",
     )
 
     name: str
@@ -1144,6 +1145,7 @@ class WorkerStatus:
     lag_us: int
     flags: int
     processed: int
+    previous_registrations: int
 
     def __init__(
         self,
@@ -1159,6 +1161,7 @@ class WorkerStatus:
         lag_us: int = 0,
         flags: int = 0,
         processed: int = 0,
+        previous_registrations: int = 0,
     ) -> None:
         self.name = name
         self.agent_cpu = agent_cpu
@@ -1171,6 +1174,7 @@ class WorkerStatus:
         self.lag_us = lag_us
         self.flags = flags
         self.processed = processed
+        self.previous_registrations = previous_registrations
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not WorkerStatus:
@@ -1187,6 +1191,7 @@ class WorkerStatus:
             and self.lag_us == other.lag_us
             and self.flags == other.flags
             and self.processed == other.processed
+            and self.previous_registrations == other.previous_registrations
         )
 
     def __repr__(self) -> str:
@@ -1203,6 +1208,7 @@ class WorkerStatus:
             + ", lag_us=" + short_repr(self.lag_us)
             + ", flags=" + short_repr(self.flags)
             + ", processed=" + short_repr(self.processed)
+            + ", previous_registrations=" + short_repr(self.previous_registrations)
             + ")"
         )
 
@@ -1222,6 +1228,7 @@ class SchedulerStatus:
         "clients",
         "malformed",
         "completed_tasks",
+        "registered_again",
         "raw",
     )
     WHICH = 18
@@ -1237,6 +1244,7 @@ class SchedulerStatus:
     clients: int
     malformed: int
     completed_tasks: int
+    registered_again: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1253,6 +1261,7 @@ class SchedulerStatus:
         clients: int = 0,
         malformed: int = 0,
         completed_tasks: int = 0,
+        registered_again: int = 0,
     ) -> None:
         self.time_us = time_us
         self.cpu = cpu
@@ -1265,6 +1274,7 @@ class SchedulerStatus:
         self.clients = clients
         self.malformed = malformed
         self.completed_tasks = completed_tasks
+        self.registered_again = registered_again
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1282,6 +1292,7 @@ class SchedulerStatus:
             and self.clients == other.clients
             and self.malformed == other.malformed
             and self.completed_tasks == other.completed_tasks
+            and self.registered_again == other.registered_again
         )
 
     def __repr__(self) -> str:
@@ -1298,6 +1309,7 @@ class SchedulerStatus:
             + ", clients=" + short_repr(self.clients)
             + ", malformed=" + short_repr(self.malformed)
             + ", completed_tasks=" + short_repr(self.completed_tasks)
+            + ", registered_again=" + short_repr(self.registered_again)
             + ")"
         )
 
@@ -1316,11 +1328,11 @@ _DATA_CLIENT_DISCONNECT = struct.Struct("<B")
 _DATA_DISCONNECT_REPLY = struct.Struct("<B")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
-_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQ")
-_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQ")
+_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQI")
+_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQ")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
-_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQiI")
+_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQIxxxxiI")
 _HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000200")
 _MESSAGE_HELLO = struct.Struct("<II24sIHxxIIIxxxxiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000002000100")
@@ -1357,8 +1369,8 @@ _HEAD_WORKER_DISCONNECT = bytes.fromhex("000000000100010010000000000000000000000
 _MESSAGE_WORKER_DISCONNECT = struct.Struct("<II24siI")
 _HEAD_GOODBYE = bytes.fromhex("000000000100010011000000000000000000000001000100")
 _MESSAGE_GOODBYE = struct.Struct("<II24sBxxxxxxxiI")
-_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000005000500")
-_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQiIiIiIiIiI")
+_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000006000500")
+_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQiIiIiIiIiI")
 
 
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
@@ -1656,8 +1668,8 @@ def _read_list_counter(r: Reader, lo: int, hi: int, at: int) -> list[Counter]:
 def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> WorkerStatus:
     buf = r.buf
     obj = _new(WorkerStatus)
-    if dn >= 56:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = _DATA_WORKER_STATUS.unpack_from(buf, d)
+    if dn >= 60:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10 = _DATA_WORKER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_f.unpack_from(buf, d)[0] if dn >= 4 else 0.0
         u1 = _UNIT_f.unpack_from(buf, d + 4)[0] if dn >= 8 else 0.0
@@ -1669,6 +1681,7 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
         u7 = buf[d + 36] if dn >= 37 else 0
         u8 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
         u9 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
+        u10 = _UNIT_I.unpack_from(buf, d + 56)[0] if dn >= 60 else 0
     obj.agent_cpu = u0
     obj.cpu = u1
     obj.agent_rss = u2
@@ -1679,6 +1692,7 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.flags = u7
     obj.lag_us = u8
     obj.processed = u9
+    obj.previous_registrations = u10
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     return obj
 
@@ -1697,8 +1711,8 @@ def _read_list_worker_status(r: Reader, lo: int, hi: int, at: int) -> list[Worke
 def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> SchedulerStatus:
     buf = r.buf
     obj = _new(SchedulerStatus)
-    if dn >= 40:
-        u0, u1, u2, u3, u4, u5 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
+    if dn >= 48:
+        u0, u1, u2, u3, u4, u5, u6 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -1706,12 +1720,14 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u3 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
         u4 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
         u5 = _UNIT_Q.unpack_from(buf, d + 32)[0] if dn >= 40 else 0
+        u6 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
     obj.time_us = u0
     obj.cpu = u1
     obj.clients = u2
     obj.rss = u3
     obj.malformed = u4
     obj.completed_tasks = u5
+    obj.registered_again = u6
     obj.task_states = _read_list_counter(r, lo, hi, p) if pn > 0 else []
     obj.sent = _read_list_counter(r, lo, hi, p + 8) if pn > 1 else []
     obj.received = _read_list_counter(r, lo, hi, p + 16) if pn > 2 else []
@@ -3267,7 +3283,7 @@ def _encode_goodbye(msg: Goodbye, parts: list) -> int:
 
 
 def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
-    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -3284,9 +3300,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.rss = u3
     obj.malformed = u4
     obj.completed_tasks = u5
-    c = 112
+    obj.registered_again = u6
+    c = 120
     if b0:
-        if a0 + a0 != c - 78 or b0 & 7 != 7:
+        if a0 + a0 != c - 86 or b0 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
@@ -3315,7 +3332,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.task_states = []
     if b1:
-        if a1 + a1 != c - 86 or b1 & 7 != 7:
+        if a1 + a1 != c - 94 or b1 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b1 >> 3:
@@ -3344,7 +3361,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.sent = []
     if b2:
-        if a2 + a2 != c - 94 or b2 & 7 != 7:
+        if a2 + a2 != c - 102 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -3373,7 +3390,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.received = []
     if b3:
-        if a3 + a3 != c - 102 or b3 & 7 != 7:
+        if a3 + a3 != c - 110 or b3 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b3 >> 3:
@@ -3402,16 +3419,16 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.function_tasks = []
     if b4:
-        if a4 + a4 != c - 110 or b4 & 7 != 7:
+        if a4 + a4 != c - 118 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
-        if t & 3 or u != 65543 or (t >> 2) * 8 != b4 >> 3:
+        if t & 3 or u != 65544 or (t >> 2) * 9 != b4 >> 3:
             raise NotCanonical
         e1 = c + 8
         c = e1 + (b4 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 64):
-            u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, a1_0, b1_0 = _CANON_WORKER_STATUS.unpack_from(m, e1)
+        for e1 in range(e1, c, 72):
+            u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, a1_0, b1_0 = _CANON_WORKER_STATUS.unpack_from(m, e1)
             el1 = _new(WorkerStatus)
             el1.agent_cpu = u1_0
             el1.cpu = u1_1
@@ -3423,9 +3440,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             el1.flags = u1_7
             el1.lag_us = u1_8
             el1.processed = u1_9
+            el1.previous_registrations = u1_10
             if b1_0:
                 n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 62 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                     raise NotCanonical
                 el1.name = m[c : c + n - 1].decode()
                 c += n + 7 & -8
@@ -3448,13 +3466,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
 def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     base = len(parts)
     parts.append(b"")
-    c = 112
+    c = 120
     items1 = msg.task_states
     if items1.__class__ is not list:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a0 = c - 78 >> 1
+        a0 = c - 86 >> 1
         b0 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3487,7 +3505,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a1 = c - 86 >> 1
+        a1 = c - 94 >> 1
         b1 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3520,7 +3538,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 94 >> 1
+        a2 = c - 102 >> 1
         b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3553,7 +3571,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a3 = c - 102 >> 1
+        a3 = c - 110 >> 1
         b3 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3586,13 +3604,13 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a4 = c - 110 >> 1
-        b4 = count1 * 64 + 7
+        a4 = c - 118 >> 1
+        b4 = count1 * 72 + 7
         slot1 = len(parts)
         parts.append(b"")
-        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65543)]
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65544)]
         e1 = c + 8
-        c = e1 + count1 * 64
+        c = e1 + count1 * 72
         for el1 in items1:
             if el1.__class__ is not WorkerStatus:
                 raise NotCanonical
@@ -3602,7 +3620,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
             if v:
                 v = v.encode()
                 n = len(v)
-                a1_0 = c - e1 - 62 >> 1
+                a1_0 = c - e1 - 70 >> 1
                 b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
                 parts.append(v)
                 parts.append(TEXT_END[n & 7])
@@ -3620,10 +3638,11 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 el1.flags,
                 el1.lag_us,
                 el1.processed,
+                el1.previous_registrations,
                 a1_0,
                 b1_0,
             ))
-            e1 += 64
+            e1 += 72
         parts[slot1] = b"".join(bodies1)
     else:
         a4 = b4 = 0
@@ -3637,6 +3656,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         msg.rss,
         msg.malformed,
         msg.completed_tasks,
+        msg.registered_again,
         a0,
         b0,
         a1,
@@ -3822,20 +3842,21 @@ def _fill_worker_status(buf: bytearray, blobs: Blobs, start: int, obj: WorkerSta
         obj.flags,
         obj.lag_us,
         obj.processed,
+        obj.previous_registrations,
     )
-    write_text(buf, start + 56, obj.name)
+    write_text(buf, start + 64, obj.name)
 
 
 def _write_list_worker_status(buf: bytearray, blobs: Blobs, at: int, items: list[WorkerStatus]) -> None:
     if items.__class__ is not list:
         items = as_list(items)
     if items:
-        pos = begin_struct_list(buf, at, len(items), 7, 1)
+        pos = begin_struct_list(buf, at, len(items), 8, 1)
         for item in items:
             if item.__class__ is not WorkerStatus:
                 raise TypeError("expected WorkerStatus, got " + type(item).__name__)
             _fill_worker_status(buf, blobs, pos, item)
-            pos += 64
+            pos += 72
 
 
 def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: SchedulerStatus) -> None:
@@ -3848,12 +3869,13 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
         obj.rss,
         obj.malformed,
         obj.completed_tasks,
+        obj.registered_again,
     )
-    _write_list_counter(buf, blobs, start + 40, obj.task_states)
-    _write_list_counter(buf, blobs, start + 48, obj.sent)
-    _write_list_counter(buf, blobs, start + 56, obj.received)
-    _write_list_counter(buf, blobs, start + 64, obj.function_tasks)
-    _write_list_worker_status(buf, blobs, start + 72, obj.workers)
+    _write_list_counter(buf, blobs, start + 48, obj.task_states)
+    _write_list_counter(buf, blobs, start + 56, obj.sent)
+    _write_list_counter(buf, blobs, start + 64, obj.received)
+    _write_list_counter(buf, blobs, start + 72, obj.function_tasks)
+    _write_list_worker_status(buf, blobs, start + 80, obj.workers)
 
 
 _PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000200") + bytes(40)
@@ -4036,7 +4058,7 @@ def _build_goodbye(msg: Goodbye, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000005000500") + bytes(80)
+_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000006000500") + bytes(88)
 
 
 def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
@@ -4287,6 +4309,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("lag_us", "lagUs", "uint64", None),
         FieldInfo("flags", "flags", "uint8", None),
         FieldInfo("processed", "processed", "uint64", None),
+        FieldInfo("previous_registrations", "previousRegistrations", "uint32", None),
     ),
     SchedulerStatus: (
         FieldInfo("time_us", "timeUs", "uint64", None),
@@ -4300,5 +4323,6 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("clients", "clients", "uint32", None),
         FieldInfo("malformed", "malformed", "uint64", None),
         FieldInfo("completed_tasks", "completedTasks", "uint64", None),
+        FieldInfo("registered_again", "registeredAgain", "uint64", None),
     ),
 }

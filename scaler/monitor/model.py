@@ -41,6 +41,14 @@ def format_lag(microseconds: int) -> str:
     return f"{milliseconds / 1000:.1f}s"
 
 
+REGISTERED_AGAIN_MARK = "~"  # before the name of a worker that registered again after a lost scheduler
+
+
+def worker_label(worker: WorkerStatus) -> str:
+    """The worker's name, marked if it survived a lost scheduler (a restart) and registered again."""
+    return REGISTERED_AGAIN_MARK + worker.name if worker.previous_registrations else worker.name
+
+
 def format_flags(flags: int) -> str:
     """The ITL column: 1 where the bit is set, e.g. 110 for an initialized processor with a queued task."""
     return "".join("1" if flags & bit else "0" for bit in _FLAG_BITS)
@@ -77,6 +85,8 @@ def status_sections(status: SchedulerStatus, tasks_per_second: Optional[float]) 
     ]
     if status.malformed:
         scheduler.append(("malformed", format_count(status.malformed)))
+    if status.registered_again:  # peers that survived a lost scheduler (a restart) and registered with this one
+        scheduler.append(("re-registered", format_count(status.registered_again)))
     return [
         Section("scheduler", scheduler),
         Section("task_manager", _counter_rows(status.task_states)),
@@ -95,7 +105,7 @@ class WorkerColumn(NamedTuple):
 
 
 WORKER_COLUMNS: Tuple[WorkerColumn, ...] = (
-    WorkerColumn("n", "worker", 0, lambda w: w.name, lambda w: w.name),
+    WorkerColumn("n", "worker", 0, lambda w: w.name, worker_label),
     WorkerColumn("C", "agt_cpu", 7, lambda w: w.agent_cpu, lambda w: format_percent(w.agent_cpu)),
     WorkerColumn("M", "agt_rss", 7, lambda w: w.agent_rss, lambda w: format_bytes(w.agent_rss)),
     WorkerColumn("c", "cpu", 6, lambda w: w.cpu, lambda w: format_percent(w.cpu)),

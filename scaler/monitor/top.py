@@ -18,6 +18,7 @@ from scaler.config import SETTINGS
 from scaler.monitor.model import (
     DEFAULT_SORT_KEY,
     ITL_HEADER,
+    REGISTERED_AGAIN_MARK,
     SORT_KEYS,
     WORKER_COLUMNS,
     Section,
@@ -76,7 +77,13 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
     lines.append(Line("-" * width))
     lines += [Line(part) for part in textwrap.wrap(shortcuts_text(), width)]  # whole, on a narrow terminal too
     lines.append(Line(""))
-    lines.append(Line(f"Total {len(status.workers)} worker(s)"))
+    again = sum(1 for worker in status.workers if worker.previous_registrations)
+    lines.append(
+        Line(
+            f"Total {len(status.workers)} worker(s)"
+            + (f", {again} registered again after a lost scheduler ({REGISTERED_AGAIN_MARK})" if again else "")
+        )
+    )
     table_start = len(lines)
     lines += _worker_table(sorted_workers(status.workers, state.sort_key), state.sort_key, width)
     return _fit(lines, width, height, table_start + 1)
@@ -137,7 +144,8 @@ def _worker_table(workers: Sequence[WorkerStatus], sort_key: str, width: int) ->
         for index, column in enumerate(numbers)
     ] + [len(ITL_HEADER)]
     fixed = sum(widths) + len(widths)  # one space before each column, where the header's * goes when sorted
-    longest_name = max([len(worker.name) for worker in workers] + [len(name_column.header) + 1])
+    names = [name_column.text(worker) for worker in workers]
+    longest_name = max([len(name) for name in names] + [len(name_column.header) + 1])
     name_width = max(_MIN_NAME_WIDTH, min(longest_name, width - fixed))
 
     def row(name: str, values: Sequence[str], marked: Optional[int] = None) -> str:
@@ -152,7 +160,7 @@ def _worker_table(workers: Sequence[WorkerStatus], sort_key: str, width: int) ->
     marked = next((index for index, column in enumerate(numbers) if column.key == sort_key), None)
     name_header = ("*" if sort_key == name_column.key else "") + name_column.header
     lines = [Line(row(name_header, headers, marked), "title")]
-    lines += [Line(row(worker.name, values)) for worker, values in zip(workers, cells)]
+    lines += [Line(row(name, values)) for name, values in zip(names, cells)]
     return lines
 
 

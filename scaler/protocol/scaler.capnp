@@ -195,6 +195,7 @@ struct WorkerStatus {
   lagUs @8 :UInt64;
   flags @9 :UInt8;
   processed @10 :UInt64;
+  previousRegistrations @11 :UInt32;  # from its Hello: >0 for a worker that registered again after a lost scheduler
 }
 
 struct SchedulerStatus {
@@ -210,6 +211,7 @@ struct SchedulerStatus {
   clients @8 :UInt32;
   malformed @9 :UInt64;        # frames dropped because they did not decode
   completedTasks @10 :UInt64;  # total finished since start, for rates
+  registeredAgain @11 :UInt64; # clients and workers whose Hello said they had registered before (a lost scheduler)
 }
 
 struct Message {

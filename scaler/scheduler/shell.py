@@ -222,12 +222,14 @@ class SchedulerShell:
                     lag_us=w.lag_us,
                     flags=w.flags,
                     processed=w.processed,
+                    previous_registrations=w.previous_registrations,
                 )
                 for w in core.workers.values()
             ],
             clients=len(core.clients),
             malformed=core.malformed,
             completed_tasks=sum(core.finished_counts),
+            registered_again=core.registered_again,
         )
 
 

@@ -38,6 +38,7 @@ def status(
         clients=fields.pop("clients", 1),
         malformed=fields.pop("malformed", 0),
         completed_tasks=completed_tasks,
+        registered_again=fields.pop("registered_again", 0),
     )
     assert not fields, f"unknown fields {sorted(fields)}"
     (decoded,) = decode_frame(encode(message))

@@ -162,6 +162,17 @@ def test_scheduler_section_shows_the_rate_and_malformed_frames():
     assert "malformed" not in screen()
 
 
+def test_workers_and_clients_that_registered_again_after_a_lost_scheduler_are_marked():
+    survivor = worker("W|host|400|dd", previous_registrations=1, cpu=20.0)
+    text = screen(status=status([*WORKERS, survivor], registered_again=3), width=80)
+    assert re.search(r"re-registered\s+3", text)
+    assert "Total 4 worker(s), 1 registered again after a lost scheduler (~)" in text
+    names = [row.split()[0] for row in table(text)[1:]]
+    assert "~W|host|400|dd" in names and "W|host|100|aa" in names
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "re-registered" not in screen() and "(~)" not in screen()
+
+
 def test_empty_lists_render():
     text = screen(status=status([], task_states=[], sent=[], received=[], function_tasks=counters()))
     assert "Total 0 worker(s)" in text and table(text)[0].split()[0] == "worker"
