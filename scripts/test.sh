@@ -11,7 +11,7 @@ packages=(pypy3 pypy3-venv pypy3-dev tmux chromium)
 packages+=(slurm-wlm munge)  # tests/autoscale run a one-node Slurm cluster on this machine
 apt_install "${packages[@]}"
 
-ensure_cpython_venv .venv ".[test,bench,uvloop,ui,release]"
+ensure_cpython_venv .venv ".[test,bench,uvloop,ui,release,plot]"  # plot: the soak test draws its PNG
 # tests/deploy renders deploy/kubernetes with `kubectl kustomize` (offline); Debian's kubectl is too old for it
 command -v kubectl >/dev/null || echo "== no kubectl on PATH: tests/deploy skips the kustomize renderings"
 

@@ -98,6 +98,7 @@ class Connection:
         self._task_counter = itertools.count()
         self._hello_reply: concurrent.futures.Future = concurrent.futures.Future()
         self._disconnect_reply: Optional[concurrent.futures.Future] = None
+        self._disconnecting: Optional[ClientDisconnect] = None  # sent again to a new scheduler while unanswered
         self._disconnect_lock = threading.Lock()
 
         self._hostname = socket.gethostname()
@@ -221,7 +222,8 @@ class Connection:
             waiter: concurrent.futures.Future = concurrent.futures.Future()
             self._disconnect_reply = waiter
             with self._lock:
-                self._queue_locked(ClientDisconnect(shutdown_cluster=shutdown_cluster))
+                self._disconnecting = ClientDisconnect(shutdown_cluster=shutdown_cluster)
+                self._queue_locked(self._disconnecting)
             try:
                 reply: Optional[DisconnectReply] = waiter.result(timeout_seconds) if timeout_seconds else None
             except concurrent.futures.TimeoutError:
@@ -397,6 +399,8 @@ class Connection:
         items = resubmission(objects, futures)
         items.extend(extra)
         items.extend(message for message in self._outgoing if type(message) in kept)
+        if self._disconnect_reply is not None and self._disconnecting is not None and self._disconnecting not in items:
+            items.append(self._disconnecting)  # it left on the lost connection: the new scheduler answers it
         if not self._outgoing:
             self._io.wake()
         self._outgoing = items

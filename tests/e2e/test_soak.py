@@ -1,0 +1,40 @@
+"""Two minutes of bench/soak.py, as CI runs it: a mixed load with workers killed and added and the scheduler SIGKILLed
+and restarted halfway; every future must resolve once with the right value and no process may grow by more than 10%
+after warm-up. Samples every 5 s instead of 30, so the judgement has enough of them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from tests.processes import ROOT
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def load_soak():
+    spec = importlib.util.spec_from_file_location("soak", os.path.join(ROOT, "bench", "soak.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_two_minutes_of_soak_lose_nothing_and_grow_nothing(tmp_path, capsys) -> None:
+    soak = load_soak()
+    code = soak.main(["--minutes", "2", "--interval", "5", "--churn-seconds", "20", "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    summary = json.loads((tmp_path / "soak.json").read_text())["summary"]
+    assert summary["problems"] == [], output
+    assert summary["futures_resolved"] > 10_000 and summary["futures_cancelled"] > 0
+    events = " ".join(text for _, text in summary["events"])
+    assert "scheduler killed" in events and "a new scheduler started" in events and "worker killed" in events
+    judged = {verdict["process"].split()[0] for verdict in summary["growth"]}
+    assert {"client", "scheduler", "worker", "processor"} <= judged, judged
+    assert code == 0, output
+    assert (tmp_path / "soak.png").exists(), (
+        "no plot: the plot extra (matplotlib) is missing; scripts/test.sh installs it"
+    )
+    assert (tmp_path / "soak.png").stat().st_size > 10_000
