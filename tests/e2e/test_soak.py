@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 
 import pytest
 
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.timeout(600)
 def load_soak():
     spec = importlib.util.spec_from_file_location("soak", os.path.join(ROOT, "bench", "soak.py"))
     module = importlib.util.module_from_spec(spec)
+    sys.modules["soak"] = module  # it ships its own functions to the workers by value, found by module name
     spec.loader.exec_module(module)
     return module
 
