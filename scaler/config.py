@@ -159,6 +159,11 @@ DEFAULT_OBJECT_RETENTION_SECONDS = OBJECT_RETENTION.default
 DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS = GARBAGE_COLLECT_INTERVAL.default
 
 # --- defaults that are not user settings ------------------------------------------------------------------------------
+# warnings that peers cause (malformed frames, refused peers, dying processors): see scaler.rate_limit
+DEFAULT_PEER_WARNINGS_PER_PEER = 5  # logged per peer (or kind of event) and interval; the rest are counted...
+DEFAULT_PEER_WARNINGS_PER_INTERVAL = 50  # ...as are those beyond this many in all...
+DEFAULT_PEER_WARNINGS_INTERVAL_SECONDS = 10.0  # ...and summed up in one line per interval
+
 # worker
 DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS = 5.0  # after SIGTERM, workers get this long to disconnect, then SIGKILL
 DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS = 1.0  # fallback to PR_SET_PDEATHSIG: how often a child checks its parent

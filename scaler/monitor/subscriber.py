@@ -13,6 +13,7 @@ from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import create_subscriber, validate_address
 from scaler.monitor.model import no_status_message
 from scaler.protocol import ProtocolError, SchedulerStatus, decode_frame
+from scaler.rate_limit import LimitedWarnings
 
 logger = logging.getLogger(__name__)
 
@@ -41,11 +42,13 @@ class StatusSubscriber:
         self.ignored = 0  # frames that decoded but held no status: this may not be a monitor address
         self._connected_at = time.monotonic()
         self._received_at: Optional[float] = None
+        self._warnings = LimitedWarnings(logger)
         self._context = zmq.Context()
         self._socket = create_subscriber(self._context, self.address, curve, conflate=True)
 
     def receive(self, wait_seconds: float = 0.0) -> Optional[SchedulerStatus]:
         """Wait up to `wait_seconds` for a status; returns the newest that arrived, or None when none did."""
+        self._warnings.flush(time.monotonic())
         if not self._socket.poll(max(0, int(wait_seconds * 1000))):
             return None
         newest = None
@@ -58,7 +61,9 @@ class StatusSubscriber:
                 messages = decode_frame(frame)
             except ProtocolError as error:
                 self.malformed += 1
-                logger.warning("ignored an undecodable frame from %s: %s", self.address, error)
+                self._warnings.warning(
+                    self.address, time.monotonic(), "ignored an undecodable frame from %s: %s", self.address, error
+                )
                 continue
             statuses = [message for message in messages if isinstance(message, SchedulerStatus)]
             if statuses:

@@ -40,6 +40,7 @@ from scaler.protocol import (
     encode,
     heartbeat_flags,
 )
+from scaler.rate_limit import LimitedWarnings
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
     ASSIGNED,
@@ -84,6 +85,7 @@ class SchedulerCore:
         self.sent_counts = [0] * _N_TYPES
         self.received_counts = [0] * _N_TYPES
         self.malformed = 0
+        self.peer_warnings = LimitedWarnings(logger)  # what peers make us warn about: a few lines, then a summary
         self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
@@ -140,22 +142,29 @@ class SchedulerCore:
         self._assign_ready()
 
     def receive_malformed(self, peer: bytes, reason: str, now: float) -> None:
-        """A frame of `peer` that did not decode: counted, logged once per peer, dropped."""
+        """A frame of `peer` that did not decode: counted, logged (rate limited, see scaler.rate_limit), dropped."""
         self.malformed += 1
         state = self.clients.get(peer) or self.workers.get(peer)
         if state is None:
-            logger.warning("dropped a malformed frame from unregistered peer %r: %s", peer, reason)
+            self.peer_warnings.warning(
+                peer, now, "dropped a malformed frame from unregistered peer %r: %s", peer, reason
+            )
             return
         state.malformed += 1
         if state.malformed == 1:
-            logger.warning(
-                "dropped a malformed frame from %s (further ones counted, not logged): %s", state.name, reason
+            self.peer_warnings.warning(
+                peer,
+                now,
+                "dropped a malformed frame from %s (further ones counted, not logged): %s",
+                state.name,
+                reason,
             )
         if state.malformed >= self.settings.max_malformed_per_peer:
             self._drop_peer(state, f"sent {state.malformed} malformed frames", now)
 
     def tick(self, now: float) -> None:
         """Timers: peers that went silent, and load balancing."""
+        self.peer_warnings.flush(now)
         self._forgive_stall(now)
         worker_deadline = now - self.settings.worker_timeout_seconds
         for worker in [w for w in self.workers.values() if w.last_seen < worker_deadline]:
@@ -217,7 +226,7 @@ class SchedulerCore:
                 f"protocol version {message.protocol_version} is not supported: "
                 f"this scheduler speaks version {PROTOCOL_VERSION}"
             )
-            logger.warning("refused %s (%r): %s", message.name or "a peer", peer, reason)
+            self.peer_warnings.warning(peer, now, "refused %s (%r): %s", message.name or "a peer", peer, reason)
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
             return
         name = message.name or peer.decode("utf-8", "replace")
@@ -347,6 +356,7 @@ class SchedulerCore:
 
     def shutdown(self, reason: str) -> None:
         """Say Goodbye to every peer; the shell flushes the outgoing messages and stops."""
+        self.peer_warnings.flush(self._last_call, force=True)
         for identity in list(self.workers) + list(self.clients):
             self._send_message(identity, Goodbye(reason=reason))
         self.stopping = True
@@ -622,8 +632,12 @@ class SchedulerCore:
             if client is None:
                 return
             if len(client.objects) >= self.settings.max_objects_per_client:
-                logger.warning(
-                    "client %s holds %d objects, the limit: object dropped", client.name, len(client.objects)
+                self.peer_warnings.warning(
+                    owner,
+                    now,
+                    "client %s holds %d objects, the limit: object dropped",
+                    client.name,
+                    len(client.objects),
                 )
                 return
             stored = StoredObject(object_id, owner, message.kind, message.name, message.chunk_count, message.total_size)

@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING, List, Optional
 
 from scaler.config import SETTINGS
+from scaler.logs import setup_logging
 from scaler.settings_spec import MONITOR, HelpFormatter
 
 if TYPE_CHECKING:
@@ -161,7 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="[%(levelname)s]%(asctime)s: %(message)s")
     try:
         from aiohttp import web
     except ImportError:
@@ -179,6 +179,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         app = build_app(args.address, args.status_timeout_seconds, curve, metrics_max_workers)
     except (TypeError, ValueError) as error:
         sys.exit(f"scaler_ui: {error}")
+    setup_logging(("/dev/stderr",), "INFO")  # after the checks above, whose messages are the only output
     url = f"http://{args.host}:{args.port}/"
 
     def announce(*_: object) -> None:
