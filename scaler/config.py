@@ -114,6 +114,25 @@ LOGGING_LEVEL = SETTINGS.declare(
     flags=("--logging-level", "-ll"), choices=LOGGING_LEVELS, used_by=(SCHEDULER, WORKER),
 )  # fmt: skip
 
+# --- TCP keepalive, on every ZeroMQ TCP socket (see README, Failures and recovery) ------------------------------------
+TCP_KEEPALIVE = SETTINGS.declare(
+    "tcp_keepalive", bool, True,
+    "probe idle TCP connections, so that firewalls and NAT do not drop them",
+    flags=("--tcp-keepalive",), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+TCP_KEEPALIVE_IDLE = SETTINGS.declare(
+    "tcp_keepalive_idle_seconds", int, 60, "seconds a connection is idle before the first keepalive probe",
+    flags=("--tcp-keepalive-idle",), check=at_least(1), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+TCP_KEEPALIVE_INTERVAL = SETTINGS.declare(
+    "tcp_keepalive_interval_seconds", int, 10, "seconds between unanswered keepalive probes",
+    flags=("--tcp-keepalive-interval",), check=at_least(1), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+TCP_KEEPALIVE_COUNT = SETTINGS.declare(
+    "tcp_keepalive_count", int, 6, "unanswered keepalive probes after which the connection is closed",
+    flags=("--tcp-keepalive-count",), check=at_least(1), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+
 # --- monitors ---------------------------------------------------------------------------------------------------------
 STATUS_TIMEOUT = SETTINGS.declare(
     "status_timeout_seconds", float, 5.0,

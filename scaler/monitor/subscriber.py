@@ -10,7 +10,7 @@ from typing import Optional
 import zmq
 
 from scaler.io.curve import CurvePeerKeys
-from scaler.io.sockets import create_subscriber, validate_address
+from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_subscriber, validate_address
 from scaler.monitor.model import no_status_message
 from scaler.protocol import ProtocolError, SchedulerStatus, decode_frame
 from scaler.rate_limit import LimitedWarnings
@@ -34,7 +34,13 @@ class StatusSubscriber:
     are dropped by ZeroMQ itself. Rates stay right regardless, since each status carries the scheduler's clock.
     """
 
-    def __init__(self, address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout_seconds: float,
+        curve: Optional[CurvePeerKeys] = None,
+        keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
+    ) -> None:
         self.address = validate_address(address)
         self.timeout_seconds = check_timeout(timeout_seconds)
         self.latest: Optional[SchedulerStatus] = None
@@ -44,7 +50,7 @@ class StatusSubscriber:
         self._received_at: Optional[float] = None
         self._warnings = LimitedWarnings(logger)
         self._context = zmq.Context()
-        self._socket = create_subscriber(self._context, self.address, curve, conflate=True)
+        self._socket = create_subscriber(self._context, self.address, curve, conflate=True, keepalive=keepalive)
 
     def receive(self, wait_seconds: float = 0.0) -> Optional[SchedulerStatus]:
         """Wait up to `wait_seconds` for a status; returns the newest that arrived, or None when none did."""

@@ -19,7 +19,7 @@ import psutil
 import zmq
 
 from scaler.io.ipc_files import BoundIpcFile
-from scaler.io.sockets import create_publisher, create_router, is_loopback
+from scaler.io.sockets import TcpKeepalive, create_publisher, create_router, is_loopback
 from scaler.protocol import (
     MESSAGE_TYPES,
     ClientDisconnect,
@@ -57,8 +57,9 @@ class SchedulerShell:
         self._zap: Optional[ZapHandler] = (
             None if curve is None else ZapHandler(self.context, curve.authorized_keys, warnings)
         )
-        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve)
-        self.monitor = create_publisher(self.context, settings.monitor_address, curve)
+        keepalive = TcpKeepalive.of(settings)
+        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve, keepalive)
+        self.monitor = create_publisher(self.context, settings.monitor_address, curve, keepalive)
         self._ipc_files = [BoundIpcFile.after_bind(self.router), BoundIpcFile.after_bind(self.monitor)]
         router_watch = ConnectionWatch(
             self.router, "scheduler address", curve is not None, warnings, self._goodbyes, settings.max_frame_bytes
