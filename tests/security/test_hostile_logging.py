@@ -37,6 +37,8 @@ GARBAGE_CONNECTIONS = 20
 GARBAGE_FRAMES = 500
 MAP_TASKS = 200
 STOP_SECONDS = 10.0  # SIGTERM to exit, with the output blocked: the log gives up after its own 2 s bound
+# the interpreter of scheduler hosts: as tests/perf_e2e, $SCALER_SCHEDULER_PYTHON or the .venv-pypy of scripts/test.sh
+PYPY = os.environ.get("SCALER_SCHEDULER_PYTHON") or os.path.join(ROOT, ".venv-pypy", "bin", "python")
 
 
 def double(value: int) -> int:
@@ -51,15 +53,15 @@ class UnreadStdout:
     """A CLI run as `python -m MODULE ARGS...` whose stdout is a pipe that nobody reads, optionally full from the
     start; stderr goes to a file, for the test's messages."""
 
-    def __init__(self, module: str, args: List[str], stderr_path: Path, full: bool) -> None:
+    def __init__(
+        self, module: str, args: List[str], stderr_path: Path, full: bool, python: str = sys.executable
+    ) -> None:
         self._read_fd, write_fd = os.pipe()
         if full:
             fill_pipe(write_fd)
         self._stderr_path = stderr_path
         with open(stderr_path, "wb") as stderr:
-            self.popen = subprocess.Popen(
-                [sys.executable, "-m", module, *args], stdout=write_fd, stderr=stderr, cwd=ROOT
-            )
+            self.popen = subprocess.Popen([python, "-m", module, *args], stdout=write_fd, stderr=stderr, cwd=ROOT)
         os.close(write_fd)
 
     def unread_bytes(self) -> int:
@@ -137,11 +139,11 @@ def _wait_until_all_read(monitor: str) -> None:
     wait_for_status(monitor, quiet, timeout=30)
 
 
-def _scheduler(tmp_path: Path, full: bool) -> tuple:
+def _scheduler(tmp_path: Path, full: bool, python: str) -> tuple:
     address = free_tcp_address()
     monitor = tmp_path / "monitor"
     scheduler = UnreadStdout(
-        "scaler.scheduler", [address, "-ma", f"ipc://{monitor}"], tmp_path / "scheduler.stderr", full
+        "scaler.scheduler", [address, "-ma", f"ipc://{monitor}"], tmp_path / "scheduler.stderr", full, python
     )
     # the monitor's ipc file appears once both sockets are bound; the log, which says so, is not readable here
     wait_for(lambda: monitor.exists() or scheduler.popen.poll() is not None, 20, "the scheduler's sockets")
@@ -157,9 +159,15 @@ def _map_succeeds(address: str, timeout: float = 60.0) -> None:
     assert results == [2 * value for value in range(MAP_TASKS)]
 
 
-@pytest.mark.parametrize("full", [False, True], ids=["unread-pipe", "full-pipe"])
-def test_scheduler_with_unread_stdout_serves_after_garbage_and_stops(tmp_path, full) -> None:
-    address, scheduler = _scheduler(tmp_path, full)
+@pytest.mark.parametrize(
+    "full, python",
+    [(False, sys.executable), (True, sys.executable), (False, PYPY)],
+    ids=["unread-pipe", "full-pipe", "unread-pipe-pypy"],
+)
+def test_scheduler_with_unread_stdout_serves_after_garbage_and_stops(tmp_path, full, python) -> None:
+    if not os.path.exists(python):
+        pytest.skip(f"no PyPy environment at {python} (bash scripts/test.sh builds it)")
+    address, scheduler = _scheduler(tmp_path, full, python)
     workers = ScalerProcess("scaler.cluster", ["-n", "1", address], str(tmp_path / "cluster.log"))
     try:
         _send_garbage(address)
@@ -216,7 +224,7 @@ def test_garbage_is_logged_a_few_times_then_summed_up(tmp_path) -> None:
     assert summaries, log
     assert len(warnings) - len(summaries) <= DEFAULT_PEER_WARNINGS_PER_INTERVAL * intervals, log
     dealer_lines = log.count(f"unregistered peer {dealer!r}")
-    assert 1 <= dealer_lines <= DEFAULT_PEER_WARNINGS_PER_PEER * intervals, log
+    assert dealer_lines <= DEFAULT_PEER_WARNINGS_PER_PEER * intervals, log  # 0 if the TCP garbage took them all
     name = re.escape(repr(dealer)[2:-1])
     dealer_suppressed = sum(int(count) for line in summaries for count in re.findall(rf"\b{name}: (\d+)", line))
     assert dealer_lines + dealer_suppressed == GARBAGE_FRAMES, log
