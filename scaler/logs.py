@@ -157,10 +157,9 @@ class _Output:
                 select.select([], [self._fd], [], 1.0)
             except InterruptedError:
                 continue
-            except OSError as error:
-                if error.errno not in (errno.EPIPE, errno.EBADF, errno.ENOSPC, errno.EIO):
-                    raise
-                self._broken = True
+            except OSError as error:  # nowhere to say so: EPIPE (no reader) ends this output, ENOSPC drops the chunk
+                self._broken = error.errno in (errno.EPIPE, errno.EBADF)
+                return
 
     def _open_file(self) -> None:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
