@@ -182,6 +182,7 @@ DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS = GARBAGE_COLLECT_INTERVAL.default
 DEFAULT_PEER_WARNINGS_PER_PEER = 5  # logged per peer (or kind of event) and interval; the rest are counted...
 DEFAULT_PEER_WARNINGS_PER_INTERVAL = 50  # ...as are those beyond this many in all...
 DEFAULT_PEER_WARNINGS_INTERVAL_SECONDS = 10.0  # ...and summed up in one line per interval
+DEFAULT_PEER_EVENTS_PER_INTERVAL = 1000  # lines on peers connecting and leaving, in all (per peer as warnings)
 
 # worker
 DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS = 5.0  # after SIGTERM, workers get this long to disconnect, then SIGKILL

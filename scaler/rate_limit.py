@@ -3,7 +3,7 @@
 `RateLimiter` is sans-IO: the caller passes `now` (any monotonic clock, in seconds), so the scheduler's and the
 worker's cores stay clock-free. Within each interval it allows the first `per_key` events of each key (a peer, or a
 kind of event) and `overall` events in all; the rest are counted, and `summary` sums them up once the interval has
-ended. `LimitedWarnings` puts one in front of a logger. Standard library only: the scheduler imports this on PyPy.
+ended. `LimitedLog` puts one in front of a logger. Standard library only: the scheduler imports this on PyPy.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class RateLimiter:
         self._suppressed += 1
         return False
 
-    def summary(self, now: float, force: bool = False) -> Optional[str]:
+    def summary(self, now: float, force: bool = False, what: str = "warning(s)") -> Optional[str]:
         """Once the interval has ended (at once with `force`), what it suppressed, e.g. "suppressed 495 warning(s) in
         10.0 s (X|host|1: 490, others: 5)" (None if nothing was), and a new interval starts with the next event."""
         if not self._suppressed or (now < self._ends and not force):
@@ -83,7 +83,7 @@ class RateLimiter:
         self._by_key.clear()
         self._suppressed = 0
         self._other = 0
-        return f"suppressed {suppressed} warning(s) in {seconds:.1f} s ({', '.join(named)})"
+        return f"suppressed {suppressed} {what} in {seconds:.1f} s ({', '.join(named)})"
 
 
 def describe(key: Hashable) -> str:
@@ -98,24 +98,33 @@ def describe(key: Hashable) -> str:
     return text if len(text) <= 64 else text[:61] + "..."
 
 
-class LimitedWarnings:
-    """Warnings through a RateLimiter: `warning(key, now, message, *args)` logs or counts; `flush(now)` (from a timer,
-    and with force=True on the way out) logs the summary of an interval that ended."""
+class LimitedLog:
+    """Log lines of one level through a RateLimiter: `log(key, now, message, *args)` logs or counts; `flush(now)` (from
+    a timer, and with force=True on the way out) logs the summary of an interval that ended, at the same level."""
 
-    __slots__ = ("logger", "limiter", "prefix")
+    __slots__ = ("logger", "limiter", "prefix", "level", "what")
 
-    def __init__(self, logger: logging.Logger, limiter: Optional[RateLimiter] = None, prefix: str = "") -> None:
-        """`prefix` starts the summary line ("Worker[0]: "), as it starts the warnings."""
+    def __init__(
+        self,
+        logger: logging.Logger,
+        limiter: Optional[RateLimiter] = None,
+        prefix: str = "",
+        level: int = logging.WARNING,
+        what: str = "warning(s)",
+    ) -> None:
+        """`prefix` starts the summary line ("Worker[0]: "), as it starts the lines; `what` names them in it."""
         self.logger = logger
         self.limiter = limiter if limiter is not None else RateLimiter()
         self.prefix = prefix
+        self.level = level
+        self.what = what
 
-    def warning(self, key: Hashable, now: float, message: str, *args: object) -> None:
+    def log(self, key: Hashable, now: float, message: str, *args: object) -> None:
         self.flush(now)
         if self.limiter.allow(key, now):
-            self.logger.warning(message, *args, stacklevel=2)  # the record names the caller
+            self.logger.log(self.level, message, *args, stacklevel=2)  # the record names the caller
 
     def flush(self, now: float, force: bool = False) -> None:
-        text = self.limiter.summary(now, force)
+        text = self.limiter.summary(now, force, self.what)
         if text is not None:
-            self.logger.warning("%s%s", self.prefix, text)
+            self.logger.log(self.level, "%s%s", self.prefix, text)

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from scaler.rate_limit import LimitedWarnings, RateLimiter, describe
+from scaler.rate_limit import LimitedLog, RateLimiter, describe
 
 
 def test_the_first_few_per_key_then_counted_and_summed_up_when_the_interval_ends() -> None:
@@ -60,13 +60,13 @@ def test_bad_limits_are_refused() -> None:
 
 
 def test_limited_warnings_log_a_few_then_one_summary(caplog) -> None:
-    warnings = LimitedWarnings(logging.getLogger("test.limited"), RateLimiter(2, 10, 10.0), prefix="Worker[0]: ")
+    warnings = LimitedLog(logging.getLogger("test.limited"), RateLimiter(2, 10, 10.0), prefix="Worker[0]: ")
     with caplog.at_level(logging.WARNING, logger="test.limited"):
         for i in range(6):
-            warnings.warning("processor died", 1.0 + i, "processor %d died", i)
+            warnings.log("processor died", 1.0 + i, "processor %d died", i)
         warnings.flush(5.0)
         assert [r.getMessage() for r in caplog.records] == ["processor 0 died", "processor 1 died"]
-        warnings.warning("processor died", 12.0, "processor %d died", 6)  # the next interval: summary first
+        warnings.log("processor died", 12.0, "processor %d died", 6)  # the next interval: summary first
         warnings.flush(30.0, force=True)
     assert [r.getMessage() for r in caplog.records][2:] == [
         "Worker[0]: suppressed 4 warning(s) in 10.0 s (processor died: 4)",

@@ -20,7 +20,7 @@ import zmq
 import zmq.auth
 from zmq.utils import z85
 
-from scaler.rate_limit import LimitedWarnings
+from scaler.rate_limit import LimitedLog
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def answer_zap_request(
     frames: List[bytes],
     authorized_keys: FrozenSet[bytes],
     refusals: Dict[bytes, int],
-    warnings: Optional[LimitedWarnings] = None,
+    warnings: Optional[LimitedLog] = None,
     now: float = 0.0,
 ) -> List[bytes]:
     """The ZAP reply to one request: 200 for a listed CURVE public key, 400 otherwise (the first refusal of a key is
@@ -119,7 +119,7 @@ def answer_zap_request(
         return [_ZAP_VERSION, request_id, b"500", b"malformed ZAP request", b"", b""]
     request_id, domain, address, _identity, mechanism = frames[1:6]
     credentials = frames[6:]
-    warn = logger.warning if warnings is None else functools.partial(warnings.warning, address, now)
+    warn = logger.warning if warnings is None else functools.partial(warnings.log, address, now)
     if mechanism != b"CURVE" or len(credentials) != 1 or len(credentials[0]) != 32:
         reason = f"mechanism {mechanism.decode(errors='replace')} is not accepted: CURVE is required"
         warn("refused a connection from %s: %s", address.decode(errors="replace"), reason)

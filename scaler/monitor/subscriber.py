@@ -13,7 +13,7 @@ from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_subscriber, validate_address
 from scaler.monitor.model import no_status_message
 from scaler.protocol import ProtocolError, SchedulerStatus, decode_frame
-from scaler.rate_limit import LimitedWarnings
+from scaler.rate_limit import LimitedLog
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class StatusSubscriber:
         self.ignored = 0  # frames that decoded but held no status: this may not be a monitor address
         self._connected_at = time.monotonic()
         self._received_at: Optional[float] = None
-        self._warnings = LimitedWarnings(logger)
+        self._warnings = LimitedLog(logger)
         self._context = zmq.Context()
         self._socket = create_subscriber(self._context, self.address, curve, conflate=True, keepalive=keepalive)
 
@@ -67,7 +67,7 @@ class StatusSubscriber:
                 messages = decode_frame(frame)
             except ProtocolError as error:
                 self.malformed += 1
-                self._warnings.warning(
+                self._warnings.log(
                     self.address, time.monotonic(), "ignored an undecodable frame from %s: %s", self.address, error
                 )
                 continue

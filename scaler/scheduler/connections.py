@@ -15,7 +15,7 @@ from typing import Callable, Dict, Optional
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from scaler.rate_limit import LimitedWarnings
+from scaler.rate_limit import LimitedLog
 
 _HANDSHAKE_FAILURES = {
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "the handshake failed",
@@ -36,7 +36,7 @@ class ConnectionWatch:
         socket: zmq.Socket,
         what: str,
         watch_handshakes: bool,
-        warnings: LimitedWarnings,
+        warnings: LimitedLog,
         goodbyes: Optional[Callable[[], int]] = None,
         max_frame_bytes: int = 0,
     ) -> None:
@@ -74,7 +74,7 @@ class ConnectionWatch:
                 continue
             count = self.failures.get(event, 0) + 1
             self.failures[event] = count
-            self._warnings.warning(
+            self._warnings.log(
                 (self._what, event),
                 time.monotonic(),
                 "refused a connection to the %s: %s (%d refusal(s) of this kind so far)",
@@ -89,7 +89,7 @@ class ConnectionWatch:
         if unexplained <= self.unexplained:
             return
         self.unexplained = unexplained
-        self._warnings.warning(
+        self._warnings.log(
             (self._what, "closed"),
             time.monotonic(),
             "a connection to the %s closed without a goodbye (%d so far): a peer died, or ZeroMQ dropped it"

@@ -9,14 +9,14 @@ from typing import Dict, FrozenSet
 import zmq
 
 from scaler.io.curve import ZAP_ENDPOINT, answer_zap_request
-from scaler.rate_limit import LimitedWarnings
+from scaler.rate_limit import LimitedLog
 
 
 class ZapHandler:
     """A REP socket at ZeroMQ's fixed ZAP endpoint. Requests come only when a peer connects, so handling them in the
     event loop costs the routing of tasks nothing."""
 
-    def __init__(self, context: zmq.Context, authorized_keys: FrozenSet[bytes], warnings: LimitedWarnings) -> None:
+    def __init__(self, context: zmq.Context, authorized_keys: FrozenSet[bytes], warnings: LimitedLog) -> None:
         """`warnings`: the scheduler's peer warnings, which rate limit the refusals logged."""
         self._authorized_keys = authorized_keys
         self._warnings = warnings

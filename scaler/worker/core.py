@@ -52,7 +52,7 @@ from scaler.protocol import (
     WorkerHeartbeat,
     heartbeat_flags,
 )
-from scaler.rate_limit import LimitedWarnings
+from scaler.rate_limit import LimitedLog
 from scaler.worker.channel import ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
     Connect,
@@ -128,7 +128,7 @@ class WorkerCore:
         self.last_heard = now
         self.malformed = 0
         # What the scheduler, or the tasks it sends, make us warn about: a few lines per kind, then a summary.
-        self.warnings = LimitedWarnings(logger, prefix=f"{name}: ")
+        self.warnings = LimitedLog(logger, prefix=f"{name}: ")
         self.exit_code: Optional[int] = None
         self._now = now
         self._next_heartbeat = now
@@ -202,7 +202,7 @@ class WorkerCore:
         self.last_heard = now  # the scheduler is there, even if this frame was garbled
         self.malformed += 1
         if self.malformed == 1:
-            self.warnings.warning(
+            self.warnings.log(
                 "malformed frame",
                 now,
                 "%s: dropped a malformed frame from the scheduler (further ones counted): %s",
@@ -253,7 +253,7 @@ class WorkerCore:
         self._remove_processor(processor, kill=False)
         running = processor.running()
         if running is None:
-            self.warnings.warning(
+            self.warnings.log(
                 "processor died",
                 now,
                 "%s: processor %d died with %s between tasks, starting a new one",
@@ -267,7 +267,7 @@ class WorkerCore:
         else:
             self._take_from_pipe(processor, running)
             text = f"processor died with {how} while running task {running.task_id.hex()}"
-            self.warnings.warning("processor died", now, "%s: %s, starting a new processor", self.name, text)
+            self.warnings.log("processor died", now, "%s: %s, starting a new processor", self.name, text)
             self._answer(
                 running, "processor died", TaskStatus.failed, cloudpickle.dumps(ProcessorDiedError(text)), text
             )
@@ -447,7 +447,7 @@ class WorkerCore:
 
     def _on_task(self, message: Task) -> None:
         if message.task_id in self.tasks:
-            self.warnings.warning(
+            self.warnings.log(
                 "task received twice",
                 self._now,
                 "%s: ignored task %s, received twice",
@@ -615,7 +615,7 @@ class WorkerCore:
                 object_id, response.payload, response.chunk_index, response.chunk_count, self._now
             )
         except ValueError as error:
-            self.warnings.warning("bad object chunk", self._now, "%s: dropped a bad object chunk: %s", self.name, error)
+            self.warnings.log("bad object chunk", self._now, "%s: dropped a bad object chunk: %s", self.name, error)
             return
         if complete:
             self._requested.discard(object_id)

@@ -7,11 +7,12 @@ import logging
 import os
 
 from scaler.config import (
+    DEFAULT_PEER_EVENTS_PER_INTERVAL,
     DEFAULT_PEER_WARNINGS_INTERVAL_SECONDS,
     DEFAULT_PEER_WARNINGS_PER_INTERVAL,
     DEFAULT_PEER_WARNINGS_PER_PEER,
 )
-from scaler.protocol import Hello, ObjectPut, Role
+from scaler.protocol import PROTOCOL_VERSION, ClientDisconnect, Hello, ObjectPut, Role
 from tests.scheduler.harness import CLIENT
 from tests.scheduler.harness import Harness as SchedulerHarness
 from tests.worker.core_harness import Harness as WorkerHarness
@@ -50,6 +51,25 @@ def test_scheduler_refusals_and_object_limits_are_rate_limited_per_peer(caplog) 
     assert sum("protocol version 0 is not supported" in line for line in warnings) == DEFAULT_PEER_WARNINGS_PER_PEER
     assert sum("the limit: object dropped" in line for line in warnings) == DEFAULT_PEER_WARNINGS_PER_PEER
     assert warnings[-1].startswith("suppressed 89 warning(s)") and "X|old|peer: 45" in warnings[-1]
+
+
+def test_scheduler_lines_on_peers_coming_and_going_are_bounded_too(caplog) -> None:
+    """Every line while many peers connect once (a cluster starting); a few per peer that loops."""
+    harness = SchedulerHarness()
+    with caplog.at_level(logging.INFO, logger="scaler.scheduler.core"):
+        for index in range(DEFAULT_PEER_EVENTS_PER_INTERVAL):
+            harness.send(f"W|{index}".encode(), Hello(protocol_version=PROTOCOL_VERSION, role=Role.worker, capacity=1))
+    assert sum("connected" in record.getMessage() for record in caplog.records) == DEFAULT_PEER_EVENTS_PER_INTERVAL
+    caplog.clear()
+    harness = SchedulerHarness()
+    hello = Hello(protocol_version=PROTOCOL_VERSION, role=Role.client, name="looping")
+    with caplog.at_level(logging.INFO, logger="scaler.scheduler.core"):
+        for _ in range(100):
+            harness.send(b"C|looping", hello, ClientDisconnect(shutdown_cluster=False))
+        harness.tick(DEFAULT_PEER_WARNINGS_INTERVAL_SECONDS)
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == DEFAULT_PEER_WARNINGS_PER_PEER + 1, lines
+    assert lines[-1] == "suppressed 195 line(s) on peers in 10.0 s (C|looping: 195)"
 
 
 def test_worker_duplicate_tasks_are_rate_limited(caplog) -> None:
