@@ -486,6 +486,8 @@ def load(path: str) -> Run:
     summary = data["summary"]
     run = Run(summary["minutes"], summary["interval_seconds"], 0.0, 0.0, 0.0)
     run.samples = [Sample(**sample) for sample in data["samples"]]
+    for sample in run.samples:  # files written before zombies were skipped: a killed process measured as RSS 0
+        sample.processes = {name: values for name, values in sample.processes.items() if values["rss_mib"] > 0}
     run.events = [tuple(event) for event in summary["events"]]
     return run
 
