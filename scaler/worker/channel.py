@@ -26,9 +26,9 @@ from typing import Any, List, NamedTuple, Optional
 _HEADER = struct.Struct("<Q")
 SMALL_MESSAGE_BYTES = 64 * 1024  # below this, header and body go in one syscall; above, concatenating would copy
 _READ_CHUNK_BYTES = 256 * 1024
-# A finished task's result waits at most this long (checked between tasks) for the results of the tasks after it, so
-# short tasks batch. A task that runs long holds back the unsent results before it until it ends: the agent hands a
-# task ahead of another only when it expects both to be short, so that happens only when a usually short one is not.
+# A finished task's result waits at most about this long for the results of the tasks after it, so short tasks batch:
+# checked between tasks, and by a thread of the processor while a task runs (processor.py), so that a task that runs
+# long never holds back the results of the tasks before it.
 RESULT_DELAY_SECONDS = 0.005
 
 

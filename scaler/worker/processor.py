@@ -144,7 +144,7 @@ def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_
             to_drop.intersection_update(task.task_id for task in pending)
         if next_task is None:
             continue
-        reporter.flush_if_due(len(pending))
+        reporter.before_task(len(pending))
         progress.start(next_task.seq)
         result = runner.run(next_task)
         progress.finish(next_task.seq)
@@ -156,14 +156,23 @@ class _Reporter:
     RESULT_DELAY_SECONDS at most, then leave together. A task about to wait on a future (a nested task's, usually)
     parks its processor: it sends what waits and says so, and the agent takes back the tasks it handed ahead and
     starts them on another processor, so children never wait behind their blocked parent. A lock, because a task's
-    own threads may wait on futures meanwhile."""
+    own threads may wait on futures meanwhile, and the flusher thread sends results that have waited long enough.
 
-    def __init__(self, sock: socket.socket) -> None:
+    The flusher: results held while the next task runs would otherwise wait for its end, however long it runs (a
+    function seen short may not be, this once). So when the processor starts a task with results waiting, a thread
+    sends them once the oldest has waited RESULT_DELAY_SECONDS. It is started on first need only, that is once the
+    agent hands this processor several tasks at once: a processor running long tasks one by one never has a second
+    thread (which would make os.fork() in their code warn, on Python >= 3.12)."""
+
+    def __init__(self, sock: socket.socket, delay_seconds: float = RESULT_DELAY_SECONDS) -> None:
         self._sock = sock
+        self._delay_seconds = delay_seconds
         self._lock = threading.Lock()
         self._results: List[ProcessorResult] = []
         self._dropped: List[bytes] = []
         self._oldest = 0.0  # when the oldest unsent result was added
+        self._armed = False  # the flusher watches the results waiting now
+        self._flusher_wake: Optional[threading.Event] = None  # made with the flusher thread
         self.parked = False
 
     def add(self, result: ProcessorResult) -> None:
@@ -176,15 +185,19 @@ class _Reporter:
         with self._lock:
             self._dropped.append(task_id)
 
-    def flush_if_due(self, pending: int) -> None:
+    def before_task(self, pending: int) -> None:
         """Before the next task: send once half of what we were handed is done (so the agent hands more while we
-        run the rest, and we never idle waiting for it), or once the oldest result has waited long enough."""
+        run the rest, and we never idle waiting for it), or once the oldest result has waited long enough; if
+        results still wait, the flusher sends them should the task outlast the delay."""
         results = len(self._results)
-        if results and (
-            (results >= pending and results >= _MIN_HALF_WAY_REPORT)
-            or time.monotonic() - self._oldest >= RESULT_DELAY_SECONDS
+        if not results:
+            return
+        if (results >= pending and results >= _MIN_HALF_WAY_REPORT) or (
+            time.monotonic() - self._oldest >= self._delay_seconds
         ):
             self.flush()
+        elif not self._armed:
+            self._arm()
 
     def flush(self) -> None:
         with self._lock:
@@ -205,6 +218,37 @@ class _Reporter:
         send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked))
         self._results = []
         self._dropped = []
+        self._armed = False
+
+    def _arm(self) -> None:
+        with self._lock:
+            if not self._results:
+                return  # the flusher sent them meanwhile
+            self._armed = True
+        if self._flusher_wake is None:
+            self._flusher_wake = threading.Event()
+            threading.Thread(target=self._flush_late, name="scaler-result-flusher", daemon=True).start()
+        self._flusher_wake.set()
+
+    def _flush_late(self) -> None:
+        """The flusher thread: once armed, send the waiting results when the oldest has waited long enough, unless
+        the main thread sent them first."""
+        wake = self._flusher_wake
+        while True:
+            wake.wait()
+            wake.clear()
+            while True:
+                with self._lock:
+                    if not self._armed:
+                        break  # sent by the main thread
+                    delay = self._oldest + self._delay_seconds - time.monotonic()
+                    if delay <= 0:
+                        try:
+                            self._send(None)
+                        except OSError:
+                            return  # the agent is gone; the main thread finds out on its own
+                        break
+                time.sleep(delay)
 
 
 def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Optional[List[ProcessorOrders]]:
