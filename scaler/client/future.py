@@ -146,6 +146,8 @@ class ScalerFuture(concurrent.futures.Future):
         return self._callback_list
 
     def result(self, timeout: Optional[float] = None) -> Any:
+        if self._state == FINISHED and self._exception is None:
+            return self._result  # settled: set_result wrote the value before the state (under the GIL, in order)
         self._before_blocking()
         with _LOCK:
             self._wait_until_done(timeout)
