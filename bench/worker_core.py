@@ -106,9 +106,9 @@ def run_once(frames: List[bytes], tasks: int) -> dict:
             start = time.perf_counter()
             results = []
             for task in handed:
-                progress.start(task.seq)
+                progress.start(task[0])
                 results.append(runner.run(task))
-                progress.finish(task.seq)
+                progress.finish(task[0])
             seconds["p:run"] += time.perf_counter() - start
             start = time.perf_counter()
             report = encode_message(ProcessorReport(results, [], None))

@@ -20,13 +20,13 @@ from scaler.client.future import FINISHED, FailureLatch, ScalerFuture
 from scaler.client.graph import GraphPlan, plan_graph
 from scaler.client.graph_encoding import submit_plan
 from scaler.client.ledger import ObjectNeed
-from scaler.client.objects import Encoded, ObjectReference, object_puts
+from scaler.client.objects import ObjectReference, object_puts
 from scaler.client.tasks import TaskFactory
 from scaler.config import DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
 from scaler.errors import DisconnectedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
 from scaler.io.sockets import validate_address
-from scaler.protocol import ObjectKind
+from scaler.protocol import Encoded, ObjectKind
 from scaler.serializer import DefaultSerializer, SerializerLike
 
 if TYPE_CHECKING:

@@ -3,9 +3,9 @@ connection alive.
 
 ZeroMQ sockets are not thread safe, so user threads never touch the DEALER: they append to the connection's queue
 and, when it was empty, call wake(), which writes a byte to a socket pair polled together with the DEALER. The loop
-packs the queue into frames of DEFAULT_TASKS_PER_FRAME messages (items already encoded travel as frames of their
-own; Encoded ones are batched like messages), drains incoming frames without blocking and hands each decoded message
-to its handler.
+packs the queue into frames of DEFAULT_TASKS_PER_FRAME messages (Encoded ones among them; plain bytes, already
+encoded, travel as frames of their own), drains incoming frames without blocking and hands each decoded message to its
+handler.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from scaler.client.objects import Encoded, Outgoing
+from scaler.client.objects import Outgoing
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
 from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import create_dealer
@@ -187,19 +187,14 @@ class IOThread:
             send(self._encode_batch(batch))
 
     def _encode_batch(self, batch: List[Any]) -> bytes:
-        messages = [item for item in batch if item.__class__ is not Encoded]
-        if not messages:
-            return b"".join(batch)  # the common case: calls, encoded by the threads that made them
         try:
-            if len(messages) == len(batch):
-                return encode_many(batch)
-            return b"".join([item if item.__class__ is Encoded else encode(item) for item in batch])
+            return encode_many(batch)
         except Exception:
             # Only a bug can make our own messages fail to encode: drop the bad ones and send the rest.
             parts = []
             for message in batch:
                 try:
-                    parts.append(message if message.__class__ is Encoded else encode(message))
+                    parts.append(encode(message))
                 except Exception as error:
                     logger.exception("dropped a message that does not encode: %r", message)
                     self._on_encode_failure(message, error)

@@ -7,17 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any, List, Union
 
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_OBJECT_CHUNK_BYTES
-from scaler.protocol import ObjectPut, encode
+from scaler.protocol import Encoded, ObjectPut, encode
 
-
-class Encoded(bytes):
-    """One message already encoded (a call's Task, see tasks.py): batched with its neighbours like a message."""
-
-    __slots__ = ()
-
-
-# An item of the client's outgoing queue: a message or an Encoded one, batched with its neighbours into one frame, or
-# plain bytes already encoded, sent as a frame of their own (large objects, graphs that must arrive in one frame).
+# An item of the client's outgoing queue: a message or an Encoded one (a call's Task, see calls.py), batched with its
+# neighbours into one frame, or plain bytes already encoded, sent as a frame of their own (large objects, graphs that
+# must arrive in one frame).
 Outgoing = Union[Any, Encoded, bytes]
 
 CONTENT_ID_BYTES = 16

@@ -52,7 +52,7 @@ class ProcessorTask(NamedTuple):
 
 
 class ProcessorOrders(NamedTuple):
-    tasks: List[ProcessorTask]  # the agent's are plain tuples of the same shape, cheaper to pickle
+    tasks: List[ProcessorTask]  # plain tuples of that shape as sent and as read: cheaper to pickle and to unpack
     drops: List[bytes]  # ids of tasks sent earlier: drop each one that has not started
     # The agent's answer to a parking: every task sent before this order was taken back, so a parked processor skips
     # them all, up to this order, once its blocked task is done, and never reports them (the agent may hand them to it
@@ -97,14 +97,8 @@ def _from_wire(wire: tuple) -> Any:
     # tuple.__new__ skips the NamedTuples' own __new__, a Python-level call per object; the fields are ours
     new = tuple.__new__
     if wire[0] == _ORDERS:
-        tasks = [
-            new(
-                ProcessorTask,
-                (t[0], t[1], t[2], t[3], t[4], t[5], [new(ProcessorArgument, a) for a in t[6]], t[7], t[8]),
-            )
-            for t in wire[1]
-        ]
-        return new(ProcessorOrders, (tasks, wire[2], wire[3]))
+        # Tasks and their arguments stay plain tuples: the processor unpacks each once (processor.py).
+        return new(ProcessorOrders, (wire[1], wire[2], wire[3]))
     return new(ProcessorReport, ([new(ProcessorResult, result) for result in wire[1]], wire[2], wire[3]))
 
 

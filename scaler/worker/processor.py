@@ -25,6 +25,7 @@ from scaler.serializer import DefaultSerializer
 from scaler.worker.channel import (
     RESULT_DELAY_SECONDS,
     MessageReader,
+    ProcessorArgument,
     ProcessorOrders,
     ProcessorReport,
     ProcessorResult,
@@ -37,6 +38,7 @@ from scaler.worker.profiling import CallProfile
 
 # A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
 _MIN_HALF_WAY_REPORT = 16
+_SEQ, _TASK_ID = 0, 1  # in a ProcessorTask
 _ValueKey = Tuple[bytes, bytes]  # (id of the serializer that deserialized it, object id)
 _MISSING = object()
 
@@ -46,10 +48,7 @@ class _CloudpickleSerializer:
 
     # the client's default: plain values (most results) skip cloudpickle's costly Pickler set-up, same bytes
     serialize = staticmethod(DefaultSerializer.serialize)
-
-    @staticmethod
-    def deserialize(payload: bytes) -> Any:
-        return cloudpickle.loads(payload)
+    deserialize = staticmethod(cloudpickle.loads)  # pickle.loads itself: no Python frame per argument
 
 
 _CLOUDPICKLE = _CloudpickleSerializer()
@@ -133,21 +132,23 @@ def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_
         next_task = None
         while pending and next_task is None:
             task = pending.popleft()
-            if task.task_id in to_drop:
+            task_id = task[_TASK_ID]
+            if task_id in to_drop:
                 # Absorbed in its turn, not earlier: its evictions must not reach tasks handed before it.
                 runner.absorb(task)
-                to_drop.discard(task.task_id)
-                reporter.dropped(task.task_id)
+                to_drop.discard(task_id)
+                reporter.dropped(task_id)
             else:
                 next_task = task
         if to_drop:  # a drop that arrived after its task ran means nothing
-            to_drop.intersection_update(task.task_id for task in pending)
+            to_drop.intersection_update(task[_TASK_ID] for task in pending)
         if next_task is None:
             continue
         reporter.before_task(len(pending))
-        progress.start(next_task.seq)
+        seq = next_task[_SEQ]
+        progress.start(seq)
         result = runner.run(next_task)
-        progress.finish(next_task.seq)
+        progress.finish(seq)
         reporter.add(result)
 
 
@@ -282,30 +283,33 @@ class TaskRunner:
 
     def absorb(self, task: ProcessorTask) -> None:
         """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
-        if task.forget_object_ids:
-            forgotten = set(task.forget_object_ids)
-            for key in [key for key in self._values if key[1] in forgotten]:
-                del self._values[key]
-        serializer_id = task.serializer_id
-        if task.serializer_payload is not None:
-            self._values[(b"", serializer_id)] = _Serialized(task.serializer_payload)
-        if task.function_payload is not None:
-            self._values[(serializer_id, task.function_id)] = _Serialized(task.function_payload)
-        for argument in task.arguments:
-            if argument.cacheable and argument.payload is not None:
-                self._values[(serializer_id, argument.object_id)] = _Serialized(argument.payload)
+        _, _, serializer_id, serializer_payload, function_id, function_payload, arguments, _, forget = task
+        values = self._values
+        if forget:
+            forgotten = set(forget)
+            for key in [key for key in values if key[1] in forgotten]:
+                del values[key]
+        if serializer_payload is not None:
+            values[(b"", serializer_id)] = _Serialized(serializer_payload)
+        if function_payload is not None:
+            values[(serializer_id, function_id)] = _Serialized(function_payload)
+        for _, object_id, payload, cacheable in arguments:
+            if cacheable and payload is not None:
+                values[(serializer_id, object_id)] = _Serialized(payload)
 
     def run(self, task: ProcessorTask) -> ProcessorResult:
+        # Tasks arrive as plain tuples of ProcessorTask's shape (channel.py): unpacked once, not read by name.
+        _, task_id, serializer_id, _, function_id, _, arguments, profiling, _ = task
         self.absorb(task)
         try:
-            serializer = self._serializer(task.serializer_id)
-            function = self._value(serializer, task.serializer_id, task.function_id)
-            args, kwargs = self._arguments(serializer, task)
+            serializer = self._serializer(serializer_id)
+            function = self._value(serializer, serializer_id, function_id)
+            args, kwargs = self._arguments(serializer, serializer_id, arguments)
         except BaseException as error:  # noqa: B036 - a task's failure must never take the processor down
-            return _failure(task.task_id, error, skip_frames=0, duration_us=0, profile=None)
+            return _failure(task_id, error, skip_frames=0, duration_us=0, profile=None)
 
-        profile = CallProfile() if task.profiling else None
-        context.current_task_id = task.task_id
+        profile = CallProfile() if profiling else None
+        context.current_task_id = task_id
         start = time.perf_counter_ns()
         try:
             if profile is None:
@@ -314,15 +318,17 @@ class TaskRunner:
                 with profile:
                     value = function(*args, **kwargs)
         except BaseException as error:  # noqa: B036 - SystemExit/KeyboardInterrupt from a task are its failure
-            return _failure(task.task_id, error, 1, (time.perf_counter_ns() - start) // 1000, profile)
+            return _failure(task_id, error, 1, (time.perf_counter_ns() - start) // 1000, profile)
         finally:
             context.current_task_id = None
         duration_us = (time.perf_counter_ns() - start) // 1000
         try:
-            payload = bytes(serializer.serialize(value))
+            payload = serializer.serialize(value)
+            if payload.__class__ is not bytes:
+                payload = bytes(payload)
         except BaseException as error:  # noqa: B036 - an unserializable result is the task's failure
-            return _failure(task.task_id, error, 1, duration_us, profile)
-        return _result(task.task_id, True, payload, "", duration_us, profile)
+            return _failure(task_id, error, 1, duration_us, profile)
+        return _result(task_id, True, payload, "", duration_us, profile)
 
     def _serializer(self, serializer_id: bytes) -> Any:
         if not serializer_id:
@@ -330,16 +336,19 @@ class TaskRunner:
         # A serializer object is itself cloudpickled, hence keyed under the empty (cloudpickle) serializer id.
         return self._value(_CLOUDPICKLE, b"", serializer_id)
 
-    def _arguments(self, serializer: Any, task: ProcessorTask) -> Tuple[List[Any], Dict[str, Any]]:
+    def _arguments(
+        self, serializer: Any, serializer_id: bytes, arguments: List[ProcessorArgument]
+    ) -> Tuple[List[Any], Dict[str, Any]]:
         args: List[Any] = []
         kwargs: Dict[str, Any] = {}
-        for argument in task.arguments:
-            if argument.cacheable:
-                value = self._value(serializer, task.serializer_id, argument.object_id)
+        deserialize = serializer.deserialize
+        for name, object_id, payload, cacheable in arguments:
+            if cacheable:
+                value = self._value(serializer, serializer_id, object_id)
             else:  # inline data, or a graph result used by one task or a few: not worth keeping
-                value = serializer.deserialize(argument.payload)
-            if argument.name:
-                kwargs[argument.name] = value
+                value = deserialize(payload)
+            if name:
+                kwargs[name] = value
             else:
                 args.append(value)
         return args, kwargs

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scaler.protocol import Argument, Task, encode, make_template
+from scaler.protocol import Argument, Encoded, Task, TaskResult, encode, encode_many, make_template
 from tests.protocol.strategies import DATA
 
 
@@ -42,3 +42,11 @@ def test_a_shape_whose_layout_depends_on_content_gets_no_template():
         return Task(task_id=b"t" * 16, args=[Argument(data=values[0])] if values[0][0] else [])
 
     assert make_template(build, [4]) is None
+
+
+def test_encoded_messages_travel_among_messages_as_they_are():
+    task = Task(task_id=b"t" * 16, function_id=b"f" * 16, args=[Argument(data=b"x")])
+    result = TaskResult(task_id=b"t" * 16, payload=b"r")
+    frame = encode_many([task, Encoded(encode(result)), task])
+    assert frame == encode(task) + encode(result) + encode(task)
+    assert encode(Encoded(encode(result))) == encode(result)
