@@ -157,8 +157,9 @@ class Connection:
             was_empty = not outgoing
             outgoing.extend(puts)
             outgoing.extend(messages)
-            if was_empty and outgoing:
-                self._io.wake()
+            wake = was_empty and outgoing
+        if wake:  # after the lock: the IO thread, woken, takes it at once (it would wait for us otherwise)
+            self._io.wake()
         return True
 
     def holds_object(self, object_id: bytes) -> bool:

@@ -7,7 +7,7 @@ import pickle
 
 from scaler.client import Client, calls
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
-from scaler.protocol import Argument, ArgumentKind, Task, encode, make_template
+from scaler.protocol import Argument, ArgumentKind, Task, encode, encode_many, make_template
 from scaler.serializer import Serializer
 from tests.client.peer import ProtocolPeer
 
@@ -94,3 +94,32 @@ def test_a_call_encoder_makes_a_template_per_shape_and_starts_over_when_full(mon
     # 1, 2, 3 and 4 share a length: three shapes, the third made after starting over, then the first again
     lengths = [len(pickle.dumps(value)) for value in (1, 1000, "many bytes", 4)]
     assert made == [[16, length] for length in lengths]
+
+
+def test_graph_nodes_encoded_by_template_are_the_tasks_themselves() -> None:
+    from scaler.client.graph_encoding import _NodeEncoder
+
+    ids = [bytes([index]) * 16 for index in range(8)]
+    ref, inline, obj = ArgumentKind.task_ref, ArgumentKind.inline, ArgumentKind.object_ref
+    tasks = [
+        Task(task_id=ids[0], function_id=b"f" * 16, args=[Argument(data=b"1")], report_result=False),
+        Task(task_id=ids[1], function_id=b"f" * 16, args=[Argument(data=b"2")], report_result=False),
+        Task(
+            task_id=ids[2],
+            function_id=b"g" * 16,
+            args=[Argument(kind=ref, data=ids[0]), Argument(kind=ref, name="right", data=ids[1])],
+            dependencies=[ids[0], ids[1]],
+            parent_task_id=b"p" * 16,
+            serializer_id=b"s" * 16,
+            profiling=True,
+        ),
+        Task(
+            task_id=ids[3],
+            function_id=b"g" * 16,
+            args=[Argument(kind=obj, data=b"o" * 16), Argument(kind=inline, data=b"x" * 2000)],
+            dependencies=[],
+        ),
+        Task(task_id=ids[4], function_id=b"h" * 16, args=[], dependencies=[ids[2], ids[3]]),
+    ]
+    tasks.append(Task(task_id=ids[5], function_id=b"f" * 16, args=[Argument(data=b"3")], report_result=False))
+    assert _NodeEncoder().encode(tasks) == encode_many(tasks)
