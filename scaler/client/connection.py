@@ -22,7 +22,7 @@ from scaler.client.future import ScalerFuture
 from scaler.client.io_thread import IOThread
 from scaler.client.ledger import ObjectLedger, ObjectNeed
 from scaler.client.objects import ContentIds, Outgoing
-from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of
+from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of, settle_successes
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
@@ -109,6 +109,7 @@ class Connection:
             self._on_crash,
             curve,
             self._on_refused,
+            {TaskResult: self._on_task_results},
         )
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)
@@ -335,6 +336,25 @@ class Connection:
             future = self._pending.pop(getattr(message, "task_id", None), None)
         if future is not None:
             future._settle(ScalerError(f"task could not be encoded: {error}"), True, None)
+
+    def _on_task_results(self, results: List[TaskResult]) -> None:
+        """Results that came in one frame: those of plain successes (value inline, no objects to release) settle
+        together, under one lock each for the queue and the futures; any other goes through _on_task_result."""
+        plain = []
+        others = []
+        with self._lock:
+            pending = self._pending
+            for result in results:
+                if result.status == SUCCESS and not result.in_object:
+                    future = pending.get(result.task_id)
+                    if future is not None and not future._held_objects:
+                        del pending[result.task_id]
+                        plain.append((future, result))
+                        continue
+                others.append(result)
+        settle_successes(plain)
+        for result in others:
+            self._on_task_result(result)
 
     def _on_task_result(self, result: TaskResult) -> None:
         task_id = result.task_id

@@ -9,7 +9,7 @@ import time
 from _thread import allocate_lock
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, RUNNING
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Protocol
+from typing import Any, Callable, List, Optional, Protocol, Tuple
 
 from scaler import task_context
 from scaler.errors import ProfilingInfoError
@@ -288,6 +288,28 @@ class ScalerFuture(concurrent.futures.Future):
             self._sleepers = None
             for sleeper in sleepers:
                 sleeper.release()
+
+    @staticmethod
+    def _settle_values(entries: List[Tuple[ScalerFuture, Any, Optional[ProfilingInfo]]]) -> None:
+        """Set the results of several futures at once (the IO thread, with a frame's results): one acquisition of
+        the lock for all of them; a future the user cancelled meanwhile keeps its cancellation."""
+        with _LOCK:
+            settled = []
+            for future, value, profiling_info in entries:
+                if future._state in _DONE:
+                    continue
+                future._profiling_info = profiling_info
+                future._result = value
+                future._state = FINISHED
+                for waiter in future._waiter_list or ():
+                    waiter.add_result(future)
+                future._wake_sleepers()
+                if future._latch is not None:
+                    future._latch.settled += 1
+                if future._callback_list:
+                    settled.append(future)
+        for future in settled:
+            future._invoke_callbacks()
 
     def _settle(self, value: Any, is_exception: bool, profiling_info: Optional[ProfilingInfo]) -> None:
         """Called by the IO thread; a future the user cancelled meanwhile keeps its cancellation."""

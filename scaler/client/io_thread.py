@@ -48,6 +48,7 @@ class IOThread:
         on_crash: Callable[[Exception], None],
         curve: Optional[CurvePeerKeys] = None,
         on_refused: Optional[Callable[[str], None]] = None,
+        batch_handlers: Optional[Dict[type, Callable[[List[Any]], None]]] = None,
     ) -> None:
         self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
         self.silence_limit_seconds = 0.0  # set with heartbeat_seconds: see Connection.scheduler_gone_after_seconds
@@ -56,6 +57,8 @@ class IOThread:
         self._hello = hello
         self._take_outgoing = take_outgoing
         self._handlers = handlers
+        # message type -> handler of a run of such messages in one frame (results: settled together)
+        self._batch_handlers = batch_handlers or {}
         self._on_encode_failure = on_encode_failure
         self._on_silence = on_silence
         self._on_crash = on_crash
@@ -203,6 +206,7 @@ class IOThread:
     def _receive(self) -> None:
         recv = self._socket.recv
         handlers = self._handlers
+        batch_handlers = self._batch_handlers
         for _ in range(_FRAMES_PER_TURN):
             try:
                 frame = recv(zmq.NOBLOCK)
@@ -213,6 +217,11 @@ class IOThread:
                 messages = decode_frame(frame)
             except ProtocolError as error:
                 logger.warning("dropped a malformed frame from the scheduler: %s", error)
+                continue
+            first = messages[0].__class__
+            batch_handler = batch_handlers.get(first)
+            if batch_handler is not None and all(message.__class__ is first for message in messages):
+                batch_handler(messages)  # the common frame: results only
                 continue
             for message in messages:
                 handler = handlers.get(message.__class__)
