@@ -172,14 +172,17 @@ class ScalerFuture(concurrent.futures.Future):
         with _LOCK:
             if self._state in _DONE:
                 raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
-            self._result = result
-            self._state = FINISHED
-            for waiter in self._waiter_list or ():
-                waiter.add_result(self)
-            self._wake_sleepers()
-            if self._latch is not None:
-                self._latch.settled += 1
+            self._set_result_locked(result)
         self._invoke_callbacks()
+
+    def _set_result_locked(self, result: Any) -> None:
+        self._result = result
+        self._state = FINISHED
+        for waiter in self._waiter_list or ():
+            waiter.add_result(self)
+        self._wake_sleepers()
+        if self._latch is not None:
+            self._latch.settled += 1
 
     def set_exception(self, exception: Optional[BaseException]) -> None:
         with _LOCK:
@@ -299,13 +302,7 @@ class ScalerFuture(concurrent.futures.Future):
                 if future._state in _DONE:
                     continue
                 future._profiling_info = profiling_info
-                future._result = value
-                future._state = FINISHED
-                for waiter in future._waiter_list or ():
-                    waiter.add_result(future)
-                future._wake_sleepers()
-                if future._latch is not None:
-                    future._latch.settled += 1
+                future._set_result_locked(value)
                 if future._callback_list:
                     settled.append(future)
         for future in settled:
