@@ -125,7 +125,8 @@ def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_
             orders = reader.wait()
         if reader.closed:
             return
-        orders, after_parking = after_parking + orders, []
+        if after_parking:
+            orders, after_parking = after_parking + orders, []
         for order in orders:
             pending.extend(order.tasks)
             to_drop.update(order.drops)
