@@ -6,10 +6,10 @@ tuples of bytes. A stream socket (not SEQPACKET) because arguments and results m
 The agent sends `ProcessorOrders`: tasks to run in order, and ids of tasks sent earlier to drop if not started yet.
 The processor answers with `ProcessorReport`s: the results of the tasks it finished since its last report and the
 tasks it dropped; or that its running task blocked on a future (it is then "parked", see core.py). It reports when
-its tasks run out or it is half-way through many, before a task that blocks, or when its oldest unsent result has
-waited RESULT_DELAY_SECONDS, so short tasks cost an exchange per batch, not one per task. Which task has started is
-not reported at all: the processor writes it to memory shared with the agent (SharedProgress below), and the agent
-reads it when it must know (a cancel, a crash, a heartbeat).
+its tasks run out or it is half-way through many, before a task that blocks, when its oldest unsent result has
+waited RESULT_DELAY_SECONDS, or once a task has run that long with results waiting, so short tasks cost an exchange
+per batch, not one per task. Which task has started is not reported at all: the processor writes it to memory shared
+with the agent (SharedProgress below), and the agent reads it when it must know (a cancel, a crash, a heartbeat).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any, List, NamedTuple, Optional
 _HEADER = struct.Struct("<Q")
 SMALL_MESSAGE_BYTES = 64 * 1024  # below this, header and body go in one syscall; above, concatenating would copy
 _READ_CHUNK_BYTES = 256 * 1024
-# A finished task's result waits at most about this long for the results of the tasks after it, so short tasks batch:
-# checked between tasks, and by a thread of the processor while a task runs (processor.py), so that a task that runs
-# long never holds back the results of the tasks before it.
+# A finished task's result waits for the results of the tasks after it, so short tasks batch, but not much longer than
+# this: checked between tasks, and by a thread of the processor once a task has run this long (processor.py), so that
+# a task that runs long never holds back the results of the tasks before it.
 RESULT_DELAY_SECONDS = 0.005
 
 

@@ -162,9 +162,13 @@ class _Reporter:
 
     The flusher: results held while the next task runs would otherwise wait for its end, however long it runs (a
     function seen short may not be, this once). So when the processor starts a task with results waiting, a thread
-    sends them once the oldest has waited RESULT_DELAY_SECONDS. It is started on first need only, that is once the
-    agent hands this processor several tasks at once: a processor running long tasks one by one never has a second
-    thread (which would make os.fork() in their code warn, on Python >= 3.12)."""
+    sends them should that one task run for RESULT_DELAY_SECONDS. Not once the oldest result is that old: a flood of
+    short tasks, preempted now and then on a busy machine, would then send a report per delay and lose its batching;
+    between tasks, the main thread sends results that old itself. The thread is started on first need only, that is
+    once the agent hands this processor several tasks at once: a processor running long tasks one by one never has a
+    second thread (which would make os.fork() in their code warn, on Python >= 3.12). While tasks keep coming it
+    wakes once per delay at most, whatever their number (each wake takes the GIL from the tasks), and waits for an
+    event once it finds nothing waiting."""
 
     def __init__(self, sock: socket.socket, delay_seconds: float = RESULT_DELAY_SECONDS) -> None:
         self._sock = sock
@@ -173,8 +177,10 @@ class _Reporter:
         self._results: List[ProcessorResult] = []
         self._dropped: List[bytes] = []
         self._oldest = 0.0  # when the oldest unsent result was added
+        self._task_started = 0.0  # when the running task started, if results wait (what the flusher watches)
         self._armed = False  # the flusher watches the results waiting now
         self._flusher_wake: Optional[threading.Event] = None  # made with the flusher thread
+        self._flusher_parked = False  # the flusher waits for _flusher_wake (else it sleeps at most one delay)
         self.parked = False
 
     def add(self, result: ProcessorResult) -> None:
@@ -194,11 +200,12 @@ class _Reporter:
         results = len(self._results)
         if not results:
             return
-        if (results >= pending and results >= _MIN_HALF_WAY_REPORT) or (
-            time.monotonic() - self._oldest >= self._delay_seconds
-        ):
+        now = time.monotonic()
+        if (results >= pending and results >= _MIN_HALF_WAY_REPORT) or now - self._oldest >= self._delay_seconds:
             self.flush()
-        elif not self._armed:
+            return
+        self._task_started = now
+        if not self._armed:
             self._arm()
 
     def flush(self) -> None:
@@ -227,29 +234,35 @@ class _Reporter:
             if not self._results:
                 return  # the flusher sent them meanwhile
             self._armed = True
+            wake = self._flusher_parked
+            self._flusher_parked = False
         if self._flusher_wake is None:
             self._flusher_wake = threading.Event()
             threading.Thread(target=self._flush_late, name="scaler-result-flusher", daemon=True).start()
-        self._flusher_wake.set()
+        elif wake:
+            self._flusher_wake.set()
 
     def _flush_late(self) -> None:
-        """The flusher thread: once armed, send the waiting results when the oldest has waited long enough, unless
-        the main thread sent them first."""
+        """The flusher thread: send the waiting results once the task after them has run for the delay, unless the
+        main thread sent them first; park once nothing waits."""
         wake = self._flusher_wake
         while True:
-            wake.wait()
-            wake.clear()
-            while True:
-                with self._lock:
-                    if not self._armed:
-                        break  # sent by the main thread
-                    delay = self._oldest + self._delay_seconds - time.monotonic()
+            with self._lock:
+                if self._armed:
+                    delay = self._task_started + self._delay_seconds - time.monotonic()
                     if delay <= 0:
                         try:
                             self._send(None)
                         except OSError:
                             return  # the agent is gone; the main thread finds out on its own
-                        break
+                        delay = self._delay_seconds
+                else:
+                    self._flusher_parked = True
+                    delay = None
+            if delay is None:
+                wake.wait()  # _arm clears _flusher_parked and sets it
+                wake.clear()
+            else:
                 time.sleep(delay)
 
 
