@@ -298,6 +298,23 @@ class TaskRunner:
     def absorb(self, task: ProcessorTask) -> None:
         """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
         _, _, serializer_id, serializer_payload, function_id, function_payload, arguments, _, forget = task
+        self._absorb_head(serializer_id, serializer_payload, function_id, function_payload, forget)
+        self._hold_arguments(serializer_id, arguments)
+
+    def _hold_arguments(self, serializer_id: bytes, arguments: List[ProcessorArgument]) -> None:
+        values = self._values
+        for _, object_id, payload, cacheable in arguments:
+            if cacheable and payload is not None:
+                values[(serializer_id, object_id)] = _Serialized(payload)
+
+    def _absorb_head(
+        self,
+        serializer_id: bytes,
+        serializer_payload: Optional[bytes],
+        function_id: bytes,
+        function_payload: Optional[bytes],
+        forget: List[bytes],
+    ) -> None:
         values = self._values
         if forget:
             forgotten = set(forget)
@@ -307,19 +324,21 @@ class TaskRunner:
             values[(b"", serializer_id)] = _Serialized(serializer_payload)
         if function_payload is not None:
             values[(serializer_id, function_id)] = _Serialized(function_payload)
-        for _, object_id, payload, cacheable in arguments:
-            if cacheable and payload is not None:
-                values[(serializer_id, object_id)] = _Serialized(payload)
 
     def run(self, task: ProcessorTask) -> ProcessorResult:
-        # Tasks arrive as plain tuples of ProcessorTask's shape (channel.py): unpacked once, not read by name.
-        _, task_id, serializer_id, _, function_id, _, arguments, profiling, _ = task
-        self.absorb(task)
+        # Tasks arrive as plain tuples of ProcessorTask's shape (channel.py): unpacked once, not read by name. What
+        # absorb() takes is taken here too: the head only when there is one (rarely, after the first task of a
+        # function), the arguments' objects as _arguments() reads them.
+        _, task_id, serializer_id, serializer_bytes, function_id, function_bytes, arguments, profiling, forget = task
+        if forget or serializer_bytes is not None or function_bytes is not None:
+            self._absorb_head(serializer_id, serializer_bytes, function_id, function_bytes, forget)
         try:
-            serializer = self._serializer(serializer_id)
+            # A serializer object is itself cloudpickled, hence keyed under the empty (cloudpickle) serializer id.
+            serializer = self._value(_CLOUDPICKLE, b"", serializer_id) if serializer_id else _CLOUDPICKLE
             function = self._value(serializer, serializer_id, function_id)
             args, kwargs = self._arguments(serializer, serializer_id, arguments)
         except BaseException as error:  # noqa: B036 - a task's failure must never take the processor down
+            self._hold_arguments(serializer_id, arguments)  # those after the one that failed: the agent counts them
             return _failure(task_id, error, skip_frames=0, duration_us=0, profile=None)
 
         profile = CallProfile() if profiling else None
@@ -344,12 +363,6 @@ class TaskRunner:
             return _failure(task_id, error, 1, duration_us, profile)
         return _result(task_id, True, payload, "", duration_us, profile)
 
-    def _serializer(self, serializer_id: bytes) -> Any:
-        if not serializer_id:
-            return _CLOUDPICKLE
-        # A serializer object is itself cloudpickled, hence keyed under the empty (cloudpickle) serializer id.
-        return self._value(_CLOUDPICKLE, b"", serializer_id)
-
     def _arguments(
         self, serializer: Any, serializer_id: bytes, arguments: List[ProcessorArgument]
     ) -> Tuple[List[Any], Dict[str, Any]]:
@@ -358,6 +371,8 @@ class TaskRunner:
         deserialize = serializer.deserialize
         for name, object_id, payload, cacheable in arguments:
             if cacheable:
+                if payload is not None:  # sent with this task: held here from now on
+                    self._values[(serializer_id, object_id)] = _Serialized(payload)
                 value = self._value(serializer, serializer_id, object_id)
             else:  # inline data, or a graph result used by one task or a few: not worth keeping
                 value = deserialize(payload)

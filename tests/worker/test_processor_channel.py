@@ -20,7 +20,7 @@ from scaler.worker.channel import (
     ProcessorTask,
     send_message,
 )
-from scaler.worker.processor import _Reporter
+from scaler.worker.processor import TaskRunner, _Reporter
 from scaler.worker.zygote import ProcessorZygote
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -156,6 +156,18 @@ def test_short_tasks_results_come_back_in_batches_and_objects_are_kept(processor
     assert all(result.succeeded and cloudpickle.loads(result.payload) == 42 for result in results)
     assert len(reports) < len(names), "results travel together, not one report per task"
     assert processor.progress.read() == (handed[-1].seq, handed[-1].seq)  # the object and function were sent once
+
+
+def test_objects_sent_with_a_task_that_fails_on_an_earlier_argument_are_kept():
+    """The agent counts every object it sent with a task as held by the processor, even if the task failed before
+    reaching it: a later task gets it without its bytes."""
+    runner = TaskRunner()
+    broken = ProcessorArgument("", b"b" * 16, b"not a pickle", True)
+    first = task(b"first", 0, send_function=True, send_object=True)
+    first = first._replace(arguments=[first.arguments[0], broken, *first.arguments[1:]])
+    assert not runner.run(first).succeeded  # the broken object fails it before OBJECT is read
+    result = runner.run(task(b"second", 0))  # OBJECT and the function without their bytes: held since the first
+    assert result.succeeded and cloudpickle.loads(result.payload) == 42
 
 
 def test_results_wait_for_half_of_the_batch_or_its_end():
