@@ -31,6 +31,7 @@ __all__ = [
     "ArgumentKind",
     "TaskStatus",
     "ObjectKind",
+    "OutputStream",
     "Hello",
     "HelloReply",
     "ClientHeartbeat",
@@ -39,6 +40,7 @@ __all__ = [
     "Argument",
     "Task",
     "TaskResult",
+    "TaskOutput",
     "TaskCancel",
     "ObjectPut",
     "ObjectRequest",
@@ -92,6 +94,11 @@ class ObjectKind(IntEnum):
     function = 1
     result = 2
     serializer = 3
+
+
+class OutputStream(IntEnum):
+    stdout = 0
+    stderr = 1
 
 
 class Hello:
@@ -438,6 +445,7 @@ class Task:
         "report_result",
         "parent_task_id",
         "serializer_id",
+        "stream_output",
         "raw",
     )
     WHICH = 5
@@ -450,6 +458,7 @@ class Task:
     report_result: bool
     parent_task_id: bytes
     serializer_id: bytes
+    stream_output: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -463,6 +472,7 @@ class Task:
         report_result: bool = True,
         parent_task_id: bytes = b"",
         serializer_id: bytes = b"",
+        stream_output: bool = False,
     ) -> None:
         self.task_id = task_id
         self.function_id = function_id
@@ -472,6 +482,7 @@ class Task:
         self.report_result = report_result
         self.parent_task_id = parent_task_id
         self.serializer_id = serializer_id
+        self.stream_output = stream_output
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -486,6 +497,7 @@ class Task:
             and self.report_result == other.report_result
             and self.parent_task_id == other.parent_task_id
             and self.serializer_id == other.serializer_id
+            and self.stream_output == other.stream_output
         )
 
     def __repr__(self) -> str:
@@ -499,6 +511,7 @@ class Task:
             + ", report_result=" + short_repr(self.report_result)
             + ", parent_task_id=" + short_repr(self.parent_task_id)
             + ", serializer_id=" + short_repr(self.serializer_id)
+            + ", stream_output=" + short_repr(self.stream_output)
             + ")"
         )
 
@@ -576,6 +589,53 @@ class TaskResult:
             + ", duration_us=" + short_repr(self.duration_us)
             + ", cpu_time_us=" + short_repr(self.cpu_time_us)
             + ", peak_memory=" + short_repr(self.peak_memory)
+            + ")"
+        )
+
+
+class TaskOutput:
+    """Cap'n Proto struct TaskOutput (@0xb1199f56161747b7), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "task_id",
+        "stream",
+        "data",
+        "raw",
+    )
+    WHICH = 19
+
+    task_id: bytes
+    stream: int
+    data: bytes
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        task_id: bytes = b"",
+        stream: int = 0,
+        data: bytes = b"",
+    ) -> None:
+        self.task_id = task_id
+        self.stream = stream
+        self.data = data
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not TaskOutput:
+            return NotImplemented
+        return (
+            self.task_id == other.task_id
+            and self.stream == other.stream
+            and self.data == other.data
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "TaskOutput("
+            + "task_id=" + short_repr(self.task_id)
+            + ", stream=" + enum_repr(OutputStream, self.stream)
+            + ", data=" + short_repr(self.data)
             + ")"
         )
 
@@ -1279,6 +1339,7 @@ _DATA_HEARTBEAT_ECHO = struct.Struct("<Q")
 _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<B")
 _DATA_TASK_RESULT = struct.Struct("<HBxxxxxQQQ")
+_DATA_TASK_OUTPUT = struct.Struct("<H")
 _DATA_OBJECT_PUT = struct.Struct("<HxxIIxxxxQ")
 _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
 _DATA_BALANCE_REQUEST = struct.Struct("<I")
@@ -1470,6 +1531,7 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
     u0 = buf[d] if dn >= 1 else 0
     obj.profiling = (u0 & 1) != 0
     obj.report_result = (u0 & 2) == 0
+    obj.stream_output = (u0 & 4) != 0
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.function_id = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.args = _read_list_argument(r, lo, hi, p + 16) if pn > 2 else []
@@ -1485,6 +1547,8 @@ def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     v = obj.report_result
     u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
+    v = obj.stream_output
+    u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     _DATA_TASK.pack_into(buf, start, u0)
     write_data(buf, blobs, start + 8, obj.task_id)
     write_data(buf, blobs, start + 16, obj.function_id)
@@ -1532,6 +1596,23 @@ def _fill_task_result(buf: bytearray, blobs: Blobs, start: int, obj: TaskResult)
     write_data(buf, blobs, start + 32, obj.task_id)
     write_data(buf, blobs, start + 40, obj.payload)
     write_text(buf, start + 48, obj.error_text)
+
+
+def _read_task_output(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> TaskOutput:
+    buf = r.buf
+    obj = _new(TaskOutput)
+    u0 = _UNIT_H.unpack_from(buf, d)[0] if dn >= 2 else 0
+    obj.stream = u0
+    obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    obj.data = read_data(r, lo, hi, p + 8) if pn > 1 else b""
+    obj.raw = None
+    return obj
+
+
+def _fill_task_output(buf: bytearray, blobs: Blobs, start: int, obj: TaskOutput) -> None:
+    _DATA_TASK_OUTPUT.pack_into(buf, start, obj.stream)
+    write_data(buf, blobs, start + 8, obj.task_id)
+    write_data(buf, blobs, start + 16, obj.data)
 
 
 def _read_task_cancel(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> TaskCancel:
@@ -2063,6 +2144,16 @@ def _encode_scheduler_status(buf: bytearray, blobs: Blobs, msg: SchedulerStatus)
     _SEGMENT_SIZE.pack_into(buf, base + 4, (len(buf) - base - 8) >> 3)
 
 
+_PREFIX_TASK_OUTPUT = bytes.fromhex("0000000000000000000000000100010013000000000000000000000001000200") + bytes(24)
+
+
+def _encode_task_output(buf: bytearray, blobs: Blobs, msg: TaskOutput) -> None:
+    base = len(buf)
+    buf += _PREFIX_TASK_OUTPUT
+    _fill_task_output(buf, blobs, base + 32, msg)
+    _SEGMENT_SIZE.pack_into(buf, base + 4, (len(buf) - base - 8) >> 3)
+
+
 ROOT_DISCRIMINANT_BYTE = 0
 ROOT_MEMBER_POINTER_BYTE = 0
 
@@ -2086,6 +2177,7 @@ MESSAGE_TYPES = (
     WorkerDisconnect,
     Goodbye,
     SchedulerStatus,
+    TaskOutput,
 )
 
 BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ...] = (
@@ -2108,6 +2200,7 @@ BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ..
     _read_worker_disconnect,
     _read_goodbye,
     _read_scheduler_status,
+    _read_task_output,
 )
 
 ENCODERS: dict[type, Callable[[bytearray, Blobs, object], None]] = {
@@ -2130,6 +2223,7 @@ ENCODERS: dict[type, Callable[[bytearray, Blobs, object], None]] = {
     WorkerDisconnect: _encode_worker_disconnect,
     Goodbye: _encode_goodbye,
     SchedulerStatus: _encode_scheduler_status,
+    TaskOutput: _encode_task_output,
 }
 
 FIELDS: dict[type, tuple[FieldInfo, ...]] = {
@@ -2181,6 +2275,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("report_result", "reportResult", "bool", None),
         FieldInfo("parent_task_id", "parentTaskId", "data", None),
         FieldInfo("serializer_id", "serializerId", "data", None),
+        FieldInfo("stream_output", "streamOutput", "bool", None),
     ),
     TaskResult: (
         FieldInfo("task_id", "taskId", "data", None),
@@ -2191,6 +2286,11 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("duration_us", "durationUs", "uint64", None),
         FieldInfo("cpu_time_us", "cpuTimeUs", "uint64", None),
         FieldInfo("peak_memory", "peakMemory", "uint64", None),
+    ),
+    TaskOutput: (
+        FieldInfo("task_id", "taskId", "data", None),
+        FieldInfo("stream", "stream", "enum", OutputStream),
+        FieldInfo("data", "data", "data", None),
     ),
     TaskCancel: (
         FieldInfo("task_ids", "taskIds", "data_list", None),
