@@ -33,6 +33,7 @@ from scaler.protocol import (
     Role,
     Task,
     TaskCancel,
+    TaskOutput,
     TaskResult,
     TaskStatus,
     WorkerDisconnect,
@@ -104,6 +105,7 @@ class SchedulerCore:
         for message_type, handler in (
             (WorkerHeartbeat, self._on_worker_heartbeat),
             (TaskResult, self._on_task_result),
+            (TaskOutput, self._on_task_output),
             (ObjectPut, self._on_object_put),
             (ObjectRequest, self._on_object_request),
             (BalanceResponse, self._on_balance_response),
@@ -476,6 +478,12 @@ class SchedulerCore:
             return  # a result crossing a cancel or a reassignment: the task was settled already
         worker.processed += 1
         self._finish(task, message.status, message, message.raw)
+
+    def _on_task_output(self, worker: WorkerState, message: TaskOutput, now: float) -> None:
+        """What a task with streamOutput printed: to its client as the worker encoded it, like results."""
+        task = self.tasks.get(message.task_id)
+        if task is not None and task.worker == worker.identity and task.client in self.clients:
+            self._send(task.client, TaskOutput.WHICH, message.raw)
 
     def _finish_locally(self, task: TaskState, status: int, payload: bytes, error_text: str) -> None:
         """Finish a task the scheduler settles itself (cancel, failed dependency, dead workers)."""

@@ -22,6 +22,7 @@ import cloudpickle
 from scaler import config
 from scaler import task_context as context
 from scaler.serializer import DefaultSerializer
+from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import (
     RESULT_DELAY_SECONDS,
     MessageReader,
@@ -75,12 +76,15 @@ class _LoadFailure:
         self.traceback = error.__traceback__
 
 
-def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool) -> None:
+def run_processor(
+    sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool, capture: OutputCapture
+) -> None:
     """Serve the agent on `sock` until it goes away: run its tasks in order, report their results in batches.
 
     `progress_fd`: the memory shared with the agent, where the processor writes which task it started and finished.
     `watch_parent`: poll for the parent's death from a thread, for systems without PR_SET_PDEATHSIG. Only then,
     because a thread here would make every os.fork() in user code warn (Python >= 3.12) and risk its locks.
+    `capture`: sends what a task with streamOutput writes to fds 1 and 2 to the agent, ended before its result.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when a processor stops, not Ctrl-C
     if watch_parent:
@@ -146,7 +150,12 @@ def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_
             continue
         reporter.flush_if_due(len(pending))
         progress.start(next_task.seq)
-        result = runner.run(next_task)
+        if next_task.stream_output:
+            capture.begin(next_task.seq)
+            result = runner.run(next_task)
+            capture.end(next_task.seq)  # before its result leaves: the agent reads the output first
+        else:
+            result = runner.run(next_task)
         progress.finish(next_task.seq)
         reporter.add(result)
 

@@ -26,6 +26,7 @@ from scaler.protocol import (
     decode_frame,
     encode_many,
 )
+from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import (
     ProcessorOrders,
     ProcessorReport,
@@ -152,6 +153,13 @@ class Harness:
     def report(self, number: int, blocked: Optional[bytes] = None) -> List[object]:
         self._observe()
         self.core.processor_report(number, self.processors[number].report(blocked), self.now)
+        return self._step()
+
+    def output(self, number: int, *chunks: tuple) -> List[object]:
+        """What processor `number` wrote: (seq, stream, data) or (seq, stream, data, dropped) each."""
+        self._observe()
+        whole = [OutputChunk(*chunk, *(() if len(chunk) == 4 else (0,))) for chunk in chunks]
+        self.core.processor_output(number, whole, self.now)
         return self._step()
 
     def block(self, number: int) -> List[object]:

@@ -56,7 +56,8 @@ def wait_on_a_pending_future_until(path: str) -> str:
 
 class Processor:
     def __init__(self, zygote: ProcessorZygote) -> None:
-        self.pid, self.sock, self.progress = zygote.fork_processor(10)
+        forked = zygote.fork_processor(10)
+        self.pid, self.sock, self.progress = forked.pid, forked.sock, forked.progress
         self.reader = MessageReader(self.sock)
         self.reports: List[ProcessorReport] = []  # read, not yet matched by wait_report
         self.history: List[ProcessorReport] = []  # every report read
