@@ -187,6 +187,7 @@ class HelloReply:
         "reason",
         "heartbeat_interval_ms",
         "peer_timeout_ms",
+        "forwards_task_output",
         "raw",
     )
     WHICH = 1
@@ -196,6 +197,7 @@ class HelloReply:
     reason: str
     heartbeat_interval_ms: int
     peer_timeout_ms: int
+    forwards_task_output: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -206,12 +208,14 @@ class HelloReply:
         reason: str = "",
         heartbeat_interval_ms: int = 0,
         peer_timeout_ms: int = 0,
+        forwards_task_output: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
         self.reason = reason
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.peer_timeout_ms = peer_timeout_ms
+        self.forwards_task_output = forwards_task_output
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -223,6 +227,7 @@ class HelloReply:
             and self.reason == other.reason
             and self.heartbeat_interval_ms == other.heartbeat_interval_ms
             and self.peer_timeout_ms == other.peer_timeout_ms
+            and self.forwards_task_output == other.forwards_task_output
         )
 
     def __repr__(self) -> str:
@@ -233,6 +238,7 @@ class HelloReply:
             + ", reason=" + short_repr(self.reason)
             + ", heartbeat_interval_ms=" + short_repr(self.heartbeat_interval_ms)
             + ", peer_timeout_ms=" + short_repr(self.peer_timeout_ms)
+            + ", forwards_task_output=" + short_repr(self.forwards_task_output)
             + ")"
         )
 
@@ -1437,6 +1443,7 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
     obj.protocol_version = u0
     obj.accepted = (u1 & 1) != 0
+    obj.forwards_task_output = (u1 & 2) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
@@ -1874,6 +1881,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
     obj = _new(HelloReply)
     obj.protocol_version = u0
     obj.accepted = (u1 & 1) != 0
+    obj.forwards_task_output = (u1 & 2) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     c = 56
@@ -1896,6 +1904,8 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
 def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
     v = msg.accepted
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+    v = msg.forwards_task_output
+    u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     base = len(parts)
     parts.append(b"")
     c = 56
@@ -3801,6 +3811,8 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
     v = obj.accepted
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+    v = obj.forwards_task_output
+    u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     _DATA_HELLO_REPLY.pack_into(buf, start, obj.protocol_version, u1, obj.heartbeat_interval_ms, obj.peer_timeout_ms)
     write_text(buf, start + 16, obj.reason)
 
@@ -4335,6 +4347,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("reason", "reason", "text", None),
         FieldInfo("heartbeat_interval_ms", "heartbeatIntervalMs", "uint32", None),
         FieldInfo("peer_timeout_ms", "peerTimeoutMs", "uint32", None),
+        FieldInfo("forwards_task_output", "forwardsTaskOutput", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),

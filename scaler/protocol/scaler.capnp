@@ -58,6 +58,8 @@ struct HelloReply {
   reason @2 :Text;             # why it was refused, for the peer to show its user
   heartbeatIntervalMs @3 :UInt32;
   peerTimeoutMs @4 :UInt32;    # a peer silent this long is considered gone
+  forwardsTaskOutput @5 :Bool; # the scheduler forwards TaskOutput: only then do workers send it (older ones would
+                               # drop the whole frame), and only then is a client's streamOutput honoured
 }
 
 struct ClientHeartbeat {

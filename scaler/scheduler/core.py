@@ -253,6 +253,7 @@ class SchedulerCore:
                 accepted=True,
                 heartbeat_interval_ms=self._heartbeat_interval_ms,
                 peer_timeout_ms=min(int(timeout * 1000), _UINT32_MAX),  # a huge timeout must not break Hello
+                forwards_task_output=True,
             ),
         )
 

@@ -127,6 +127,7 @@ class WorkerCore:
         self.heartbeat_interval = settings.heartbeat_interval_seconds
         self.lost_after = settings.death_timeout_seconds  # the scheduler's peer timeout, once it told us
         self.lag_us = 0
+        self.output_forwarded = False  # the scheduler forwards TaskOutput: only then is streamOutput honoured
         self.last_heard = now
         self.malformed = 0
         self.exit_code: Optional[int] = None
@@ -372,6 +373,7 @@ class WorkerCore:
             self.heartbeat_interval = reply.heartbeat_interval_ms / 1000
         if reply.peer_timeout_ms:
             self.lost_after = reply.peer_timeout_ms / 1000
+        self.output_forwarded = reply.forwards_task_output
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
@@ -812,7 +814,7 @@ class WorkerCore:
             arguments,
             message.profiling,
             forget,
-            message.stream_output,
+            message.stream_output and self.output_forwarded,  # an older scheduler would drop TaskOutput's frames
         )
 
     def _payload_for(self, processor: ProcessorState, serializer_id: bytes, object_id: bytes) -> Optional[bytes]:

@@ -39,6 +39,7 @@ def test_handshake_accepts_client_and_worker_with_timings() -> None:
     assert client_reply.protocol_version == PROTOCOL_VERSION
     assert worker_reply.heartbeat_interval_ms == 2000
     assert worker_reply.peer_timeout_ms == 7000
+    assert client_reply.forwards_task_output and worker_reply.forwards_task_output
     assert set(harness.core.clients) == {CLIENT} and set(harness.core.workers) == {WORKER_A}
 
 

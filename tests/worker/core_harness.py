@@ -186,13 +186,14 @@ class Harness:
 
     # --- helpers ------------------------------------------------------------------------------------------------------
 
-    def connect(self, peer_timeout_ms: int = 5000) -> None:
+    def connect(self, peer_timeout_ms: int = 5000, forwards_task_output: bool = True) -> None:
         self.send(
             HelloReply(
                 protocol_version=PROTOCOL_VERSION,
                 accepted=True,
                 heartbeat_interval_ms=1000,
                 peer_timeout_ms=peer_timeout_ms,
+                forwards_task_output=forwards_task_output,
             )
         )
 

@@ -17,7 +17,7 @@ from scaler.worker.channel import ProcessorArgument, ProcessorTask
 from scaler.worker.processor_link import ProcessorLink
 from scaler.worker.task_output import OUTPUT_BATCH_BYTES, OUTPUT_DELAY_SECONDS
 from scaler.worker.zygote import ProcessorZygote
-from tests.worker.core_harness import Harness, of_type
+from tests.worker.core_harness import FUNCTION, Harness, of_type
 from tests.worker.test_core import connected
 
 pytestmark = pytest.mark.timeout(60)
@@ -94,6 +94,14 @@ def test_a_canceled_or_dead_tasks_output_precedes_its_answer():
     harness.output(sim.number, (seq, STDERR, b"last words"))
     out = harness.die(sim.number)
     assert sent_output(out) == [(1, b"last words")] and out[-1].status == TaskStatus.failed
+
+
+def test_a_scheduler_that_does_not_forward_task_output_gets_none():
+    harness = Harness()
+    harness.connect(forwards_task_output=False)  # an older scheduler: a TaskOutput would make it drop the frame
+    harness.serve(FUNCTION)
+    harness.send(harness.task(stream_output=True))
+    assert harness.hands[-1].tasks[0].stream_output is False, "the processor captures nothing"
 
 
 def test_output_of_a_task_without_the_flag_or_of_no_known_task_is_ignored():
