@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple, Union
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from scaler.client.progress import ProgressBar
 
 _KIND_OBJECT = int(ObjectKind.object)
+logger = logging.getLogger(__name__)
 
 # Clients unpickled in one process (nested tasks) share one connection per scheduler address: a connection per task
 # would leave a thread and a socket behind for every task a worker runs.
@@ -51,6 +53,10 @@ class Client:
     CurveZMQ on, pass this client's key pair file (`NAME.key_secret` from scaler_keygen) and the scheduler's public
     key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`.
 
+    `stream_output=True` prints what its tasks write to stdout and stderr (print, logging to the standard streams,
+    C code, subprocesses) on this process's stdout and stderr as they run, each line marked "[function#n]", a task's
+    lines before its result() returns; the workers' task_output_limit_bytes caps each task (see README, Task output).
+
     A Client is picklable, so a task can receive one and submit nested tasks: in the worker it connects on first use,
     to the same address (which must be reachable from there), and tags what it submits as children of the running task.
     """
@@ -63,10 +69,15 @@ class Client:
         timeout_seconds: float = DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
         curve_secret_key_file: Optional[str] = None,
         curve_server_key_file: Optional[str] = None,
+        stream_output: bool = False,
     ) -> None:
-        self._configure(address, serializer, profiling, timeout_seconds, curve_secret_key_file, curve_server_key_file)
+        self._configure(
+            address, serializer, profiling, timeout_seconds, curve_secret_key_file, curve_server_key_file, stream_output
+        )
         self._shared = False
         self._connection: Optional[Connection] = Connection(self._address, self._timeout_seconds, self._curve)
+        if stream_output and not self._connection.forwards_task_output:
+            logger.warning("the scheduler at %s does not forward task output (an older version): none shown", address)
 
     def _configure(
         self,
@@ -76,11 +87,14 @@ class Client:
         timeout_seconds: Any,
         curve_secret_key_file: Optional[str],
         curve_server_key_file: Optional[str],
+        stream_output: Any,
     ) -> None:
         self._address = validate_address(address)
         self._curve_files = (curve_secret_key_file, curve_server_key_file)
         self._curve = load_peer_keys(curve_secret_key_file, curve_server_key_file)
-        self._factory = TaskFactory(serializer)
+        if not isinstance(stream_output, bool):
+            raise TypeError(f"stream_output must be a bool, got {stream_output!r}")
+        self._factory = TaskFactory(serializer, stream_output)
         self._profiling = _check_profiling(profiling)
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
             raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
@@ -96,11 +110,17 @@ class Client:
             "profiling": self._profiling,
             "timeout_seconds": self._timeout_seconds,
             "curve_files": self._curve_files,  # paths, never the keys: the files must exist where the task runs
+            "stream_output": self._factory.stream_output,  # children's lines join the parent's output (output.py)
         }
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self._configure(
-            state["address"], state["serializer"], state["profiling"], state["timeout_seconds"], *state["curve_files"]
+            state["address"],
+            state["serializer"],
+            state["profiling"],
+            state["timeout_seconds"],
+            *state["curve_files"],
+            state.get("stream_output", False),
         )
         self._shared = True
         self._connection = None  # connects on first use: unpickling must stay cheap and never block

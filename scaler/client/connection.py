@@ -18,6 +18,7 @@ import threading
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
+from scaler.client import output
 from scaler.client.future import ScalerFuture
 from scaler.client.io_thread import IOThread
 from scaler.client.ledger import ObjectLedger, ObjectNeed
@@ -39,6 +40,7 @@ from scaler.protocol import (
     ObjectResponse,
     Role,
     TaskCancel,
+    TaskOutput,
     TaskResult,
     encode,
 )
@@ -73,6 +75,7 @@ class Connection:
         self.content_ids = ContentIds(os.urandom(32))
         self.pid = os.getpid()
         self.closed_reason: Optional[str] = None  # set once: the connection is unusable from then on
+        self.forwards_task_output = False  # the scheduler said it forwards TaskOutput (Client(stream_output=True))
 
         self._lock = threading.Lock()
         self._outgoing: List[Outgoing] = []
@@ -99,6 +102,7 @@ class Connection:
             self._take_outgoing,
             {
                 TaskResult: self._on_task_result,
+                TaskOutput: self._on_task_output,
                 ObjectResponse: self._on_object_response,
                 HelloReply: self._on_hello_reply,
                 DisconnectReply: self._on_disconnect_reply,
@@ -124,6 +128,11 @@ class Connection:
     def new_task_id(self) -> bytes:
         # A random per-connection prefix and a counter: unique like random ids, at a fraction of the cost.
         return self._task_prefix + next(self._task_counter).to_bytes(8, "little")
+
+    @staticmethod
+    def task_number(task_id: bytes) -> int:
+        """The counter of one of our task ids: 0, 1, 2... in the order this connection made them."""
+        return int.from_bytes(task_id[8:], "little")
 
     def check_open(self) -> None:
         if self.closed_reason is not None:
@@ -248,6 +257,7 @@ class Connection:
         if not reply.accepted:
             self._abandon("refused by the scheduler")
             raise ProtocolVersionError(reply.reason or "the scheduler refused this client")
+        self.forwards_task_output = reply.forwards_task_output
 
     def _abandon(self, reason: str) -> None:
         self._terminate(reason)
@@ -335,8 +345,13 @@ class Connection:
         if future is not None:
             future._settle(ScalerError(f"task could not be encoded: {error}"), True, None)
 
+    def _on_task_output(self, message: TaskOutput) -> None:
+        output.on_task_output(message.task_id, message.stream, message.data, self.task_number(message.task_id))
+
     def _on_task_result(self, result: TaskResult) -> None:
         task_id = result.task_id
+        if output.has_labels():
+            output.forget_task(task_id)
         with self._lock:
             future = self._pending.pop(task_id, None)
             if future is not None and future._held_objects:

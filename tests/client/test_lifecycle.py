@@ -245,6 +245,7 @@ def test_a_client_pickles_its_settings_only(peer: ProtocolPeer) -> None:
             "profiling": True,
             "timeout_seconds": 7.0,
             "curve_files": (None, None),
+            "stream_output": False,
         }
         assert "not connected yet" in repr(copy)
 
