@@ -350,7 +350,7 @@ class Connection:
 
     def _on_task_result(self, result: TaskResult) -> None:
         task_id = result.task_id
-        if output.has_labels():
+        if output.labels:
             output.forget_task(task_id)
         with self._lock:
             future = self._pending.pop(task_id, None)

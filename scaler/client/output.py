@@ -33,14 +33,15 @@ _STDERR = 1
 # ScalerFuture.result(): empty (falsy) whenever no output waits, which is all it checks on its hot path.
 unprinted: Dict[bytes, int] = {}
 
-_labels: Dict[bytes, str] = {}  # task id -> "name#number", for tasks of streaming clients not answered yet
+# task id -> "name#number", for the tasks of streaming clients not answered yet; empty (falsy) without such clients,
+# which is all the IO thread checks per result
+labels: Dict[bytes, str] = {}
 _printer: Optional[_Printer] = None
 _printer_lock = threading.Lock()
 
 
 def label_task(task_id: bytes, label: str) -> None:
     """Called as a streaming client makes a task."""
-    labels = _labels
     if len(labels) >= MAX_LABELS:
         try:
             del labels[next(iter(labels))]
@@ -51,16 +52,12 @@ def label_task(task_id: bytes, label: str) -> None:
 
 def forget_task(task_id: bytes) -> None:
     """Its result arrived: no more output will."""
-    _labels.pop(task_id, None)
-
-
-def has_labels() -> bool:
-    return bool(_labels)
+    labels.pop(task_id, None)
 
 
 def on_task_output(task_id: bytes, stream: int, data: bytes, number: int) -> None:
     """A TaskOutput arrived (IO thread); `number` is the task's number in its connection, for an unlabeled task."""
-    label = _labels.get(task_id) or f"#{number}"
+    label = labels.get(task_id) or f"#{number}"
     printer().put(task_id, label, stream, data)
 
 
@@ -187,7 +184,7 @@ def _forget_after_fork() -> None:
     _printer = None
     _printer_lock = threading.Lock()
     unprinted.clear()
-    _labels.clear()
+    labels.clear()
 
 
 if hasattr(os, "register_at_fork"):

@@ -135,14 +135,15 @@ class WorkerAgent:
         # Processors first: results they sent before a cancel crossed them beat the cancel.
         for link in list(self._links.values()):
             stdout_fd, stderr_fd = link.output.fds
-            if link.fileno() in events or stdout_fd in events or stderr_fd in events:
-                self._read_processor(link, now)
+            pipes_ready = stdout_fd in events or stderr_fd in events
+            if pipes_ready or link.fileno() in events:
+                self._read_processor(link, now, pipes_ready)
         if self._zygote.fileno() in events:
             self._zygote.read_exits()
             # Its exit, not only its end of file: children its task forked may keep the socket open.
             for link in list(self._links.values()):
                 if self._zygote.has_exited(link.pid):
-                    self._read_processor(link, now)
+                    self._read_processor(link, now, pipes_ready=True)
                     self._processor_died(link, now)
         for link in self._links.values():
             core.observe(link.number, *link.progress.read())
@@ -194,12 +195,16 @@ class WorkerAgent:
         if dropped:
             self._core.connection_dropped(now)
 
-    def _read_processor(self, link: ProcessorLink, now: float) -> None:
+    def _read_processor(self, link: ProcessorLink, now: float, pipes_ready: bool) -> None:
         if link.number not in self._links:
             return
         reports = link.reader.read_available()
-        # After the reports: the processor wrote the output of the tasks they answer before it sent them.
-        output = link.read_output()
+        # After the reports: the processor wrote the output of the tasks they answer before it sent them. Only if
+        # there may be some: reading empty pipes costs two system calls per report.
+        for report in reports:
+            if report.streamed:
+                pipes_ready = True
+        output = link.read_output(pipes_ready)
         self._unwatch_closed_pipes(link)
         if output:
             self._core.processor_output(link.number, output, now)

@@ -75,6 +75,7 @@ class ProcessorReport(NamedTuple):
     results: List[ProcessorResult]  # of the tasks finished since the last report, in the order they ran
     dropped: List[bytes]  # tasks dropped on the agent's drop orders, never started; nothing else
     blocked: Optional[bytes] = None  # the running task waits on a future: this processor runs nothing else for now
+    streamed: bool = False  # a task it answers had streamOutput: read the output pipes first (capture.py)
 
 
 # On the wire the NamedTuples travel as plain tuples: pickle writes a NamedTuple as a call of its class, which costs
@@ -90,7 +91,8 @@ def _to_wire(message: Any) -> tuple:
             tasks = [(*task[:6], [tuple(argument) for argument in task[6]], *task[7:]) for task in tasks]
         return (_ORDERS, tasks, message.drops, message.end_of_parking)
     if type(message) is ProcessorReport:
-        return (_REPORT, [tuple(result) for result in message.results], message.dropped, message.blocked)
+        results = [tuple(result) for result in message.results]
+        return (_REPORT, results, message.dropped, message.blocked, message.streamed)
     raise TypeError(f"not a message of the processor channel: {type(message).__name__}")
 
 
@@ -106,7 +108,7 @@ def _from_wire(wire: tuple) -> Any:
             for t in wire[1]
         ]
         return new(ProcessorOrders, (tasks, wire[2], wire[3]))
-    return new(ProcessorReport, ([new(ProcessorResult, result) for result in wire[1]], wire[2], wire[3]))
+    return new(ProcessorReport, ([new(ProcessorResult, result) for result in wire[1]], wire[2], wire[3], wire[4]))
 
 
 def encode_message(message: Any) -> bytes:

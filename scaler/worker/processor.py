@@ -154,6 +154,7 @@ def run_processor(
             capture.begin(next_task.seq)
             result = runner.run(next_task)
             capture.end(next_task.seq)  # before its result leaves: the agent reads the output first
+            reporter.streamed = True
         else:
             result = runner.run(next_task)
         progress.finish(next_task.seq)
@@ -174,6 +175,7 @@ class _Reporter:
         self._dropped: List[bytes] = []
         self._oldest = 0.0  # when the oldest unsent result was added
         self.parked = False
+        self.streamed = False  # a task with streamOutput ran since the last report
 
     def add(self, result: ProcessorResult) -> None:
         with self._lock:
@@ -211,9 +213,10 @@ class _Reporter:
             self._send(task_id)
 
     def _send(self, blocked: Optional[bytes]) -> None:
-        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked))
+        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked, self.streamed))
         self._results = []
         self._dropped = []
+        self.streamed = False
 
 
 def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Optional[List[ProcessorOrders]]:

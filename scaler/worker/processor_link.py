@@ -43,9 +43,9 @@ class ProcessorLink:
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def read_output(self) -> List[OutputChunk]:
-        """What its tasks with streamOutput wrote since the last call (capture.py)."""
-        chunks = self.output.read()
+    def read_output(self, read_pipes: bool) -> List[OutputChunk]:
+        """What its tasks with streamOutput wrote since the last call (capture.py); the pipes are read if told."""
+        chunks = self.output.read() if read_pipes else []
         if self._output_read:
             chunks = self._output_read + chunks
             self._output_read = []
