@@ -34,9 +34,8 @@ class ProcessorLink:
         self.progress = forked.progress
         self.output = OutputReader(*forked.output_fds, forked.output_nonce, output_limit_bytes)
         self._output_read: List[OutputChunk] = []  # read while an order waited for room in the channel
-        pid = forked.pid
         try:
-            self._process = psutil.Process(pid)
+            self._process = psutil.Process(self.pid)
         except psutil.Error:
             self._process = None
 
