@@ -23,10 +23,17 @@ from scaler.client.graph_encoding import submit_plan
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts
 from scaler.client.tasks import TaskFactory
-from scaler.config import DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
+from scaler.config import (
+    DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_TASKS_PER_FRAME,
+    TCP_KEEPALIVE,
+    TCP_KEEPALIVE_COUNT,
+    TCP_KEEPALIVE_IDLE,
+    TCP_KEEPALIVE_INTERVAL,
+)
 from scaler.errors import DisconnectedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
-from scaler.io.sockets import validate_address
+from scaler.io.sockets import TcpKeepalive, validate_address
 from scaler.protocol import ObjectKind
 from scaler.serializer import DefaultSerializer, SerializerLike
 
@@ -39,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 # Clients unpickled in one process (nested tasks) share one connection per scheduler address: a connection per task
 # would leave a thread and a socket behind for every task a worker runs.
-_shared_connections: Dict[Tuple[int, str, Optional[CurvePeerKeys]], Connection] = {}
+_shared_connections: Dict[Tuple[int, str, Optional[CurvePeerKeys], TcpKeepalive], Connection] = {}
 _shared_lock = threading.Lock()
 
 
@@ -51,7 +58,9 @@ class Client:
     `timeout_seconds` bounds the wait for the scheduler's handshake (TimeoutError after it), and how long a connected
     scheduler may be silent before unfinished futures fail with SchedulerGoneError, a TimeoutError. On a scheduler with
     CurveZMQ on, pass this client's key pair file (`NAME.key_secret` from scaler_keygen) and the scheduler's public
-    key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`.
+    key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`. `tcp_keepalive` and its
+    `tcp_keepalive_idle_seconds`, `tcp_keepalive_interval_seconds` and `tcp_keepalive_count` set the TCP keepalive of
+    the connection, as the options of the same names do for the scheduler and workers (README has the table).
 
     `stream_output=True` prints what its tasks write to stdout and stderr (print, logging to the standard streams,
     C code, subprocesses) on this process's stdout and stderr as they run, each line marked "[function#n]", a task's
@@ -70,12 +79,21 @@ class Client:
         curve_secret_key_file: Optional[str] = None,
         curve_server_key_file: Optional[str] = None,
         stream_output: bool = False,
+        tcp_keepalive: bool = TCP_KEEPALIVE.default,
+        tcp_keepalive_idle_seconds: int = TCP_KEEPALIVE_IDLE.default,
+        tcp_keepalive_interval_seconds: int = TCP_KEEPALIVE_INTERVAL.default,
+        tcp_keepalive_count: int = TCP_KEEPALIVE_COUNT.default,
     ) -> None:
         self._configure(
             address, serializer, profiling, timeout_seconds, curve_secret_key_file, curve_server_key_file, stream_output
         )
+        self._keepalive = TcpKeepalive.checked(
+            tcp_keepalive, tcp_keepalive_idle_seconds, tcp_keepalive_interval_seconds, tcp_keepalive_count
+        )
         self._shared = False
-        self._connection: Optional[Connection] = Connection(self._address, self._timeout_seconds, self._curve)
+        self._connection: Optional[Connection] = Connection(
+            self._address, self._timeout_seconds, self._curve, self._keepalive
+        )
         if stream_output and not self._connection.forwards_task_output:
             logger.warning("the scheduler at %s does not forward task output (an older version): none shown", address)
 
@@ -111,6 +129,7 @@ class Client:
             "timeout_seconds": self._timeout_seconds,
             "curve_files": self._curve_files,  # paths, never the keys: the files must exist where the task runs
             "stream_output": self._factory.stream_output,  # children's lines join the parent's output (output.py)
+            "keepalive": tuple(self._keepalive),
         }
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
@@ -122,6 +141,7 @@ class Client:
             *state["curve_files"],
             state.get("stream_output", False),
         )
+        self._keepalive = TcpKeepalive(*state["keepalive"])
         self._shared = True
         self._connection = None  # connects on first use: unpickling must stay cheap and never block
 
@@ -342,11 +362,11 @@ class Client:
         return connection
 
     def _connect_shared(self) -> Connection:
-        key = (os.getpid(), self._address, self._curve)
+        key = (os.getpid(), self._address, self._curve, self._keepalive)
         with _shared_lock:
             connection = _shared_connections.get(key)
             if connection is None or connection.closed_reason is not None:
-                connection = Connection(self._address, self._timeout_seconds, self._curve)
+                connection = Connection(self._address, self._timeout_seconds, self._curve, self._keepalive)
                 _shared_connections[key] = connection
         self._connection = connection
         return connection

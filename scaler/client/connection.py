@@ -27,7 +27,7 @@ from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
-from scaler.io.sockets import make_identity
+from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, make_identity
 from scaler.protocol import (
     PROTOCOL_VERSION,
     ClientDisconnect,
@@ -64,7 +64,13 @@ class _ResultFetch:
 class Connection:
     """One client identity at the scheduler; raises TimeoutError or ProtocolVersionError if the handshake fails."""
 
-    def __init__(self, address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout_seconds: float,
+        curve: Optional[CurvePeerKeys] = None,
+        keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
+    ) -> None:
         self.address = address
         # The one place that decides how long the scheduler may be silent (killed, host lost, network cut) before
         # every pending future fails with SchedulerGoneError, a TimeoutError: the client's timeout_seconds, whatever
@@ -113,6 +119,7 @@ class Connection:
             self._on_crash,
             curve,
             self._on_refused,
+            keepalive,
         )
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)

@@ -53,6 +53,7 @@ from scaler.protocol import (
     WorkerHeartbeat,
     heartbeat_flags,
 )
+from scaler.rate_limit import LimitedLog
 from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
@@ -130,6 +131,8 @@ class WorkerCore:
         self.output_forwarded = False  # the scheduler forwards TaskOutput: only then is streamOutput honoured
         self.last_heard = now
         self.malformed = 0
+        # What the scheduler, or the tasks it sends, make us warn about: a few lines per kind, then a summary.
+        self.warnings = LimitedLog(logger, prefix=f"{name}: ")
         self.exit_code: Optional[int] = None
         self._now = now
         self._next_heartbeat = now
@@ -204,8 +207,12 @@ class WorkerCore:
         self.last_heard = now  # the scheduler is there, even if this frame was garbled
         self.malformed += 1
         if self.malformed == 1:
-            logger.warning(
-                "%s: dropped a malformed frame from the scheduler (further ones counted): %s", self.name, reason
+            self.warnings.log(
+                "malformed frame",
+                now,
+                "%s: dropped a malformed frame from the scheduler (further ones counted): %s",
+                self.name,
+                reason,
             )
 
     def observe(self, number: int, started: int, done: int) -> None:
@@ -269,14 +276,21 @@ class WorkerCore:
         self._remove_processor(processor, kill=False)
         running = processor.running()
         if running is None:
-            logger.warning("%s: processor %d died with %s between tasks, starting a new one", self.name, number, how)
+            self.warnings.log(
+                "processor died",
+                now,
+                "%s: processor %d died with %s between tasks, starting a new one",
+                self.name,
+                number,
+                how,
+            )
         elif running.state == CANCELED:
             self._take_from_pipe(processor, running)
             self._forget(running, "processor died")
         else:
             self._take_from_pipe(processor, running)
             text = f"processor died with {how} while running task {running.task_id.hex()}"
-            logger.warning("%s: %s, starting a new processor", self.name, text)
+            self.warnings.log("processor died", now, "%s: %s, starting a new processor", self.name, text)
             self._answer(
                 running, "processor died", TaskStatus.failed, cloudpickle.dumps(ProcessorDiedError(text)), text
             )
@@ -288,6 +302,7 @@ class WorkerCore:
     def tick(self, now: float) -> None:
         """Timers: the scheduler's silence, heartbeats, reconnection, spares, object retention."""
         self._now = now
+        self.warnings.flush(now)
         silent = now - self.last_heard
         if silent >= self.settings.death_timeout_seconds:
             if self.registrations:
@@ -430,6 +445,7 @@ class WorkerCore:
         if self.exit_code is not None:
             return
         self.exit_code = code
+        self.warnings.flush(self._now, force=True)
         (logger.info if code == EXIT_OK else logger.error)("%s: exiting: %s", self.name, reason)
         if self.connection != CONNECTED or code == EXIT_SCHEDULER_LOST:
             self._outgoing = []  # nobody listens
@@ -459,7 +475,13 @@ class WorkerCore:
 
     def _on_task(self, message: Task) -> None:
         if message.task_id in self.tasks:
-            logger.warning("%s: ignored task %s, received twice", self.name, message.task_id.hex())
+            self.warnings.log(
+                "task received twice",
+                self._now,
+                "%s: ignored task %s, received twice",
+                self.name,
+                message.task_id.hex(),
+            )
             return
         needs = [message.function_id]
         if message.serializer_id:
@@ -631,7 +653,7 @@ class WorkerCore:
                 object_id, response.payload, response.chunk_index, response.chunk_count, self._now
             )
         except ValueError as error:
-            logger.warning("%s: dropped a bad object chunk: %s", self.name, error)
+            self.warnings.log("bad object chunk", self._now, "%s: dropped a bad object chunk: %s", self.name, error)
             return
         if complete:
             self._requested.discard(object_id)

@@ -26,6 +26,7 @@ import time
 from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 from scaler import config
+from scaler.logs import flush_logs
 from scaler.worker.capture import OutputCapture, make_pipes
 from scaler.worker.channel import SharedProgress
 from scaler.worker.lifetime import die_with_parent, parent_alive
@@ -72,6 +73,7 @@ class ProcessorZygote:
                 logging.exception("processor fork server failed")
                 exit_code = 1
             finally:
+                flush_logs()  # os._exit skips the flush at exit
                 os._exit(exit_code)
         zygote_end.close()
         return cls(agent_end, pid)
@@ -239,6 +241,7 @@ def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
             logging.exception("processor failed")
             exit_code = 1
         finally:
+            flush_logs()  # os._exit skips the flush at exit
             os._exit(exit_code)
     processor_end.close()
     os.close(stdout_write)
