@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Protocol, Tuple
 
 from scaler import task_context
+from scaler.client import output
 from scaler.errors import ProfilingInfoError
 
 
@@ -146,11 +147,15 @@ class ScalerFuture(concurrent.futures.Future):
         return self._callback_list
 
     def result(self, timeout: Optional[float] = None) -> Any:
-        if self._state == FINISHED and self._exception is None:
-            return self._result  # settled: set_result wrote the value before the state (under the GIL, in order)
+        if self._state == FINISHED and self._exception is None and not output.unprinted:
+            # settled, and no task output waits to be printed (an empty dict, read without the lock, as output.py
+            # allows): set_result wrote the value before the state (under the GIL, in order)
+            return self._result
         self._before_blocking()
         with _LOCK:
             self._wait_until_done(timeout)
+            if output.unprinted:
+                self._wait_printed()
             if self._state != FINISHED:
                 raise concurrent.futures.CancelledError()
             if self._exception is not None:
@@ -164,6 +169,8 @@ class ScalerFuture(concurrent.futures.Future):
         self._before_blocking()
         with _LOCK:
             self._wait_until_done(timeout)
+            if output.unprinted:
+                self._wait_printed()
             if self._state != FINISHED:
                 raise concurrent.futures.CancelledError()
             return self._exception
@@ -269,6 +276,14 @@ class ScalerFuture(concurrent.futures.Future):
                 if remaining <= 0:
                     raise concurrent.futures.TimeoutError()
             self._sleep(remaining)
+
+    def _wait_printed(self) -> None:
+        """With _LOCK held once: let the task's output be printed before its result is seen (output.py)."""
+        _LOCK.release()
+        try:
+            output.wait_printed(self._task_id)
+        finally:
+            _LOCK.acquire()
 
     def _sleep(self, timeout: float) -> None:
         """With _LOCK held once: release it until woken by _wake_sleepers() or `timeout` (-1: none) passed."""

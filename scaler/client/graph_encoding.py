@@ -62,18 +62,19 @@ def submit_plan(
             for name, expression in planned.kwargs.items():
                 arguments.append(_argument(connection, expression, name, task_ids, constants, dependencies))
         task_id = task_ids[planned.node]
-        tasks.append(
-            Task(
-                task_id=task_id,
-                function_id=function_need[0],
-                args=arguments,
-                dependencies=list(dependencies),
-                profiling=profiling,
-                report_result=planned.requested,
-                parent_task_id=parent,
-                serializer_id=factory.serializer_id,
-            )
+        task = Task(
+            task_id=task_id,
+            function_id=function_need[0],
+            args=arguments,
+            dependencies=list(dependencies),
+            profiling=profiling,
+            report_result=planned.requested,
+            parent_task_id=parent,
+            serializer_id=factory.serializer_id,
         )
+        if factory.stream_output:
+            factory.stream(connection, task)
+        tasks.append(task)
         if planned.requested:
             futures[planned.node] = ScalerFuture(task_id, connection, profiling, factory.deserialize)
         else:
@@ -167,8 +168,9 @@ class _Constants:
 
 class _NodeEncoder:
     """A graph's Tasks as one frame, each encoded by template (scaler/fastpath/templates.py): the nodes of one
-    function and shape (their arguments' kinds, names and lengths, their dependencies' lengths, whether they report)
-    differ only in their ids and their arguments' bytes, so each node after the first of its shape is one join."""
+    function and shape (their arguments' kinds, names and lengths, their dependencies' lengths, whether they report;
+    profiling, parent, serializer and streaming are the graph's) differ only in their ids and their arguments' bytes,
+    so each node after the first of its shape is one join."""
 
     def __init__(self) -> None:
         self._templates: Dict[tuple, Optional[Template]] = {}
@@ -214,6 +216,7 @@ def _node_builder(task: Task) -> Builder:
             report_result=task.report_result,
             parent_task_id=task.parent_task_id,
             serializer_id=task.serializer_id,
+            stream_output=task.stream_output,
         )
 
     return build

@@ -21,7 +21,9 @@ import cloudpickle
 
 from scaler import config
 from scaler import task_context as context
+from scaler.logs import flush_logs
 from scaler.serializer import DefaultSerializer
+from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import (
     RESULT_DELAY_SECONDS,
     MessageReader,
@@ -38,7 +40,7 @@ from scaler.worker.profiling import CallProfile
 
 # A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
 _MIN_HALF_WAY_REPORT = 16
-_SEQ, _TASK_ID = 0, 1  # in a ProcessorTask
+_SEQ, _TASK_ID, _STREAM_OUTPUT = 0, 1, 9  # in a ProcessorTask
 _ValueKey = Tuple[bytes, bytes]  # (id of the serializer that deserialized it, object id)
 _MISSING = object()
 
@@ -74,12 +76,15 @@ class _LoadFailure:
         self.traceback = error.__traceback__
 
 
-def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool) -> None:
+def run_processor(
+    sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool, capture: OutputCapture
+) -> None:
     """Serve the agent on `sock` until it goes away: run its tasks in order, report their results in batches.
 
     `progress_fd`: the memory shared with the agent, where the processor writes which task it started and finished.
     `watch_parent`: poll for the parent's death from a thread, for systems without PR_SET_PDEATHSIG. Only then,
     because a thread here would make every os.fork() in user code warn (Python >= 3.12) and risk its locks.
+    `capture`: sends what a task with streamOutput writes to fds 1 and 2 to the agent, ended before its result.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when a processor stops, not Ctrl-C
     if watch_parent:
@@ -148,9 +153,16 @@ def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_
         reporter.before_task(len(pending))
         seq = next_task[_SEQ]
         progress.start(seq)
-        result = runner.run(next_task)
-        progress.finish(seq)
-        reporter.add(result)
+        if next_task[_STREAM_OUTPUT]:
+            capture.begin(seq)
+            result = runner.run(next_task)
+            capture.end(seq)  # before its result leaves: the agent reads the output first
+            progress.finish(seq)
+            reporter.add(result, streamed=True)
+        else:
+            result = runner.run(next_task)
+            progress.finish(seq)
+            reporter.add(result)
 
 
 class _Reporter:
@@ -182,12 +194,15 @@ class _Reporter:
         self._flusher_wake: Optional[threading.Event] = None  # made with the flusher thread
         self._flusher_parked = False  # the flusher waits for _flusher_wake (else it sleeps at most one delay)
         self.parked = False
+        self.streamed = False  # a task with streamOutput ran since the last report
 
-    def add(self, result: ProcessorResult) -> None:
+    def add(self, result: ProcessorResult, streamed: bool = False) -> None:
         with self._lock:
             if not self._results:
                 self._oldest = time.monotonic()
             self._results.append(result)
+            if streamed:  # with its result, under the lock: the flusher may send it any time from now on
+                self.streamed = True
 
     def dropped(self, task_id: bytes) -> None:
         with self._lock:
@@ -224,10 +239,11 @@ class _Reporter:
             self._send(task_id)
 
     def _send(self, blocked: Optional[bytes]) -> None:
-        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked))
+        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked, self.streamed))
         self._results = []
         self._dropped = []
         self._armed = False
+        self.streamed = False
 
     def _arm(self) -> None:
         with self._lock:
@@ -287,6 +303,7 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     while not stop.wait(config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS):
         if not parent_alive(parent_pid):
             logging.error("processor: parent %d is gone, exiting", parent_pid)
+            flush_logs()  # os._exit skips the flush at exit
             os._exit(1)
 
 
@@ -297,7 +314,7 @@ class TaskRunner:
 
     def absorb(self, task: ProcessorTask) -> None:
         """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
-        _, _, serializer_id, serializer_payload, function_id, function_payload, arguments, _, forget = task
+        _, _, serializer_id, serializer_payload, function_id, function_payload, arguments, _, forget, _ = task
         self._absorb_head(serializer_id, serializer_payload, function_id, function_payload, forget)
         self._hold_arguments(serializer_id, arguments)
 
@@ -329,7 +346,7 @@ class TaskRunner:
         # Tasks arrive as plain tuples of ProcessorTask's shape (channel.py): unpacked once, not read by name. What
         # absorb() takes is taken here too: the head only when there is one (rarely, after the first task of a
         # function), the arguments' objects as _arguments() reads them.
-        _, task_id, serializer_id, serializer_bytes, function_id, function_bytes, arguments, profiling, forget = task
+        _, task_id, serializer_id, serializer_bytes, function_id, function_bytes, arguments, profiling, forget, _ = task
         if forget or serializer_bytes is not None or function_bytes is not None:
             self._absorb_head(serializer_id, serializer_bytes, function_id, function_bytes, forget)
         try:
