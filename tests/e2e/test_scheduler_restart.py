@@ -111,15 +111,21 @@ def restartable(tmp_path) -> Iterator[Restartable]:
 
 @pytest.fixture
 def settlements(monkeypatch) -> Counter:
-    """How often the client settled each task id's future (its IO thread hands every answer to _settle)."""
+    """How often the client settled each task id's future: its IO thread hands every answer to _settle, or a frame's
+    plain successes together to _settle_values."""
     counts: Counter = Counter()
-    settle = ScalerFuture._settle
+    settle, settle_values = ScalerFuture._settle, ScalerFuture._settle_values
 
     def counting(future: ScalerFuture, *args) -> None:
         counts[future.task_id] += 1
         settle(future, *args)
 
+    def counting_values(entries) -> None:
+        counts.update(future.task_id for future, _, _ in entries)
+        settle_values(entries)
+
     monkeypatch.setattr(ScalerFuture, "_settle", counting)
+    monkeypatch.setattr(ScalerFuture, "_settle_values", staticmethod(counting_values))
     return counts
 
 
