@@ -1192,6 +1192,15 @@ class SchedulerStatus:
         "clients",
         "malformed",
         "completed_tasks",
+        "tasks_waiting",
+        "tasks_ready",
+        "tasks_assigned",
+        "tasks_running",
+        "worker_count",
+        "idle_workers",
+        "worker_slots",
+        "free_slots",
+        "oldest_ready_wait_us",
         "raw",
     )
     WHICH = 18
@@ -1207,6 +1216,15 @@ class SchedulerStatus:
     clients: int
     malformed: int
     completed_tasks: int
+    tasks_waiting: int
+    tasks_ready: int
+    tasks_assigned: int
+    tasks_running: int
+    worker_count: int
+    idle_workers: int
+    worker_slots: int
+    free_slots: int
+    oldest_ready_wait_us: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1223,6 +1241,15 @@ class SchedulerStatus:
         clients: int = 0,
         malformed: int = 0,
         completed_tasks: int = 0,
+        tasks_waiting: int = 0,
+        tasks_ready: int = 0,
+        tasks_assigned: int = 0,
+        tasks_running: int = 0,
+        worker_count: int = 0,
+        idle_workers: int = 0,
+        worker_slots: int = 0,
+        free_slots: int = 0,
+        oldest_ready_wait_us: int = 0,
     ) -> None:
         self.time_us = time_us
         self.cpu = cpu
@@ -1235,6 +1262,15 @@ class SchedulerStatus:
         self.clients = clients
         self.malformed = malformed
         self.completed_tasks = completed_tasks
+        self.tasks_waiting = tasks_waiting
+        self.tasks_ready = tasks_ready
+        self.tasks_assigned = tasks_assigned
+        self.tasks_running = tasks_running
+        self.worker_count = worker_count
+        self.idle_workers = idle_workers
+        self.worker_slots = worker_slots
+        self.free_slots = free_slots
+        self.oldest_ready_wait_us = oldest_ready_wait_us
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1252,6 +1288,15 @@ class SchedulerStatus:
             and self.clients == other.clients
             and self.malformed == other.malformed
             and self.completed_tasks == other.completed_tasks
+            and self.tasks_waiting == other.tasks_waiting
+            and self.tasks_ready == other.tasks_ready
+            and self.tasks_assigned == other.tasks_assigned
+            and self.tasks_running == other.tasks_running
+            and self.worker_count == other.worker_count
+            and self.idle_workers == other.idle_workers
+            and self.worker_slots == other.worker_slots
+            and self.free_slots == other.free_slots
+            and self.oldest_ready_wait_us == other.oldest_ready_wait_us
         )
 
     def __repr__(self) -> str:
@@ -1268,6 +1313,15 @@ class SchedulerStatus:
             + ", clients=" + short_repr(self.clients)
             + ", malformed=" + short_repr(self.malformed)
             + ", completed_tasks=" + short_repr(self.completed_tasks)
+            + ", tasks_waiting=" + short_repr(self.tasks_waiting)
+            + ", tasks_ready=" + short_repr(self.tasks_ready)
+            + ", tasks_assigned=" + short_repr(self.tasks_assigned)
+            + ", tasks_running=" + short_repr(self.tasks_running)
+            + ", worker_count=" + short_repr(self.worker_count)
+            + ", idle_workers=" + short_repr(self.idle_workers)
+            + ", worker_slots=" + short_repr(self.worker_slots)
+            + ", free_slots=" + short_repr(self.free_slots)
+            + ", oldest_ready_wait_us=" + short_repr(self.oldest_ready_wait_us)
             + ")"
         )
 
@@ -1286,7 +1340,7 @@ _DATA_CLIENT_DISCONNECT = struct.Struct("<B")
 _DATA_DISCONNECT_REPLY = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQ")
-_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQ")
+_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQ")
 
 
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
@@ -1831,8 +1885,8 @@ def _write_list_worker_status(buf: bytearray, blobs: Blobs, at: int, items: list
 def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> SchedulerStatus:
     buf = r.buf
     obj = _new(SchedulerStatus)
-    if dn >= 40:
-        u0, u1, u2, u3, u4, u5 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
+    if dn >= 104:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -1840,12 +1894,30 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u3 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
         u4 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
         u5 = _UNIT_Q.unpack_from(buf, d + 32)[0] if dn >= 40 else 0
+        u6 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
+        u7 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
+        u8 = _UNIT_Q.unpack_from(buf, d + 56)[0] if dn >= 64 else 0
+        u9 = _UNIT_Q.unpack_from(buf, d + 64)[0] if dn >= 72 else 0
+        u10 = _UNIT_I.unpack_from(buf, d + 72)[0] if dn >= 76 else 0
+        u11 = _UNIT_I.unpack_from(buf, d + 76)[0] if dn >= 80 else 0
+        u12 = _UNIT_Q.unpack_from(buf, d + 80)[0] if dn >= 88 else 0
+        u13 = _UNIT_Q.unpack_from(buf, d + 88)[0] if dn >= 96 else 0
+        u14 = _UNIT_Q.unpack_from(buf, d + 96)[0] if dn >= 104 else 0
     obj.time_us = u0
     obj.cpu = u1
     obj.clients = u2
     obj.rss = u3
     obj.malformed = u4
     obj.completed_tasks = u5
+    obj.tasks_waiting = u6
+    obj.tasks_ready = u7
+    obj.tasks_assigned = u8
+    obj.tasks_running = u9
+    obj.worker_count = u10
+    obj.idle_workers = u11
+    obj.worker_slots = u12
+    obj.free_slots = u13
+    obj.oldest_ready_wait_us = u14
     obj.task_states = _read_list_counter(r, lo, hi, p) if pn > 0 else []
     obj.sent = _read_list_counter(r, lo, hi, p + 8) if pn > 1 else []
     obj.received = _read_list_counter(r, lo, hi, p + 16) if pn > 2 else []
@@ -1865,12 +1937,21 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
         obj.rss,
         obj.malformed,
         obj.completed_tasks,
+        obj.tasks_waiting,
+        obj.tasks_ready,
+        obj.tasks_assigned,
+        obj.tasks_running,
+        obj.worker_count,
+        obj.idle_workers,
+        obj.worker_slots,
+        obj.free_slots,
+        obj.oldest_ready_wait_us,
     )
-    _write_list_counter(buf, blobs, start + 40, obj.task_states)
-    _write_list_counter(buf, blobs, start + 48, obj.sent)
-    _write_list_counter(buf, blobs, start + 56, obj.received)
-    _write_list_counter(buf, blobs, start + 64, obj.function_tasks)
-    _write_list_worker_status(buf, blobs, start + 72, obj.workers)
+    _write_list_counter(buf, blobs, start + 104, obj.task_states)
+    _write_list_counter(buf, blobs, start + 112, obj.sent)
+    _write_list_counter(buf, blobs, start + 120, obj.received)
+    _write_list_counter(buf, blobs, start + 128, obj.function_tasks)
+    _write_list_worker_status(buf, blobs, start + 136, obj.workers)
 
 
 _PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000002000200") + bytes(32)
@@ -2053,7 +2134,7 @@ def _encode_goodbye(buf: bytearray, blobs: Blobs, msg: Goodbye) -> None:
     _SEGMENT_SIZE.pack_into(buf, base + 4, (len(buf) - base - 8) >> 3)
 
 
-_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000005000500") + bytes(80)
+_PREFIX_SCHEDULER_STATUS = bytes.fromhex("000000000000000000000000010001001200000000000000000000000d000500") + bytes(144)
 
 
 def _encode_scheduler_status(buf: bytearray, blobs: Blobs, msg: SchedulerStatus) -> None:
@@ -2268,5 +2349,14 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("clients", "clients", "uint32", None),
         FieldInfo("malformed", "malformed", "uint64", None),
         FieldInfo("completed_tasks", "completedTasks", "uint64", None),
+        FieldInfo("tasks_waiting", "tasksWaiting", "uint64", None),
+        FieldInfo("tasks_ready", "tasksReady", "uint64", None),
+        FieldInfo("tasks_assigned", "tasksAssigned", "uint64", None),
+        FieldInfo("tasks_running", "tasksRunning", "uint64", None),
+        FieldInfo("worker_count", "workerCount", "uint32", None),
+        FieldInfo("idle_workers", "idleWorkers", "uint32", None),
+        FieldInfo("worker_slots", "workerSlots", "uint64", None),
+        FieldInfo("free_slots", "freeSlots", "uint64", None),
+        FieldInfo("oldest_ready_wait_us", "oldestReadyWaitUs", "uint64", None),
     ),
 }
