@@ -11,6 +11,7 @@ import zmq
 
 from scaler.config import DEFAULT_MAX_FRAME_BYTES
 from scaler.io.curve import CurvePeerKeys, CurveServerKeys, apply_peer_keys, apply_server_keys
+from scaler.io.limits import LISTEN_BACKLOG
 
 
 def make_identity(kind: str) -> bytes:
@@ -48,6 +49,7 @@ def create_router(
     address: str,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     curve: Optional[CurveServerKeys] = None,
+    backlog: int = LISTEN_BACKLOG,
 ) -> zmq.Socket:
     sock = context.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -55,6 +57,7 @@ def create_router(
     sock.setsockopt(zmq.RCVHWM, 0)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a peer that vanished must not make a send raise mid-batch
     sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+    sock.setsockopt(zmq.BACKLOG, backlog)  # a thousand workers starting at once must not lose their SYNs
     if curve is not None:
         apply_server_keys(sock, curve)
     sock.bind(address)

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 import psutil
 import zmq
 
+from scaler.io.limits import budget_for, listen_backlog, raise_open_files_limit, size_context
 from scaler.io.sockets import create_publisher, create_router, is_loopback
 from scaler.protocol import (
     MESSAGE_TYPES,
@@ -27,7 +28,6 @@ from scaler.protocol import (
     ProtocolError,
     SchedulerStatus,
     WorkerDisconnect,
-    WorkerStatus,
     decode_frame,
     encode,
 )
@@ -49,14 +49,19 @@ class SchedulerShell:
         self.settings = settings
         self._parent_pid = parent_pid
         self.core = SchedulerCore(settings, time.monotonic())
+        # every peer's connection is a file descriptor: as many as the hard limit allows, and ZeroMQ sized to match
+        self.open_files = raise_open_files_limit()
         self.context = zmq.Context()
+        size_context(self.context, self.open_files)
         curve = settings.curve_keys
         # the ZAP handler must be bound before any CURVE server socket exists, or libzmq has nobody to ask
         self._zap: Optional[ZapHandler] = None if curve is None else ZapHandler(self.context, curve.authorized_keys)
-        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve)
+        backlog = listen_backlog(self.open_files)
+        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve, backlog)
         self.monitor = create_publisher(self.context, settings.monitor_address, curve)
+        self.budget = budget_for(self.router, "scheduler address", self.open_files, backlog)
         router_watch = ConnectionWatch(
-            self.router, "scheduler address", curve is not None, self._goodbyes, settings.max_frame_bytes
+            self.router, "scheduler address", curve is not None, self._goodbyes, settings.max_frame_bytes, self.budget
         )
         self._watches = [router_watch]
         if curve is not None:
@@ -81,12 +86,14 @@ class SchedulerShell:
         tick = loop.create_task(self._tick_forever())
         self._on_readable()  # anything queued before the reader was registered
         logger.info("Scheduler: listening on %s", self.settings.address)
+        logger.info("Scheduler: %s", self.budget.describe())
         try:
             await self._stopped
         finally:
             tick.cancel()
             loop.remove_reader(fd)
             self._flush()
+            self.budget.close()
             self.router.close(linger=500)  # give the final Goodbyes a chance to leave
             self.monitor.close()
             for watch in self._watches:
@@ -191,6 +198,13 @@ class SchedulerShell:
             rss = self._process.memory_info().rss
         task_states = [Counter(name=name, value=count) for name, count in zip(STATE_NAMES, core.state_counts)]
         task_states += [Counter(name=name, value=count) for name, count in zip(FINISHED_NAMES, core.finished_counts)]
+        rows = []
+        for worker in core.workers.values():  # each row is kept up to date by the core; only these two change per task
+            row = worker.row
+            row.free = worker.free_slots
+            row.sent = len(worker.assigned)
+            rows.append(row)
+        demand = core.demand(time.monotonic())
         return SchedulerStatus(
             time_us=int(time.time() * 1_000_000),
             cpu=cpu,
@@ -202,25 +216,19 @@ class SchedulerShell:
                 Counter(name=core.function_names.get(function_id, function_id.hex()[:12]), value=count)
                 for function_id, count in core.function_tasks.items()
             ],
-            workers=[
-                WorkerStatus(
-                    name=w.name,
-                    agent_cpu=w.agent_cpu,
-                    agent_rss=w.agent_rss,
-                    cpu=w.cpu,
-                    rss=w.rss,
-                    free=max(0, w.capacity - len(w.assigned)),
-                    sent=len(w.assigned),
-                    queued=w.queued,
-                    lag_us=w.lag_us,
-                    flags=w.flags,
-                    processed=w.processed,
-                )
-                for w in core.workers.values()
-            ],
+            workers=rows,
             clients=len(core.clients),
             malformed=core.malformed,
             completed_tasks=sum(core.finished_counts),
+            tasks_waiting=demand.tasks_waiting,
+            tasks_ready=demand.tasks_ready,
+            tasks_assigned=demand.tasks_assigned,
+            tasks_running=demand.tasks_running,
+            worker_count=demand.workers,
+            idle_workers=demand.idle_workers,
+            worker_slots=demand.worker_slots,
+            free_slots=demand.free_slots,
+            oldest_ready_wait_us=int(demand.oldest_ready_wait * 1_000_000),
         )
 
 
