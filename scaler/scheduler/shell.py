@@ -41,6 +41,12 @@ logger = logging.getLogger(__name__)
 
 # bound the work done per readable event, so timers and sends are not starved by a flood of input
 _MAX_FRAMES_PER_DRAIN = 4096
+# pyzmq's flags are enum.Flag members, whose | and & cost an enum lookup each: plain ints on the hot path
+_NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
+_POLLIN = int(zmq.POLLIN)
+_EVENTS = int(zmq.EVENTS)
+_RCVMORE = int(zmq.RCVMORE)
 _TICK_SECONDS = 0.1
 
 
@@ -128,13 +134,13 @@ class SchedulerShell:
         try:
             while frames < _MAX_FRAMES_PER_DRAIN:
                 try:
-                    peer = router.recv(zmq.NOBLOCK)
+                    peer = router.recv(_NOBLOCK)
                 except zmq.Again:
                     break
-                payload = router.recv(zmq.NOBLOCK)
+                payload = router.recv(_NOBLOCK)
                 frames += 1
-                if router.getsockopt(zmq.RCVMORE):
-                    while router.getsockopt(zmq.RCVMORE):
+                if router.getsockopt(_RCVMORE):
+                    while router.getsockopt(_RCVMORE):
                         router.recv()
                     core.receive_malformed(peer, "a message of more than one frame", now)
                     continue
@@ -146,7 +152,7 @@ class SchedulerShell:
                 core.receive(peer, messages, now)
         finally:
             self._flush()
-        if frames >= _MAX_FRAMES_PER_DRAIN or router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if frames >= _MAX_FRAMES_PER_DRAIN or router.getsockopt(_EVENTS) & _POLLIN:
             self._schedule_drain()
         if self.core.stopping:
             self.stop("shutdown requested")
@@ -163,12 +169,12 @@ class SchedulerShell:
         router = self.router
         for peer, chunks in outgoing.items():
             try:
-                router.send(peer, zmq.SNDMORE | zmq.NOBLOCK)
-                router.send(chunks[0] if len(chunks) == 1 else b"".join(chunks), zmq.NOBLOCK)
+                router.send(peer, _SNDMORE_NOBLOCK)
+                router.send(chunks[0] if len(chunks) == 1 else b"".join(chunks), _NOBLOCK)
             except zmq.Again:
                 logger.warning("dropped %d message(s) to %r: its queue is full", len(chunks), peer)
         # sending can consume the edge that announced new input; look again
-        if router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if router.getsockopt(_EVENTS) & _POLLIN:
             self._schedule_drain()
 
     async def _tick_forever(self) -> None:
