@@ -24,7 +24,7 @@ import socket
 import struct
 import sys
 import time
-from typing import Callable, Dict, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 try:
     import resource
@@ -95,9 +95,9 @@ def open_descriptors() -> Optional[int]:
 
 def listen_backlog(open_files: OpenFiles) -> int:
     """How many connections the listening socket may queue unaccepted. Each may still be accepted after the door
-    closes, so `ConnectionBudget` keeps a descriptor in reserve for each: LISTEN_BACKLOG where descriptors abound, a
-    quarter of those left after the fixed reserve where they are few."""
-    return max(16, min(LISTEN_BACKLOG, (open_files.soft - RESERVE_DESCRIPTORS) // 4))
+    closes, so `ConnectionBudget` keeps descriptors in reserve for them: LISTEN_BACKLOG where descriptors abound, a
+    sixteenth of those left after the fixed reserve where they are few."""
+    return max(16, min(LISTEN_BACKLOG, (open_files.soft - RESERVE_DESCRIPTORS) // 16))
 
 
 def size_context(context, open_files: OpenFiles) -> int:
@@ -205,7 +205,13 @@ class ConnectionBudget:
     """The connections one listening socket may hold before the process runs out of descriptors, and the door.
 
     Fed the socket's monitor events (`accepted`, `disconnected`, `accept_failed`); closes the `gate` at `capacity`
-    connections and opens it again `hysteresis` below. Without a gate (ipc addresses, not Linux) it can only log."""
+    connections and opens it again `hysteresis` below. Without a gate (ipc addresses, not Linux) it can only log.
+
+    The events reach it late (libzmq accepts in its own thread), so a burst of peers can overshoot the capacity. With
+    a gate it therefore holds spare descriptors, one per connection the listening socket may queue and a few more:
+    when libzmq runs out of descriptors anyway, the door is shut and the spares are given up, so that libzmq can
+    accept what is already queued (no new connection gets in with the door shut) instead of retrying forever. They
+    are taken again, and the door opened, once enough peers left."""
 
     def __init__(
         self,
@@ -219,9 +225,14 @@ class ConnectionBudget:
         """`backlog`: the listening socket's; connections it queued when the door closed still come in."""
         self.what = what
         self.open_files = open_files
-        self.capacity = max(1, open_files.soft - descriptors_in_use - RESERVE_DESCRIPTORS - backlog)
+        self._spares_wanted = backlog + 8 if gate is not None else 0
+        self._spares: List[int] = []
+        self.capacity = max(
+            1, open_files.soft - descriptors_in_use - RESERVE_DESCRIPTORS - backlog - self._spares_wanted
+        )
         self.hysteresis = max(1, self.capacity // 100)
         self.gate = gate
+        self._hold_spares()
         self.connections = 0
         self.refused_while_full = 0  # failed accepts (out of descriptors anyway), for the log
         self._clock = clock
@@ -262,7 +273,12 @@ class ConnectionBudget:
 
     def disconnected(self) -> None:
         self.connections = max(0, self.connections - 1)
-        if self.gate is not None and self.gate.closed and self.connections <= self.capacity - self.hysteresis:
+        if (
+            self.gate is not None
+            and self.gate.closed
+            and self.connections <= self.capacity - self.hysteresis
+            and self._hold_spares()
+        ):
             self.gate.open()
             self._say(
                 "open", logging.INFO, f"{self.connections} peers connected to the {self.what}: accepting new ones again"
@@ -275,20 +291,36 @@ class ConnectionBudget:
         if error not in (errno.EMFILE, errno.ENFILE):
             return
         self.refused_while_full += 1
-        if self.gate is not None and not self.gate.closed:
-            self.capacity = max(1, self.connections)  # what the process really holds now
+        if self.gate is not None:
             self.gate.close()
+            self._release_spares()
         self._say(
             "failed",
             logging.WARNING,
             f"could not accept a connection to the {self.what} ({os.strerror(error)}) with {self.connections} "
-            f"peers connected ({self.refused_while_full} so far): {HOW_TO_RAISE}",
+            f"peers connected, past what the {self.open_files.describe()} allows ({self.refused_while_full} so far): "
+            f"new connections wait (in TCP's retries) until peers leave; {HOW_TO_RAISE}",
         )
 
     def close(self) -> None:
+        self._release_spares()
         if self.gate is not None:
             self.gate.release()
             self.gate = None
+
+    def _hold_spares(self) -> bool:
+        """Take the spare descriptors back (all, or False: still out of descriptors)."""
+        try:
+            while len(self._spares) < self._spares_wanted:
+                self._spares.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            return False
+        return True
+
+    def _release_spares(self) -> None:
+        for fd in self._spares:
+            os.close(fd)
+        self._spares.clear()
 
     def _say(self, kind: str, level: int, text: str) -> None:
         """The first line of each kind, then at most one a minute: the door may close and open often."""
