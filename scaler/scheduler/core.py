@@ -222,6 +222,7 @@ class SchedulerCore:
         """What waits and what room there is, from counts kept up to date: O(1), whatever the number of tasks."""
         counts = self.state_counts
         loads = self.loads
+        loads.settle()
         return Demand(
             tasks_waiting=counts[WAITING] + counts[READY],
             tasks_ready=counts[READY],
@@ -551,10 +552,11 @@ class SchedulerCore:
     def _assign_ready(self) -> None:
         """Hand ready tasks, oldest first, each to a least loaded worker with a free slot, so bursts and rebalanced
         tasks spread over idle workers; O(1) per task however many workers there are (see WorkerLoads)."""
+        loads = self.loads
+        loads.settle()
         ready = self.ready
         if not ready:
             return
-        loads = self.loads
         tasks = self.tasks
         counts = self.state_counts
         send = self._send
@@ -619,7 +621,7 @@ class SchedulerCore:
         if task.worker is not None:
             worker = self.workers.get(task.worker)
             if worker is not None and worker.assigned.pop(task_id, 0) is None:
-                self.loads.file(worker)
+                self.loads.touch(worker)
         function_tasks = self.function_tasks
         remaining = function_tasks[task.function_id] - 1
         if remaining:
@@ -795,6 +797,7 @@ class SchedulerCore:
         if self.ready or len(self.workers) < 2:
             return
         loads = self.loads
+        loads.settle()
         idle = loads.idle()
         if not idle:
             return

@@ -31,7 +31,7 @@ class WorkerLoads:
     found enough surplus, so it touches only the busiest workers. The counts the status reports (free slots, total
     load, capacity) are kept as workers move, not summed when asked."""
 
-    __slots__ = ("open", "closed", "levels", "listed", "total_load", "free_slots", "capacity")
+    __slots__ = ("open", "closed", "levels", "listed", "total_load", "free_slots", "capacity", "stale")
 
     def __init__(self) -> None:
         self.open: List[Dict[WorkerState, None]] = []  # level -> workers that take tasks now, in filing order
@@ -41,6 +41,7 @@ class WorkerLoads:
         self.total_load = 0  # sum of every worker's level
         self.free_slots = 0  # sum of every worker's free slots, open or not
         self.capacity = 0  # sum of every worker's capacity
+        self.stale: List[WorkerState] = []  # workers whose load changed since they were filed: `settle` refiles them
 
     def add(self, worker: WorkerState) -> None:
         worker.refill_mark = refill_mark(worker.capacity)
@@ -48,9 +49,26 @@ class WorkerLoads:
         self.file(worker)
 
     def remove(self, worker: WorkerState) -> None:
+        worker.stale = False
         if worker.level >= 0:
             self._unfile(worker)
         self.capacity -= worker.capacity
+
+    def touch(self, worker: WorkerState) -> None:
+        """Its load changed: refiled at the next `settle`, once however many of its results a frame carried."""
+        if not worker.stale:
+            worker.stale = True
+            self.stale.append(worker)
+
+    def settle(self) -> None:
+        """Refile the workers touched since; call before reading the index."""
+        stale = self.stale
+        if stale:
+            for worker in stale:
+                if worker.stale:  # not removed meanwhile
+                    worker.stale = False
+                    self.file(worker)
+            stale.clear()
 
     def file(self, worker: WorkerState) -> None:
         """(Re)file a worker after the tasks it holds, or its parked count, changed."""
@@ -110,6 +128,7 @@ class WorkerLoads:
 
     def validate(self, workers: Dict[bytes, WorkerState]) -> None:
         """Every worker filed once, at its load, in the right room; the counts are the sums they claim to be."""
+        assert not self.stale, "workers left to refile"
         filed = 0
         for level in range(len(self.open)):
             for room, is_open in ((self.open[level], True), (self.closed[level], False)):

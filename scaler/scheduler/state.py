@@ -73,6 +73,7 @@ class WorkerState:
         "takes_tasks",
         "free_slots",
         "refill_mark",
+        "stale",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float) -> None:
@@ -94,6 +95,7 @@ class WorkerState:
         self.takes_tasks = False
         self.free_slots = 0
         self.refill_mark = 1
+        self.stale = False  # its load changed since it was filed
 
 
 class ClientState:
