@@ -19,7 +19,8 @@ For each cell (workers x clients x task duration), in this order:
    slot (workers x capacity, plus a backlog); routed tasks/s and the scheduler's CPU time per task (its process: all
    its threads), after a warm-up, and the CPU the simulated peers used (they share the machine with the scheduler).
 3. Latency at half that rate: clients together submit at 50% of the measured rate, paced every millisecond;
-   submit-to-result p50 and p99 as each client saw it.
+   submit-to-result p50 and p99 as each client saw it, and the scheduler's CPU per task at that rate (tasks then come
+   a few per frame, not frames full). The same at 10% of the rate.
 4. Idle: every task answered, only heartbeats flow; the scheduler's CPU in % of one core.
 5. RSS per held task: workers stop answering, clients submit `--held-tasks`; the scheduler's RSS growth per task it
    holds (queued or assigned); then workers answer them all.
@@ -201,16 +202,16 @@ def measure_cell(
         client_host.ask({"cmd": "drain", "timeout": 120})
         client_host.expect("drained", timeout=130)
 
-        # 3. latency at half the saturating rate
-        if args.latency:
-            rate = saturated["tasks_per_second"] / 2
+        # 3. latency at half the saturating rate, and at a tenth of it
+        for fraction, suffix in ((0.5, ""), (0.1, "_10pct")) if args.latency else ():
+            rate = saturated["tasks_per_second"] * fraction
             client_host.ask({"cmd": "open", "rate": rate, "warmup": 1.0, "seconds": args.seconds})
             paced = client_host.expect("measured", timeout=args.seconds + 120)
-            figures["half_rate"] = paced["tasks_per_second"]
-            figures["latency_p50_ms"] = paced["latency_p50_ms"]
-            figures["latency_p99_ms"] = paced["latency_p99_ms"]
-            figures["half_rate_scheduler_cpu_us_per_task"] = paced["scheduler_cpu_us_per_task"]
-            figures["half_rate_peers_cpu_cores"] = paced["peers_cpu_cores"]
+            figures["paced_rate" + suffix] = paced["tasks_per_second"]
+            figures["latency_p50_ms" + suffix] = paced["latency_p50_ms"]
+            figures["latency_p99_ms" + suffix] = paced["latency_p99_ms"]
+            figures["paced_scheduler_cpu_us_per_task" + suffix] = paced["scheduler_cpu_us_per_task"]
+            figures["paced_peers_cpu_cores" + suffix] = paced["peers_cpu_cores"]
             client_host.ask({"cmd": "drain", "timeout": 120})
             client_host.expect("drained", timeout=130)
 
@@ -260,6 +261,9 @@ COLUMNS = [
     ("peers_cpu_cores", "peers' CPU (cores)", "{:.2f}"),
     ("latency_p50_ms", "p50 ms @50%", "{:.2f}"),
     ("latency_p99_ms", "p99 ms @50%", "{:.2f}"),
+    ("paced_scheduler_cpu_us_per_task", "sched µs/task @50%", "{:.2f}"),
+    ("latency_p50_ms_10pct", "p50 ms @10%", "{:.2f}"),
+    ("latency_p99_ms_10pct", "p99 ms @10%", "{:.2f}"),
     ("idle_cpu_percent", "idle CPU %", "{:.2f}"),
     ("rss_per_worker_kib", "RSS/worker KiB", "{:.1f}"),
     ("rss_per_held_task_bytes", "RSS/held task B", "{:,.0f}"),
