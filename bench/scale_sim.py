@@ -347,6 +347,9 @@ def main() -> None:
     parser.add_argument("--table", type=Path, help="the markdown table")
     parser.add_argument("--plot", type=Path, help="a PNG of the table")
     args = parser.parse_args()
+    signal.signal(
+        signal.SIGTERM, lambda signum, frame: sys.exit(f"scale_sim: {signal.Signals(signum).name}")
+    )  # cleanup
     if args.capacity < 0 or args.slots < 1 or args.repeat < 1 or args.seconds <= 0 or args.warmup < 0:
         parser.error("--slots and --repeat must be >= 1, --capacity >= 0, --seconds > 0, --warmup >= 0")
     if args.peer_python is None:
