@@ -371,7 +371,12 @@ def main() -> None:
         for workers, clients, task_ms in cells:
             for python in pythons:
                 started = time.monotonic()
-                figures = measure_cell(python, workers, clients, task_ms, args)
+                try:
+                    figures = measure_cell(python, workers, clients, task_ms, args)
+                except (RuntimeError, TimeoutError) as error:  # a scheduler that cannot keep up: say so, go on
+                    print(f"run {attempt + 1}: {labels[python]}, {workers} workers, {clients} clients: {error}")
+                    runs.setdefault((python, workers, clients, task_ms), []).append({"error": str(error)})
+                    continue
                 figures["scheduler"] = labels[python]
                 runs.setdefault((python, workers, clients, task_ms), []).append(figures)
                 print(
@@ -387,10 +392,18 @@ def main() -> None:
         for key, _, _ in COLUMNS[3:]:
             values = [f[key] for f in figures if f.get(key) is not None]
             row[key] = median(values) if values else None
+        row["failed_runs"] = sum(1 for f in figures if "error" in f)
         row["runs"] = figures
         rows.append(row)
     rows.sort(key=lambda r: (r["task_ms"], r["clients"], r["workers"], r["scheduler"]))
     text = table(rows, pythons)
+    failures = [row for row in rows if row["failed_runs"]]
+    if failures:
+        text += "\n\n" + "\n".join(
+            f"{row['scheduler']}, {row['workers']} workers, {row['clients']} clients: {row['failed_runs']} of "
+            f"{len(row['runs'])} runs failed ({next(f['error'] for f in row['runs'] if 'error' in f)[:200]})"
+            for row in failures
+        )
     print(f"\nmedians of {args.repeat}, {capacity_text(args)}\n{text}")
     if args.table:
         args.table.write_text(text + "\n")

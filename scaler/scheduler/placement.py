@@ -7,16 +7,21 @@ from typing import Dict, Iterator, List, Optional
 
 from scaler.scheduler.state import WorkerState
 
+# Past this many tasks a frame, a frame's own cost (a ZeroMQ send and receive, their system calls) no longer counts.
+REFILL_BATCH = 32
+
 
 def refill_mark(capacity: int) -> int:
-    """A worker that was full takes tasks again once this many of its slots are free: half of them (1 for a capacity
-    of 1 or 2); below that it waits, and a worker that was not full takes tasks until it is.
+    """A worker that was full takes tasks again once this many of its slots are free: half of them, at most
+    REFILL_BATCH (1 for a capacity of 1 or 2); below that it waits, and a worker that was not full takes tasks until
+    it is.
 
     Topping a full worker up in batches rather than one task per freed slot keeps it as busy (it still holds the other
-    half) and keeps frames full under load: with thousands of workers, one task per frame would make every task pay
-    a ZeroMQ send, a receive and their system calls alone. Workers that are not full are filled least loaded first,
-    so a burst still spreads over every idle worker."""
-    return (capacity + 1) // 2
+    tasks) and keeps frames full under load: with thousands of workers, one task per frame would make every task pay
+    a ZeroMQ send, a receive and their system calls alone. A batch much larger would only make the flow lumpy (a
+    worker with room for 30,000 tasks waiting for 15,000 results before it gets more). Workers that are not full are
+    filled least loaded first, so a burst still spreads over every idle worker."""
+    return min((capacity + 1) // 2, REFILL_BATCH)
 
 
 class WorkerLoads:
