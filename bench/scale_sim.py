@@ -7,23 +7,26 @@
 
 The scheduler runs its real CLI (`python -m scaler.scheduler`) under the interpreter named, in a scratch directory so
 that interpreter's own installation of Scaler is what runs, on real ZeroMQ sockets. Its peers are simulated by
-bench/sim_peers.py, thousands to a process: every simulated worker and client has its own DEALER socket and identity,
-does the real handshake and heartbeats at the real cadence; workers announce a capacity (`--slots` shared out, so
-every cell has the same work in flight: 65,536 / workers, at least 16) and answer each task at once
+tests/sim_peers.py, thousands to a process: every simulated worker and client has its own DEALER socket and identity,
+does the real handshake and heartbeats at the real cadence; workers announce a capacity and answer each task at once
 (`--task-ms 0`) or after an exponential time (`--task-ms 10`: mean 10 ms, one task at a time per worker); clients
-submit frames of 256 tasks, as the real client does, and check that every result comes back exactly once.
+submit frames of 256 tasks, as the real client does, and check that every result comes back exactly once. The
+capacity shares out `--slots` (65,536), at least 64 a worker, so cells hold about the same work in flight: from 64 up
+the scheduler refills a full worker 32 tasks at a time, as it does for the real default of 1,000.
 
 For each cell (workers x clients x task duration), in this order:
 1. RSS per connected worker: the scheduler's RSS before any peer connects and once every worker is connected.
-2. Saturated throughput: each client keeps enough tasks outstanding that tasks always wait in the scheduler for a free
+2. RSS per held task: workers stop answering, clients submit `--held-tasks`; the scheduler's RSS growth per task it
+   holds (queued or assigned); then workers answer them all. First, because a PyPy process keeps memory it needed
+   once: after the other phases, holding tasks again costs it little new memory.
+3. Saturated throughput: each client keeps enough tasks outstanding that tasks always wait in the scheduler for a free
    slot (workers x capacity, plus a backlog); routed tasks/s and the scheduler's CPU time per task (its process: all
-   its threads), after a warm-up, and the CPU the simulated peers used (they share the machine with the scheduler).
-3. Latency at half that rate: clients together submit at 50% of the measured rate, paced every millisecond;
+   its threads, heartbeats included), after a warm-up, and the CPU the simulated peers used (they share the machine
+   with the scheduler).
+4. Latency at half that rate: clients together submit at 50% of the measured rate, paced every millisecond;
    submit-to-result p50 and p99 as each client saw it, and the scheduler's CPU per task at that rate (tasks then come
    a few per frame, not frames full). The same at 10% of the rate.
-4. Idle: every task answered, only heartbeats flow; the scheduler's CPU in % of one core.
-5. RSS per held task: workers stop answering, clients submit `--held-tasks`; the scheduler's RSS growth per task it
-   holds (queued or assigned); then workers answer them all.
+5. Idle: every task answered, only heartbeats flow; the scheduler's CPU in % of one core.
 Every result of every phase is checked (exactly once, a success, for a task that was submitted).
 
 Writes the table (markdown) to stdout and `--table`, every run's figures to `--json`, and a plot to `--plot` (PNG,
@@ -156,7 +159,7 @@ def measure_cell(
         profile = args.profile_dir / f"scheduler-{tag}-{workers}w-{clients}c-{task_ms:g}ms.prof"
     scheduler = Scheduler(scheduler_python, workdir, args.scheduler_arg, profile)
     hosts: List[PeerHost] = []
-    capacity = args.capacity or max(16, args.slots // workers)
+    capacity = args.capacity or max(64, args.slots // workers)
     figures: Dict[str, Any] = {"workers": workers, "clients": clients, "task_ms": task_ms, "capacity": capacity}
     try:
         time.sleep(1.0)  # let the scheduler's start-up (imports, JIT of the first calls) settle before the baseline
@@ -188,7 +191,21 @@ def measure_cell(
         hosts.append(client_host)
         client_host.expect("connected", timeout=60)
 
-        # 2. saturated throughput: tasks always wait for a slot
+        # 2. memory per held task, first: a PyPy process keeps the memory it once needed, so later phases would hide it
+        if args.held_tasks > 0 and not task_ms:
+            for host in worker_hosts:
+                host.ask({"cmd": "hold", "on": True})
+            rss_before = scheduler.rss()
+            client_host.ask({"cmd": "burst", "tasks": args.held_tasks})
+            scheduler.wait_for(lambda s: held_tasks(s) >= args.held_tasks, 120, f"{args.held_tasks} tasks held")
+            time.sleep(1.0)
+            figures["rss_per_held_task_bytes"] = (scheduler.rss() - rss_before) / args.held_tasks
+            for host in worker_hosts:
+                host.ask({"cmd": "hold", "on": False})
+            client_host.ask({"cmd": "drain", "timeout": 300})
+            client_host.expect("drained", timeout=310)
+
+        # 3. saturated throughput: tasks always wait for a slot
         # 0 ms tasks: every slot taken and a backlog waiting in the scheduler; timed tasks: a few per worker suffice
         in_flight = workers * capacity + args.backlog if not task_ms else 4 * workers + 256 * clients
         window = math.ceil(in_flight / clients / 256) * 256
@@ -202,7 +219,7 @@ def measure_cell(
         client_host.ask({"cmd": "drain", "timeout": 120})
         client_host.expect("drained", timeout=130)
 
-        # 3. latency at half the saturating rate, and at a tenth of it
+        # 4. latency at half the saturating rate, and at a tenth of it
         for fraction, suffix in ((0.5, ""), (0.1, "_10pct")) if args.latency else ():
             rate = saturated["tasks_per_second"] * fraction
             client_host.ask({"cmd": "open", "rate": rate, "warmup": 1.0, "seconds": args.seconds})
@@ -215,29 +232,14 @@ def measure_cell(
             client_host.ask({"cmd": "drain", "timeout": 120})
             client_host.expect("drained", timeout=130)
 
-        # 4. idle: heartbeats only
+        # 5. idle: heartbeats only
         if args.idle_seconds > 0 and not task_ms:  # the same with timed tasks: measured once
             time.sleep(1.0)
             before, start = scheduler.cpu(), time.monotonic()
             time.sleep(args.idle_seconds)
             figures["idle_cpu_percent"] = (scheduler.cpu() - before) / (time.monotonic() - start) * 100
 
-        # 5. memory per held task
-        if args.held_tasks > 0 and not task_ms:
-            for host in worker_hosts:
-                host.ask({"cmd": "hold", "on": True})
-            rss_before = scheduler.rss()
-            client_host.ask({"cmd": "burst", "tasks": args.held_tasks})
-            scheduler.wait_for(lambda s: held_tasks(s) >= args.held_tasks, 120, f"{args.held_tasks} tasks held")
-            time.sleep(1.0)
-            figures["rss_per_held_task_bytes"] = (scheduler.rss() - rss_before) / args.held_tasks
-            for host in worker_hosts:
-                host.ask({"cmd": "hold", "on": False})
-            client_host.ask({"cmd": "drain", "timeout": 300})
-            drained = client_host.expect("drained", timeout=310)
-            figures["checked_results"] = drained["answered"]
-        else:
-            figures["checked_results"] = client_host.ask({"cmd": "stats"})["outstanding"] == 0
+        figures["checked_results"] = client_host.ask({"cmd": "stats"})["outstanding"] == 0
         figures["scheduler_rss_mib"] = scheduler.rss() / 2**20
     except BaseException:
         sys.stderr.write(f"\n--- scheduler log ---\n{scheduler.log()}\n")
@@ -256,6 +258,7 @@ COLUMNS = [
     ("workers", "workers", "{:,}"),
     ("clients", "clients", "{:,}"),
     ("task_ms", "task ms", "{:g}"),
+    ("capacity", "capacity", "{:,}"),
     ("tasks_per_second", "routed tasks/s", "{:,.0f}"),
     ("scheduler_cpu_us_per_task", "sched CPU µs/task", "{:.2f}"),
     ("peers_cpu_cores", "peers' CPU (cores)", "{:.2f}"),
@@ -322,7 +325,7 @@ def plot(rows: List[Dict[str, Any]], path: Path, title: str) -> None:
 def capacity_text(args: argparse.Namespace) -> str:
     if args.capacity:
         return f"capacity {args.capacity} per worker"
-    return f"{args.slots:,} slots shared by the workers (at least 16 each)"
+    return f"{args.slots:,} slots shared by the workers (at least 64 each)"
 
 
 def main() -> None:
@@ -389,7 +392,8 @@ def main() -> None:
     rows = []
     for (python, workers, clients, task_ms), figures in runs.items():
         row: Dict[str, Any] = {"scheduler": labels[python], "workers": workers, "clients": clients, "task_ms": task_ms}
-        for key, _, _ in COLUMNS[3:]:
+        row["capacity"] = args.capacity or max(64, args.slots // workers)
+        for key, _, _ in COLUMNS[4:]:
             values = [f[key] for f in figures if f.get(key) is not None]
             row[key] = median(values) if values else None
         row["failed_runs"] = sum(1 for f in figures if "error" in f)
