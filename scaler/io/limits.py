@@ -36,8 +36,15 @@ logger = logging.getLogger(__name__)
 # What the listening socket queues of connections not yet accepted; Linux caps it at net.core.somaxconn (4,096 on
 # recent kernels). libzmq's default, 100, drops the SYNs of a thousand workers starting at once, costing them seconds.
 LISTEN_BACKLOG = 4096
-# Descriptors kept free for everything that is not a peer: log files, monitors subscribing, ZeroMQ's own.
+# Descriptors kept free for everything that is not a peer: log files, monitors subscribing, ZeroMQ's own; an eighth
+# of the limit where it is small.
 RESERVE_DESCRIPTORS = 64
+
+
+def reserve(open_files: OpenFiles) -> int:
+    return min(RESERVE_DESCRIPTORS, max(16, open_files.soft // 8))
+
+
 _UNLIMITED_FALLBACK = 1 << 20  # when the hard limit is "unlimited": Linux's own default for fs.nr_open
 _LOG_EVERY_SECONDS = 60.0
 HOW_TO_RAISE = (
@@ -97,7 +104,7 @@ def listen_backlog(open_files: OpenFiles) -> int:
     """How many connections the listening socket may queue unaccepted. Each may still be accepted after the door
     closes, so `ConnectionBudget` keeps descriptors in reserve for them: LISTEN_BACKLOG where descriptors abound, a
     sixteenth of those left after the fixed reserve where they are few."""
-    return max(16, min(LISTEN_BACKLOG, (open_files.soft - RESERVE_DESCRIPTORS) // 16))
+    return max(16, min(LISTEN_BACKLOG, (open_files.soft - reserve(open_files)) // 16))
 
 
 def size_context(context, open_files: OpenFiles) -> int:
@@ -228,7 +235,7 @@ class ConnectionBudget:
         self._spares_wanted = backlog + 8 if gate is not None else 0
         self._spares: List[int] = []
         self.capacity = max(
-            1, open_files.soft - descriptors_in_use - RESERVE_DESCRIPTORS - backlog - self._spares_wanted
+            1, open_files.soft - descriptors_in_use - reserve(open_files) - backlog - self._spares_wanted
         )
         self.hysteresis = max(1, self.capacity // 100)
         self.gate = gate
