@@ -5,6 +5,10 @@
     python3 bench/codec.py --fast --save cpython.json  # then combine runs from both interpreters:
     python3 bench/codec.py --report cpython.json pypy.json
 
+To compare two versions of the codec, run this file from a checkout of each (it measures the codec next to it),
+the older one with ``--label base --impl fastpath``, and combine the saved runs: the report adds each column's
+speed-up over the base column of the same interpreter.
+
 pycapnp is measured the way an application would use it: build the message from Python values and to_bytes();
 from_bytes() and read every field into the same Python objects fastpath returns. Medians are per operation.
 """
@@ -24,7 +28,9 @@ import pyperf  # noqa: E402
 from scaler.protocol import (  # noqa: E402
     Argument,
     ArgumentKind,
+    ClientHeartbeat,
     Counter,
+    HeartbeatEcho,
     ObjectKind,
     ObjectPut,
     SchedulerStatus,
@@ -67,6 +73,8 @@ MESSAGES: dict[str, Any] = {
         flags=3,
         running=1,
     ),
+    "ClientHeartbeat": ClientHeartbeat(sent_at_us=1_700_000_000_000_000, cpu=12.5, rss=80 << 20),
+    "HeartbeatEcho": HeartbeatEcho(sent_at_us=1_700_000_000_000_000),
     "ObjectPut 100KiB": ObjectPut(
         object_id=bytes(range(32)), kind=ObjectKind.object, name="big", payload=bytes(100 << 10), total_size=100 << 10
     ),
@@ -200,6 +208,28 @@ def pycapnp_codecs(schema: Any) -> dict[str, tuple[Callable[[Any], bytes], Calla
                 running=h.running,
             )
 
+    def encode_client_heartbeat(v: ClientHeartbeat) -> bytes:
+        msg = new_message()
+        h = msg.init("clientHeartbeat")
+        h.sentAtUs = v.sent_at_us
+        h.cpu = v.cpu
+        h.rss = v.rss
+        return msg.to_bytes()
+
+    def decode_client_heartbeat(data: bytes) -> ClientHeartbeat:
+        with from_bytes(data) as msg:
+            h = msg.clientHeartbeat
+            return ClientHeartbeat(sent_at_us=h.sentAtUs, cpu=h.cpu, rss=h.rss)
+
+    def encode_echo(v: HeartbeatEcho) -> bytes:
+        msg = new_message()
+        msg.init("heartbeatEcho").sentAtUs = v.sent_at_us
+        return msg.to_bytes()
+
+    def decode_echo(data: bytes) -> HeartbeatEcho:
+        with from_bytes(data) as msg:
+            return HeartbeatEcho(sent_at_us=msg.heartbeatEcho.sentAtUs)
+
     def encode_object_put(v: ObjectPut) -> bytes:
         msg = new_message()
         o = msg.init("objectPut")
@@ -298,6 +328,8 @@ def pycapnp_codecs(schema: Any) -> dict[str, tuple[Callable[[Any], bytes], Calla
         "Task": (encode_task, decode_task),
         "TaskResult": (encode_task_result, decode_task_result),
         "WorkerHeartbeat": (encode_heartbeat, decode_heartbeat),
+        "ClientHeartbeat": (encode_client_heartbeat, decode_client_heartbeat),
+        "HeartbeatEcho": (encode_echo, decode_echo),
         "ObjectPut 100KiB": (encode_object_put, decode_object_put),
         "SchedulerStatus 10 workers": (encode_status, decode_status),
     }
@@ -343,6 +375,12 @@ def print_table(results: dict[str, float]) -> None:
             if any(cell is not None for cell in cells):
                 row = "".join(f"{format_time(cell) if cell else '-':>26}" for cell in cells)
                 print(f"{message:<28}{operation:<8}{row}")
+    print()
+    for column in columns:
+        pair = [results.get(f"{column}|Task|{operation}") for operation in ("encode", "decode")]
+        if None not in pair:
+            print(f"Task encode+decode, {column}: {format_time(sum(pair))}")
+    print_speedups(results, columns)
     fastpath_pypy = [c for c in columns if c.startswith("fastpath@PyPy")]
     pycapnp_cpython = [c for c in columns if c.startswith("pycapnp@CPython")]
     for fast in fastpath_pypy:
@@ -355,9 +393,32 @@ def print_table(results: dict[str, float]) -> None:
             )
 
 
+def print_speedups(results: dict[str, float], columns: list[str]) -> None:
+    """For each column beside a ``base@`` column of the same interpreter: how many times faster, per operation."""
+    for base in (column for column in columns if column.startswith("base@")):
+        interpreter = base.split("@", 1)[1]
+        for column in columns:
+            if column == base or not column.endswith("@" + interpreter) or column.startswith("pycapnp@"):
+                continue
+            print(f"\n{column} against {base} (times faster):")
+            for message in MESSAGES:
+                ratios = []
+                for operation in ("encode", "decode"):
+                    new, old = (
+                        results.get(f"{column}|{message}|{operation}"),
+                        results.get(f"{base}|{message}|{operation}"),
+                    )
+                    ratios.append(f"{operation} {old / new:5.2f}x" if new and old else f"{operation}     -")
+                print(f"  {message:<28}" + "   ".join(ratios))
+            pairs = [[results.get(f"{c}|Task|{op}") for op in ("encode", "decode")] for c in (base, column)]
+            if None not in pairs[0] + pairs[1]:
+                print(f"  {'Task encode+decode':<28}{sum(pairs[0]) / sum(pairs[1]):.2f}x")
+
+
 def main() -> None:
-    runner = pyperf.Runner(add_cmdline_args=lambda cmd, args: cmd.extend(["--impl", args.impl]))
+    runner = pyperf.Runner(add_cmdline_args=lambda cmd, args: cmd.extend(["--impl", args.impl, "--label", args.label]))
     runner.argparser.add_argument("--impl", choices=["all", "fastpath", "pycapnp"], default="all")
+    runner.argparser.add_argument("--label", default="fastpath", help="name of the fastpath column (e.g. base)")
     runner.argparser.add_argument("--save", type=Path, help="write medians as JSON for --report")
     runner.argparser.add_argument("--report", type=Path, nargs="+", help="only print a table from saved runs")
     args = runner.parse_args()
@@ -376,7 +437,7 @@ def main() -> None:
     results: dict[str, float] = {}
     for implementation, codecs in implementations.items():
         check_codecs(codecs)
-        column = f"{implementation}@{INTERPRETER}"
+        column = f"{args.label if implementation == 'fastpath' else implementation}@{INTERPRETER}"
         for name, (encoder, decoder) in codecs.items():
             frame = encoder(MESSAGES[name])
             for operation, func, arg in (("encode", encoder, MESSAGES[name]), ("decode", decoder, frame)):

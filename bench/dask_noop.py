@@ -11,12 +11,13 @@ reduction tree of bench/graph_tree.py through client.get. Every result is checke
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, Iterator, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -48,7 +49,9 @@ def run_graph(client: distributed.Client, tasks: int) -> None:
 WORKLOADS: Dict[str, Callable[[Any, int], None]] = {"submit": run_submit, "map": run_map, "graph": run_graph}
 
 
-def measure(workload: str, tasks: int, workers: int) -> float:
+@contextlib.contextmanager
+def dask_cluster(workers: int) -> Iterator[distributed.Client]:
+    """A client of a fresh LocalCluster of `workers` processes x 1 thread, every worker connected."""
     with (
         distributed.LocalCluster(
             n_workers=workers,
@@ -60,6 +63,11 @@ def measure(workload: str, tasks: int, workers: int) -> float:
         distributed.Client(cluster) as client,
     ):
         client.wait_for_workers(workers)
+        yield client
+
+
+def measure(workload: str, tasks: int, workers: int) -> float:
+    with dask_cluster(workers) as client:
         WORKLOADS[workload](client, 100)  # warm-up, as for Scaler
         start = time.perf_counter()
         WORKLOADS[workload](client, tasks)

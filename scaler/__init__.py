@@ -9,13 +9,22 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "1.0.0"
-__all__ = ["Client", "SchedulerClusterCombo", "Serializer", "ScalerFuture", "ObjectReference", "__version__"]
+__all__ = [
+    "Client",
+    "SchedulerClusterCombo",
+    "Serializer",
+    "ScalerFuture",
+    "ObjectReference",
+    "progress",
+    "__version__",
+]
 
 _LAZY = {
     "Client": "scaler.client",
     "ScalerFuture": "scaler.client",
     "Serializer": "scaler.client",
     "ObjectReference": "scaler.client",
+    "progress": "scaler.client.progress",
     "SchedulerClusterCombo": "scaler.cluster.combo",
 }
 

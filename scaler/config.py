@@ -1,45 +1,172 @@
-"""Every default of Scaler, in one place.
+"""Every setting and every default of Scaler, each declared once.
 
-CLIs, the client, the combo and the scheduler read their defaults from here, so a default is changed once. This module
-must import on PyPy 3.9 with nothing but the standard library, since the scheduler imports it.
+A declaration below is the only description of a setting: scaler.settings_spec derives from it the options of
+scaler_scheduler, scaler_cluster, scaler_top and scaler_ui (flags, help, default, checks), the keywords of `Cluster` and
+`SchedulerClusterCombo`, the attributes of SchedulerSettings and WorkerSettings, the arguments handed to the processes
+they start, and the option tables of README.md (tests/test_settings.py checks README against them). Adding a setting
+is one `SETTINGS.declare(...)`; the component that uses it then reads it from its settings object.
+
+The constants after the declarations are defaults that are not user settings. This module must import on PyPy 3.9
+with nothing but the standard library, since the scheduler imports it.
 """
 
-# --- event loop -------------------------------------------------------------------------------------------------------
+from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, at_least, positive
+
 EVENT_LOOPS = ("builtin", "uvloop")
-DEFAULT_EVENT_LOOP = "builtin"
-
-# --- scheduler --------------------------------------------------------------------------------------------------------
-DEFAULT_PROTECTED = True  # client.shutdown() may not stop the cluster unless the scheduler is started unprotected
-DEFAULT_HEARTBEAT_INTERVAL_SECONDS = 1.0  # clients and workers send a heartbeat this often
-DEFAULT_WORKER_TIMEOUT_SECONDS = 5.0  # a worker silent this long is dead; its tasks run elsewhere
-DEFAULT_CLIENT_TIMEOUT_SECONDS = 30.0  # a client silent this long is gone; its tasks are canceled, objects freed
-DEFAULT_MAX_TASKS_WAITING = 10_000_000  # tasks the scheduler holds before refusing new ones
-DEFAULT_PER_WORKER_QUEUE_SIZE = None  # a cap on the tasks sent to one worker at once; None: what the worker announces
-DEFAULT_BALANCE_INTERVAL_SECONDS = 0.5  # how often the scheduler looks for idle workers to rebalance onto
-DEFAULT_TASK_RETRY_LIMIT = 3  # a task whose worker died this many times fails with TaskStatus.worker_died
-DEFAULT_STATUS_INTERVAL_SECONDS = 1.0  # how often the scheduler publishes SchedulerStatus on the monitor socket
-DEFAULT_LOGGING_LEVEL = "INFO"
-DEFAULT_LOGGING_PATHS = ("/dev/stdout",)
 LOGGING_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_COMBO_LOGGING_LEVEL = "WARNING"  # SchedulerClusterCombo runs inside user programs: warnings and errors only
 
-# --- untrusted input --------------------------------------------------------------------------------------------------
-DEFAULT_MAX_FRAME_BYTES = 512 * 1024 * 1024  # larger frames are dropped by ZeroMQ itself (ZMQ_MAXMSGSIZE)
-DEFAULT_MAX_MALFORMED_PER_PEER = 100  # a peer that sends this many undecodable frames is dropped
-DEFAULT_MAX_OBJECTS_PER_CLIENT = 1_000_000
+SETTINGS = Registry()
 
-# --- worker -----------------------------------------------------------------------------------------------------------
-DEFAULT_NUMBER_OF_WORKERS = 4
-DEFAULT_WORKER_QUEUE_SIZE = 1000  # tasks a worker accepts at once: the "free" column of scaler_top
-DEFAULT_DEATH_TIMEOUT_SECONDS = 30.0  # a worker that hears nothing from its scheduler this long exits
-DEFAULT_OBJECT_RETENTION_SECONDS = 3600.0  # a worker forgets objects and functions unused this long
-DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS = 30.0
+# --- the scheduler ----------------------------------------------------------------------------------------------------
+MONITOR_ADDRESS = SETTINGS.declare(
+    "monitor_address", str, None, "address to publish status on, for scaler_top and scaler_ui",
+    flags=("--monitor-address", "-ma"), metavar="ADDRESS", used_by=(SCHEDULER,),
+    none_means="ipc:///tmp/{host}_{port}_monitor, beside the address",
+)  # fmt: skip
+PROTECTED = SETTINGS.declare(
+    "protected", bool, True, "refuse client.shutdown(); --no-protected lets a client stop the cluster",
+    flags=("--protected",), used_by=(SCHEDULER,),
+)  # fmt: skip
+EVENT_LOOP = SETTINGS.declare(
+    "event_loop", str, "builtin", "asyncio's builtin loop, or uvloop (CPython only)",
+    flags=("--event-loop", "-e"), choices=EVENT_LOOPS, used_by=(SCHEDULER,),
+)  # fmt: skip
+HEARTBEAT_INTERVAL = SETTINGS.declare(
+    "heartbeat_interval_seconds", float, 1.0,
+    "seconds between the heartbeats of clients and workers (a worker uses its own until the scheduler names one)",
+    flags=("--heartbeat-interval", "-hi"), check=positive, used_by=(SCHEDULER, WORKER),
+)  # fmt: skip
+WORKER_TIMEOUT = SETTINGS.declare(
+    "worker_timeout_seconds", float, 5.0, "a worker silent this long is dead; its tasks run elsewhere",
+    flags=("--worker-timeout", "-wt"), check=positive, used_by=(SCHEDULER,),
+)  # fmt: skip
+CLIENT_TIMEOUT = SETTINGS.declare(
+    "client_timeout_seconds", float, 30.0, "a client silent this long is gone; its tasks are canceled, objects freed",
+    flags=("--client-timeout", "-ct"), check=positive, used_by=(SCHEDULER,),
+)  # fmt: skip
+MAX_TASKS_WAITING = SETTINGS.declare(
+    "max_tasks_waiting", int, 10_000_000, "tasks the scheduler holds at once; beyond it new tasks are refused",
+    flags=("--max-tasks-waiting", "-mt"), check=at_least(1), used_by=(SCHEDULER,),
+)  # fmt: skip
+PER_WORKER_QUEUE_SIZE = SETTINGS.declare(
+    "per_worker_queue_size", int, 1000,
+    "most tasks one worker holds at once, queued plus running: each worker announces its own, and a scheduler given"
+    " one caps every worker at it",
+    flags=("--per-worker-queue-size", "-qs"), old_flags=("--queue-size",), old_keywords=("queue_size",),
+    check=at_least(1), used_by=(SCHEDULER, WORKER),
+    default_for={SCHEDULER: None}, none_means="what each worker announces",
+)  # fmt: skip
+TASK_RETRY_LIMIT = SETTINGS.declare(
+    "task_retry_limit", int, 3, "a task whose workers died this many times fails instead of running again",
+    flags=("--task-retry-limit", "-rl"), check=at_least(1), used_by=(SCHEDULER,),
+)  # fmt: skip
+BALANCE_INTERVAL = SETTINGS.declare(
+    "balance_interval_seconds", float, 0.5, "seconds between looks for idle workers to move queued tasks to",
+    flags=("--balance-interval", "-bi"), check=positive, used_by=(SCHEDULER,),
+)  # fmt: skip
+STATUS_INTERVAL = SETTINGS.declare(
+    "status_interval_seconds", float, 1.0, "seconds between status messages on the monitor address",
+    flags=("--status-interval", "-si"), check=positive, used_by=(SCHEDULER,),
+)  # fmt: skip
+
+# --- untrusted input (the scheduler) ----------------------------------------------------------------------------------
+MAX_FRAME_BYTES = SETTINGS.declare(
+    "max_frame_bytes", int, 512 * 1024 * 1024,
+    "a peer that sends a larger frame is disconnected by ZeroMQ before the frame is read into memory",
+    flags=("--max-frame-bytes", "-mf"), check=at_least(1), used_by=(SCHEDULER,),
+)  # fmt: skip
+MAX_MALFORMED_PER_PEER = SETTINGS.declare(
+    "max_malformed_per_peer", int, 100, "a client or worker that sends this many frames that do not decode is dropped",
+    flags=("--max-malformed-per-peer", "-mm"), check=at_least(1), used_by=(SCHEDULER,),
+)  # fmt: skip
+MAX_OBJECTS_PER_CLIENT = SETTINGS.declare(
+    "max_objects_per_client", int, 1_000_000, "objects one client may hold; beyond it new ones are dropped, logged",
+    flags=("--max-objects-per-client", "-mo"), check=at_least(1), used_by=(SCHEDULER,),
+)  # fmt: skip
+
+# --- workers ----------------------------------------------------------------------------------------------------------
+N_WORKERS = SETTINGS.declare(
+    "n_workers", int, 4, "worker processes to start, each running one task at a time",
+    flags=("--num-workers", "-n"), check=at_least(1), used_by=(CLUSTER,),
+)  # fmt: skip
+DEATH_TIMEOUT = SETTINGS.declare(
+    "death_timeout_seconds", float, 30.0,
+    "a worker that hears nothing from a scheduler this long exits; until then it keeps trying to register again",
+    flags=("--death-timeout", "-dt"), check=positive, used_by=(WORKER,),
+)  # fmt: skip
+OBJECT_RETENTION = SETTINGS.declare(
+    "object_retention_seconds", float, 3600.0, "a worker forgets functions and objects no task used this long",
+    flags=("--object-retention", "-or"), check=positive, used_by=(WORKER,),
+)  # fmt: skip
+GARBAGE_COLLECT_INTERVAL = SETTINGS.declare(
+    "garbage_collect_interval_seconds", float, 30.0, "seconds between a worker's looks for objects past retention",
+    flags=("--garbage-collect-interval", "-gc"), check=positive, used_by=(WORKER,),
+)  # fmt: skip
+
+# --- every process ----------------------------------------------------------------------------------------------------
+LOGGING_PATHS = SETTINGS.declare(
+    "logging_paths", str, ("/dev/stdout",), "where to log: files, /dev/stdout or /dev/stderr",
+    flags=("--logging-paths", "-lp"), many=True, metavar="PATH", used_by=(SCHEDULER, WORKER),
+)  # fmt: skip
+LOGGING_LEVEL = SETTINGS.declare(
+    "logging_level", str, "INFO", "the least severe level logged",
+    flags=("--logging-level", "-ll"), choices=LOGGING_LEVELS, used_by=(SCHEDULER, WORKER),
+)  # fmt: skip
+
+# --- monitors ---------------------------------------------------------------------------------------------------------
+STATUS_TIMEOUT = SETTINGS.declare(
+    "status_timeout_seconds", float, 5.0,
+    "seconds without a status after which the monitor says the scheduler is not answering",
+    flags=("--timeout", "-t"), check=positive, used_by=(MONITOR,),
+)  # fmt: skip
+
+# --- CurveZMQ (see README, Security) ----------------------------------------------------------------------------------
+CURVE_SECRET_KEY_FILE = SETTINGS.declare(
+    "curve_secret_key_file", str, None, "turn CurveZMQ on with this key pair: its NAME.key_secret, from scaler_keygen",
+    flags=("--curve-secret-key",), metavar="FILE", used_by=(SCHEDULER, WORKER, MONITOR), none_means="CurveZMQ off",
+)  # fmt: skip
+CURVE_AUTHORIZED_KEYS_DIR = SETTINGS.declare(
+    "curve_authorized_keys_dir", str, None,
+    "with CurveZMQ: the directory of the public keys (*.key) of the clients, workers and monitors to accept",
+    flags=("--curve-authorized-keys",), metavar="DIRECTORY", used_by=(SCHEDULER,), none_means="CurveZMQ off",
+)  # fmt: skip
+CURVE_SERVER_KEY_FILE = SETTINGS.declare(
+    "curve_server_key_file", str, None, "with CurveZMQ: the scheduler's public key file (NAME.key)",
+    flags=("--curve-server-key",), metavar="FILE", used_by=(WORKER, MONITOR), none_means="CurveZMQ off",
+)  # fmt: skip
+
+# --- the names modules have imported since before the declarations ----------------------------------------------------
+DEFAULT_EVENT_LOOP = EVENT_LOOP.default
+DEFAULT_PROTECTED = PROTECTED.default
+DEFAULT_HEARTBEAT_INTERVAL_SECONDS = HEARTBEAT_INTERVAL.default
+DEFAULT_WORKER_TIMEOUT_SECONDS = WORKER_TIMEOUT.default
+DEFAULT_CLIENT_TIMEOUT_SECONDS = CLIENT_TIMEOUT.default
+DEFAULT_MAX_TASKS_WAITING = MAX_TASKS_WAITING.default
+DEFAULT_PER_WORKER_QUEUE_SIZE = PER_WORKER_QUEUE_SIZE.default_in(SCHEDULER)
+DEFAULT_WORKER_QUEUE_SIZE = PER_WORKER_QUEUE_SIZE.default_in(WORKER)
+DEFAULT_BALANCE_INTERVAL_SECONDS = BALANCE_INTERVAL.default
+DEFAULT_TASK_RETRY_LIMIT = TASK_RETRY_LIMIT.default
+DEFAULT_STATUS_INTERVAL_SECONDS = STATUS_INTERVAL.default
+DEFAULT_LOGGING_LEVEL = LOGGING_LEVEL.default
+DEFAULT_LOGGING_PATHS = LOGGING_PATHS.default
+DEFAULT_MAX_FRAME_BYTES = MAX_FRAME_BYTES.default
+DEFAULT_MAX_MALFORMED_PER_PEER = MAX_MALFORMED_PER_PEER.default
+DEFAULT_MAX_OBJECTS_PER_CLIENT = MAX_OBJECTS_PER_CLIENT.default
+DEFAULT_NUMBER_OF_WORKERS = N_WORKERS.default
+DEFAULT_DEATH_TIMEOUT_SECONDS = DEATH_TIMEOUT.default
+DEFAULT_OBJECT_RETENTION_SECONDS = OBJECT_RETENTION.default
+DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS = GARBAGE_COLLECT_INTERVAL.default
+
+# --- defaults that are not user settings ------------------------------------------------------------------------------
+# worker
 DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS = 5.0  # after SIGTERM, workers get this long to disconnect, then SIGKILL
 DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS = 1.0  # fallback to PR_SET_PDEATHSIG: how often a child checks its parent
 DEFAULT_PROFILING_SAMPLE_INTERVAL_SECONDS = 0.01  # peak-memory sampling, only where Linux can't reset VmHWM
 DEFAULT_PREFETCH_SECONDS = 0.01  # a processor is handed tasks ahead while their expected run time is under this...
 DEFAULT_PREFETCH_TASKS = 64  # ...and at most this many: short tasks flow without a round trip, long ones stay movable
 
-# --- client -----------------------------------------------------------------------------------------------------------
+# client
 DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS = 60.0  # Client(timeout_seconds=...): waiting for the scheduler's HelloReply
 DEFAULT_INLINE_LIMIT_BYTES = 64 * 1024  # larger arguments and results travel as objects, fetched once per worker
 DEFAULT_OBJECT_CHUNK_BYTES = 64 * 1024 * 1024  # objects larger than this travel in several ObjectPut chunks

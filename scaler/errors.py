@@ -1,5 +1,7 @@
 """Exceptions users of Scaler can catch. Shared by client, worker and scheduler; standard library only."""
 
+import concurrent.futures
+
 
 class ScalerError(Exception):
     """Base class of Scaler's own errors."""
@@ -25,8 +27,20 @@ class AuthenticationError(ScalerError, PermissionError):
     """The scheduler refused this peer's CurveZMQ key, or does not speak CurveZMQ with the key this peer expects."""
 
 
-class SchedulerGoneError(ScalerError):
-    """The scheduler stopped or dropped this peer; pending tasks cannot finish."""
+class SchedulerGoneError(ScalerError, TimeoutError):
+    """The scheduler stopped, said goodbye, or was silent for the client's `timeout_seconds`; pending tasks cannot
+    finish. A TimeoutError, as the seed system raises for a scheduler that does not come back."""
+
+
+class MissingObjectError(ScalerError, LookupError):
+    """An ObjectReference names an object the scheduler no longer holds for this client (clear() deleted it)."""
+
+
+class ProfilingInfoError(ScalerError, concurrent.futures.InvalidStateError, ValueError):
+    """profiling_info() was asked too early (the task is not done) or of a task submitted without profiling.
+
+    A ValueError, as in the seed system, and an InvalidStateError, as concurrent.futures raises for a future asked
+    about a state it is not in."""
 
 
 class DisconnectedError(ScalerError, RuntimeError):

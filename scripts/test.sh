@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs on a fresh Debian machine (as root, or with sudo), then runs every test:
-# the whole suite on CPython, and the protocol and scheduler suites again on PyPy, where the scheduler runs.
+# Installs what the test suite needs on a fresh Debian machine (as root, or with sudo), builds and checks the sdist and
+# wheel, then runs every test: the whole suite on CPython, and the protocol and scheduler suites again on PyPy, where
+# the scheduler runs. A suite that passes but leaves files in the temporary directories fails (scripts/leftovers.py).
 # Extra arguments go to both pytest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
 
 packages=(pypy3 pypy3-venv pypy3-dev tmux chromium)
+packages+=(slurm-wlm munge)  # tests/autoscale run a one-node Slurm cluster on this machine
 apt_install "${packages[@]}"
 
-ensure_cpython_venv .venv ".[test,bench,uvloop,ui]"
+ensure_cpython_venv .venv ".[test,bench,uvloop,ui,release]"
+# tests/deploy renders deploy/kubernetes with `kubectl kustomize` (offline); Debian's kubectl is too old for it
+command -v kubectl >/dev/null || echo "== no kubectl on PATH: tests/deploy skips the kustomize renderings"
+
+echo "== sdist and wheel, built and checked as a release would be (scripts/check_dist.py: build, twine check)"
+.venv/bin/python scripts/check_dist.py
 
 echo "== PyPy environment (.venv-pypy)"
 [ -x .venv-pypy/bin/python ] || pypy3 -m venv .venv-pypy
@@ -22,8 +29,10 @@ bash packaging/pex/build.sh
 echo "== Nuitka onefile scaler_scheduler and scaler_top, for tests/packaging (a few minutes)"
 bash packaging/nuitka/build.sh
 
+# scripts/leftovers.py runs each suite with a temporary directory of its own, and fails if files are left in it
 echo "== tests on CPython"
-.venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
+.venv/bin/python scripts/leftovers.py -- .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
 
 echo "== protocol and scheduler tests on PyPy"
-.venv-pypy/bin/python -m pytest -q -p no:cacheprovider tests/protocol tests/scheduler "$@"
+.venv/bin/python scripts/leftovers.py -- \
+    .venv-pypy/bin/python -m pytest -q -p no:cacheprovider tests/protocol tests/scheduler "$@"

@@ -15,7 +15,7 @@ cpython="$("${CPYTHON:-python3.11}" -c "$base_executable")"
 pypy="$("${PYPY:-pypy3}" -c "$base_executable")"
 
 [ -x "$build_venv/bin/python" ] || python3 -m venv "$build_venv"
-"$build_venv/bin/python" -m pip install -q "pex>=2.20,<3" "setuptools>=68" wheel
+"$build_venv/bin/python" -m pip install -q "pex>=2.20,<3" "setuptools>=77" wheel  # as pyproject's build-system
 
 # One wheel of this tree for both interpreters and both tools: pex would otherwise build the project once per
 # interpreter and tool, each time in a fresh isolated environment, which costs minutes under PyPy.

@@ -3,6 +3,6 @@
 from scaler.client.client import Client
 from scaler.client.future import ProfilingInfo, ScalerFuture
 from scaler.client.objects import ObjectReference
-from scaler.client.serializer import Serializer
+from scaler.serializer import Serializer
 
 __all__ = ["Client", "ObjectReference", "ProfilingInfo", "ScalerFuture", "Serializer"]

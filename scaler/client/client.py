@@ -4,22 +4,34 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, Hashable, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
+from scaler import task_context
 from scaler.client.connection import Connection
+from scaler.client.dask_graph import (
+    dask_available,
+    flatten_keys,
+    has_task_spec_nodes,
+    is_dask_call,
+    plan_dask_graph,
+    shape_like,
+)
 from scaler.client.future import FailureLatch, ScalerFuture
-from scaler.client.graph import plan_graph
+from scaler.client.graph import GraphPlan, plan_graph
 from scaler.client.graph_encoding import submit_plan
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts
-from scaler.client.serializer import DefaultSerializer, SerializerLike
 from scaler.client.tasks import TaskFactory
 from scaler.config import DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
 from scaler.errors import DisconnectedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
 from scaler.io.sockets import validate_address
 from scaler.protocol import ObjectKind
-from scaler.worker import context as task_context
+from scaler.serializer import DefaultSerializer, SerializerLike
+
+if TYPE_CHECKING:
+    from scaler.client.executor import ScalerExecutor
+    from scaler.client.progress import ProgressBar
 
 _KIND_OBJECT = int(ObjectKind.object)
 
@@ -34,7 +46,8 @@ class Client:
 
     `serializer` is a Serializer subclass or instance (cloudpickle by default). `profiling=True` makes workers measure
     every task (see ScalerFuture.profiling_info); submit and map take a `profiling` keyword to choose per call.
-    `timeout_seconds` bounds the wait for the scheduler's handshake: TimeoutError after it. On a scheduler with
+    `timeout_seconds` bounds the wait for the scheduler's handshake (TimeoutError after it), and how long a connected
+    scheduler may be silent before unfinished futures fail with SchedulerGoneError, a TimeoutError. On a scheduler with
     CurveZMQ on, pass this client's key pair file (`NAME.key_secret` from scaler_keygen) and the scheduler's public
     key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`.
 
@@ -140,12 +153,16 @@ class Client:
 
         `profiling` is taken by submit, not passed to fn (use functools.partial to give fn a keyword of that name).
         ObjectReferences from send_object are resolved when they are top-level arguments, positional or keyword.
+        Arguments that do not bind to fn's signature raise TypeError here, as fn itself would.
         """
+        return self._submit(fn, args, kwargs, self._profiling if profiling is None else _check_profiling(profiling))
+
+    def _submit(self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any], profiling: bool) -> ScalerFuture:
         connection = self._open_connection()
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
-        profiling = self._profiling if profiling is None else _check_profiling(profiling)
         factory = self._factory
+        factory.signatures.check(fn, args, kwargs)
         function_need = factory.function_need(connection, fn)
         needs: List[ObjectNeed] = []
         parent = task_context.current_task_id or b""
@@ -153,11 +170,34 @@ class Client:
         factory.send(connection, ((fn, function_need),), needs, [message], (future,))
         return future
 
-    def map(self, fn: Any, iterable: Iterable[Sequence[Any]], profiling: Optional[bool] = None) -> List[Any]:
+    def map(
+        self,
+        fn: Any,
+        iterable: Iterable[Sequence[Any]],
+        profiling: Optional[bool] = None,
+        progress: Union[bool, str] = False,
+    ) -> List[Any]:
         """[fn(*args) for args in iterable], run on workers; raises the exception of the first failing task.
 
         Every element of iterable is a tuple (or list) of positional arguments: client.map(f, [(1,), (2,)]).
+        `progress=True` (or a label) shows a progress bar, updated as results arrive (needs tqdm: "scaler[progress]").
         """
+        if progress:
+            from scaler.client.progress import ProgressBar
+
+            ProgressBar.check_available()
+        futures, latch = self._map_futures(fn, iterable, profiling)
+        bar = None
+        if progress:
+            bar = ProgressBar(len(futures), progress if isinstance(progress, str) else None)
+        return _results(self._open_connection(), futures, latch, bar)
+
+    starmap = map
+
+    def _map_futures(
+        self, fn: Any, iterable: Iterable[Sequence[Any]], profiling: Optional[bool]
+    ) -> Tuple[List[ScalerFuture], FailureLatch]:
+        """map's tasks, sent; their futures, in order, sharing one FailureLatch."""
         connection = self._open_connection()
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
@@ -165,14 +205,12 @@ class Client:
         if isinstance(iterable, (str, bytes)):
             raise TypeError(f"iterable must hold argument tuples like [(1,), (2,)], got {iterable!r}")
         all_args = iterable if isinstance(iterable, (list, tuple)) else list(iterable)
-        for index, args in enumerate(all_args):  # every element is checked before anything is sent
-            if type(args) is not tuple and type(args) is not list:
-                raise TypeError(f"element {index} of iterable must be a tuple of arguments like (x,), got {args!r}")
+        self._check_calls(fn, all_args)
+        no_kwargs: Dict[str, Any] = {}
         factory = self._factory
         function_need = factory.function_need(connection, fn)
         function_id = function_need[0]
         parent = task_context.current_task_id or b""
-        no_kwargs: Dict[str, Any] = {}
         futures: List[ScalerFuture] = []
         latch = FailureLatch()
         try:
@@ -191,9 +229,20 @@ class Client:
         except BaseException:
             _cancel(connection, futures)  # an argument failed to serialize: no half map left running
             raise
-        return _results(connection, futures, latch)
+        return futures, latch
 
-    starmap = map
+    def _check_calls(self, fn: Any, all_args: Sequence[Any]) -> None:
+        """TypeError naming the first element of all_args that is not a tuple of arguments binding to fn."""
+        shape = self._factory.signatures.shape(fn)
+        no_kwargs: Dict[str, Any] = {}
+        for index, args in enumerate(all_args):
+            if type(args) is not tuple and type(args) is not list:
+                raise TypeError(f"element {index} of iterable must be a tuple of arguments like (x,), got {args!r}")
+            if shape is not None and not shape.fewest <= len(args) <= shape.most:
+                try:
+                    shape.check(args, no_kwargs)
+                except TypeError as error:
+                    raise TypeError(f"element {index} of iterable: {error}") from None
 
     def send_object(self, obj: Any, name: Optional[str] = None) -> ObjectReference:
         """Ship obj to the scheduler once; pass the reference as a top-level argument of submit, map or a graph.
@@ -208,32 +257,57 @@ class Client:
         object_id = connection.content_ids.of(payload)
         needs: List[ObjectNeed] = [(object_id, object_puts(object_id, _KIND_OBJECT, name or "", payload))]
         self._factory.send(connection, (), needs, [], (), pin=object_id)
-        return ObjectReference(object_id, name or "", len(payload))
+        return ObjectReference(object_id, name or "", len(payload), connection.identity)
 
     # ---- graphs ------------------------------------------------------------------------------------------------------
 
-    def get(self, graph: Dict[Hashable, Any], keys: Sequence[Hashable], block: bool = True) -> Dict[Hashable, Any]:
-        """Compute the keys of a Dask-style graph: {key: value} in key order, or {key: future} with block=False.
+    def get(self, graph: Any, keys: Any, block: bool = True, **dask_options: Any) -> Any:
+        """Compute the keys of a graph: {key: value} in key order, or {key: future} with block=False.
 
-        The graph is checked before anything is sent (TypeError/ValueError naming the bad node); only the nodes the
-        keys need are sent. If a node fails, every requested key depending on it raises that node's exception.
-        See scaler/client/graph.py for what a node may be.
+        The graph is checked before anything is sent (TypeError/ValueError naming the bad node, graphlib.CycleError
+        for a cycle, KeyError for a key asked twice); only the nodes the keys need are sent. If a node fails, every
+        requested key depending on it raises that node's exception. See scaler/client/graph.py for what a node may be.
+
+        It is also a dask scheduler: `dask.compute(x, scheduler=client.get)`. Given what dask hands a scheduler (a
+        collection's graph, one key or nested lists of keys), results come back shaped like `keys`, as from dask's own
+        schedulers, and the scheduler keywords dask passes on are accepted and ignored (see dask_graph.py).
         """
         connection = self._open_connection()
         latch = FailureLatch()
-        plan = plan_graph(graph, keys)
         parent = task_context.current_task_id or b""
+        if is_dask_call(graph, keys):
+            wanted = flatten_keys(keys)
+            plan = _plan(graph, wanted, dask_call=True)
+            futures = submit_plan(self._factory, connection, plan, wanted, self._profiling, parent, latch)
+            values = futures if not block else _results(connection, futures, latch)
+            return shape_like(keys, dict(zip(wanted, values)))
+        if dask_options:
+            raise TypeError(f"get() got unexpected keyword arguments: {', '.join(sorted(dask_options))}")
+        plan = _plan(graph, keys, dask_call=False)
+        _check_no_repeated_keys(keys)
         futures = submit_plan(self._factory, connection, plan, keys, self._profiling, parent, latch)
         if not block:
             return dict(zip(keys, futures))
         return dict(zip(keys, _results(connection, futures, latch)))
 
-    def submit_graph(self, graph: Dict[Hashable, Any], keys: Sequence[Hashable]) -> List[ScalerFuture]:
+    def submit_graph(self, graph: Any, keys: Sequence[Hashable]) -> List[ScalerFuture]:
         """Like get(graph, keys, block=False), as a list of futures in key order."""
         connection = self._open_connection()
-        plan = plan_graph(graph, keys)
+        if isinstance(keys, (str, bytes)) or not isinstance(keys, (list, tuple)):
+            raise TypeError(f"keys must be a list of graph keys (like keys=['e']), got {keys!r}")
+        plan = _plan(graph, keys, dask_call=not isinstance(graph, dict) or has_task_spec_nodes(graph))
         parent = task_context.current_task_id or b""
         return submit_plan(self._factory, connection, plan, keys, self._profiling, parent)
+
+    # ---- integrations ------------------------------------------------------------------------------------------------
+
+    def executor(self) -> ScalerExecutor:
+        """A concurrent.futures.Executor running its calls on this client's cluster (see scaler/client/executor.py).
+
+        Its shutdown() does not disconnect the client."""
+        from scaler.client.executor import ScalerExecutor
+
+        return ScalerExecutor(self)
 
     # ---- connection --------------------------------------------------------------------------------------------------
 
@@ -264,21 +338,54 @@ def _check_profiling(profiling: Any) -> bool:
     return profiling
 
 
-def _results(connection: Connection, futures: List[ScalerFuture], latch: FailureLatch) -> List[Any]:
+def _plan(graph: Any, keys: Sequence[Hashable], dask_call: bool) -> GraphPlan:
+    """Graphs of tuples are read by graph.py; dask's graphs, and graphs given the way dask gives them, by dask's own
+    conversion (dask_graph.py), where dask is installed."""
+    if dask_call and (not isinstance(graph, dict) or dask_available()):
+        return plan_dask_graph(graph, list(keys))
+    return plan_graph(graph, keys)
+
+
+def _check_no_repeated_keys(keys: Sequence[Hashable]) -> None:
+    """{key: value} cannot hold a key twice: KeyError, as in the seed system."""
+    seen: Set[Hashable] = set()
+    for key in keys:
+        if key in seen:
+            raise KeyError(f"key {key!r} is asked for twice in keys")
+        seen.add(key)
+
+
+_PROGRESS_REFRESH_SECONDS = 0.1  # while a result is awaited, the bar moves at least this often
+
+
+def _results(
+    connection: Connection, futures: List[ScalerFuture], latch: FailureLatch, bar: Optional[ProgressBar] = None
+) -> List[Any]:
     """Every future's result in order. As soon as one fails (see FailureLatch), the rest are cancelled, with their
-    graphs, and the exception of the first failed future in order is raised."""
+    graphs, and the exception of the first failed future in order is raised. A progress bar, if any, is moved to the
+    count of settled futures while waiting."""
     try:
         for future in futures:
-            future._wait_unless_failed(latch)
+            if bar is None:
+                future._wait_unless_failed(latch)
+            else:
+                while not future._wait_unless_failed(latch, _PROGRESS_REFRESH_SECONDS):
+                    bar.update_to(latch.settled)
+                bar.update_now_and_then(latch.settled)
             if latch.failed:
                 for failed in futures:
                     if failed.done() and not failed.cancelled() and failed.exception() is not None:
                         failed.result()  # raises its exception
             future.result()  # raises CancelledError if it was cancelled (clear(), disconnect)
+        if bar is not None:
+            bar.update_to(latch.settled)
         return [future.result() for future in futures]
     except BaseException:
         _cancel(connection, futures)
         raise
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _cancel(connection: Connection, futures: List[ScalerFuture]) -> None:

@@ -45,6 +45,8 @@ from scaler.protocol import (
 
 logger = logging.getLogger(__name__)
 
+_HEARTBEATS_PER_SILENCE_WINDOW = 4  # a short timeout_seconds makes heartbeats more frequent, never fewer than this
+
 
 class _ResultFetch:
     """A result the worker stored as an object: its chunks, arriving in ObjectResponses."""
@@ -62,6 +64,11 @@ class Connection:
 
     def __init__(self, address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None) -> None:
         self.address = address
+        # The one place that decides how long the scheduler may be silent (killed, host lost, network cut) before
+        # every pending future fails with SchedulerGoneError, a TimeoutError: the client's timeout_seconds, whatever
+        # the scheduler's own client timeout. Scheduler-restart recovery will wait this long (its reconnect window
+        # defaults to it) for the scheduler to come back before failing them.
+        self.scheduler_gone_after_seconds = timeout_seconds
         self.identity = make_identity("C")
         self.content_ids = ContentIds(os.urandom(32))
         self.pid = os.getpid()
@@ -153,6 +160,10 @@ class Connection:
             if was_empty and outgoing:
                 self._io.wake()
         return True
+
+    def holds_object(self, object_id: bytes) -> bool:
+        """Whether an object sent with send_object is still held for this connection (clear() drops them all)."""
+        return self._ledger.is_pinned(object_id)  # one set lookup: atomic, no lock needed
 
     def cancel_task(self, task_id: bytes) -> None:
         self.cancel_tasks([task_id])
@@ -282,8 +293,11 @@ class Connection:
             return
         if reply.accepted:  # set here, so that the loop's next poll already wakes for the first heartbeat
             interval_ms = reply.heartbeat_interval_ms
-            self._io.heartbeat_seconds = interval_ms / 1000 if interval_ms else DEFAULT_HEARTBEAT_INTERVAL_SECONDS
-            self._io.silence_limit_seconds = reply.peer_timeout_ms / 1000
+            interval = interval_ms / 1000 if interval_ms else DEFAULT_HEARTBEAT_INTERVAL_SECONDS
+            window = self.scheduler_gone_after_seconds
+            # The scheduler echoes every heartbeat: several per window, so a live scheduler is never taken for gone.
+            self._io.heartbeat_seconds = min(interval, window / _HEARTBEATS_PER_SILENCE_WINDOW)
+            self._io.silence_limit_seconds = window
         self._hello_reply.set_result(reply)
 
     def _on_disconnect_reply(self, reply: DisconnectReply) -> None:

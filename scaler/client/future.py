@@ -7,11 +7,12 @@ import logging
 import threading
 import time
 from _thread import allocate_lock
-from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
+from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, RUNNING
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Protocol
 
-from scaler.worker import context as task_context
+from scaler import task_context
+from scaler.errors import ProfilingInfoError
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,15 @@ _LOCK = threading.RLock()
 
 class FailureLatch:
     """Shared by the futures of one map or graph: the first of them to fail sets it and wakes the caller waiting on
-    another of them, so that a failure is raised at once rather than after every earlier task finished."""
+    another of them, so that a failure is raised at once rather than after every earlier task finished. It also
+    counts the futures that settled, in any order, for a progress bar."""
 
-    __slots__ = ("failed", "waiting")
+    __slots__ = ("failed", "waiting", "settled")
 
     def __init__(self) -> None:
         self.failed = False
         self.waiting: Optional[ScalerFuture] = None
+        self.settled = 0  # only changed with _LOCK held
 
 
 _DONE = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)
@@ -61,9 +64,11 @@ _LOGGER = logging.getLogger("concurrent.futures")
 class ScalerFuture(concurrent.futures.Future):
     """The result of one task. Works with concurrent.futures.wait, as_completed and add_done_callback.
 
-    `cancel()` returns False once the task is done; otherwise the future is cancelled at once and the scheduler told,
-    and a result that crosses the cancel is dropped. Done callbacks run on the client's IO thread: keep them short
-    and never wait on another future in them.
+    `running()` is True from submission until the task is done, as in the seed system: the task is in the cluster's
+    hands, and the client cannot tell queued from executing. `cancel()` returns False once the task is done;
+    otherwise the future is cancelled at once and the scheduler told (a running task is stopped), and a result that
+    crosses the cancel is dropped. Done callbacks run on the client's IO thread: keep them short and never wait on
+    another future in them.
     """
 
     __slots__ = (
@@ -92,7 +97,7 @@ class ScalerFuture(concurrent.futures.Future):
         deserialize: Optional[Callable[[bytes], Any]] = None,
     ) -> None:
         # Future.__init__ is not called: it would build the Condition this class does without.
-        self._state = PENDING
+        self._state = RUNNING  # submitted: see the class docstring
         self._result: Any = None
         self._exception: Optional[BaseException] = None
         self._waiter_list: Optional[List[Any]] = None  # wait()/as_completed() waiters, made on first use
@@ -115,12 +120,11 @@ class ScalerFuture(concurrent.futures.Future):
         return f"<ScalerFuture task_id={self._task_id.hex()} {super().__repr__()[1:-1]}>"
 
     def profiling_info(self) -> ProfilingInfo:
+        """What the worker measured; ProfilingInfoError (a ValueError) before the task is done or without profiling."""
         if not self.done():
-            raise concurrent.futures.InvalidStateError(
-                "profiling info is known once the task is done: call result() first"
-            )
+            raise ProfilingInfoError("profiling info is known once the task is done: call result() first")
         if self._profiling_info is None:
-            raise concurrent.futures.InvalidStateError(
+            raise ProfilingInfoError(
                 f"no profiling info for task {self._task_id.hex()}: submit it with profiling=True "
                 "(or Client(profiling=True)); a cancelled task or a graph constant has none"
             )
@@ -171,6 +175,8 @@ class ScalerFuture(concurrent.futures.Future):
             for waiter in self._waiter_list or ():
                 waiter.add_result(self)
             self._wake_sleepers()
+            if self._latch is not None:
+                self._latch.settled += 1
         self._invoke_callbacks()
 
     def set_exception(self, exception: Optional[BaseException]) -> None:
@@ -183,10 +189,12 @@ class ScalerFuture(concurrent.futures.Future):
                 waiter.add_exception(self)
             self._wake_sleepers()
             latch = self._latch
-            if latch is not None and not latch.failed:
-                latch.failed = True
-                if latch.waiting is not None:
-                    latch.waiting._wake_sleepers()
+            if latch is not None:
+                latch.settled += 1
+                if not latch.failed:
+                    latch.failed = True
+                    if latch.waiting is not None:
+                        latch.waiting._wake_sleepers()
         self._invoke_callbacks()
 
     def cancel(self) -> bool:
@@ -208,6 +216,8 @@ class ScalerFuture(concurrent.futures.Future):
             for waiter in self._waiter_list or ():
                 waiter.add_cancelled(self)
             self._wake_sleepers()
+            if self._latch is not None:
+                self._latch.settled += 1
         self._invoke_callbacks()
         return True
 
@@ -218,14 +228,22 @@ class ScalerFuture(concurrent.futures.Future):
             except Exception:
                 _LOGGER.exception("exception calling callback for %r", self)
 
-    def _wait_unless_failed(self, latch: FailureLatch) -> None:
-        """Block until this future is done or another future sharing `latch` failed."""
+    def _wait_unless_failed(self, latch: FailureLatch, timeout: float = -1.0) -> bool:
+        """Block until this future is done or another future sharing `latch` failed (True), or until `timeout`
+        seconds passed (False; -1: no limit)."""
         self._before_blocking()
         with _LOCK:
             latch.waiting = self
             try:
+                deadline = time.monotonic() + timeout if timeout >= 0 else None
                 while self._state not in _DONE and not latch.failed:
-                    self._sleep(-1.0)
+                    remaining = -1.0
+                    if deadline is not None:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            return False
+                    self._sleep(remaining)
+                return True
             finally:
                 latch.waiting = None
 

@@ -4,7 +4,8 @@ A graph is a dict from keys to nodes. A node is a task `(callable, *args)`, a li
 ObjectReference, or any other value (a constant). An argument of a task is a key (the value of that node), a nested
 task tuple, a list (evaluated element by element, so a list of keys is the list of their values), an ObjectReference,
 or a constant. A tuple whose first element is not callable is a constant when it is an argument, and malformed when it
-is a node.
+is a node. (Graphs of dask's task-spec objects, what dask collections hand a scheduler, are read by dask_graph.py into
+the same plan.)
 
 Constants never become tasks: they are inlined into the tasks that use them. Everything else becomes a task, including
 the small helper tasks `gather_list` (a list holding keys, nested tasks or references) and `identity` (an alias, or a
@@ -13,8 +14,9 @@ requested reference). The helpers need no change to the protocol or to workers: 
 
 from __future__ import annotations
 
+import graphlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, Hashable, List, Sequence, Set, Union
+from typing import Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Union
 
 from scaler.client.objects import ObjectReference
 
@@ -29,25 +31,45 @@ def identity(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+# An argument of a planned task. Plain classes with __slots__: graphs of 100,000 nodes make hundreds of thousands.
+
+
 class KeyRef:
-    node: Hashable  # a graph key, or an _Anonymous node
+    """The value of another node: a graph key, or an Anonymous node."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Hashable) -> None:
+        self.node = node
+
+    def __repr__(self) -> str:
+        return f"KeyRef({self.node!r})"
 
 
-@dataclass(frozen=True)
 class Constant:
-    value: Any
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Constant({self.value!r})"
 
 
-@dataclass(frozen=True)
 class ObjectArg:
-    reference: ObjectReference
+    __slots__ = ("reference",)
+
+    def __init__(self, reference: ObjectReference) -> None:
+        self.reference = reference
+
+    def __repr__(self) -> str:
+        return f"ObjectArg({self.reference!r})"
 
 
 Expression = Union[KeyRef, Constant, ObjectArg]
 
 
-class _Anonymous:
+class Anonymous:
     """The node of a nested task or list: hashable by identity, never equal to a user's key."""
 
     __slots__ = ("label",)
@@ -64,7 +86,13 @@ class PlannedTask:
     node: Hashable
     function: Any
     args: List[Expression]
+    kwargs: Optional[Dict[str, Expression]] = None
     requested: bool = False
+
+    def expressions(self) -> Iterable[Expression]:
+        if self.kwargs:
+            return [*self.args, *self.kwargs.values()]
+        return self.args
 
 
 @dataclass
@@ -80,51 +108,140 @@ def plan_graph(graph: Any, keys: Any) -> GraphPlan:
         raise TypeError(f"graph must be a dict of key -> node, got {type(graph).__name__}")
     if isinstance(keys, (str, bytes)) or not isinstance(keys, (list, tuple)):
         raise TypeError(f"keys must be a list of graph keys (like keys=['e']), got {keys!r}")
-    for key in keys:
-        if not _is_key(graph, key):
-            raise ValueError(f"key {key!r} is not in the graph (graph keys: {_some_keys(graph)})")
-
+    check_keys_in_graph(graph, keys)
     parser = _Parser(graph)
     for key, value in graph.items():
         parser.parse_node(key, value)
-    parser.inline_values()
+    return parser.plan(keys)
 
-    plan = GraphPlan()
-    requested: Set[Hashable] = set()
+
+def check_keys_in_graph(graph: Any, keys: Iterable[Any]) -> None:
     for key in keys:
-        node = parser.values.get(key)
-        if node is None:
-            requested.add(key)
-            plan.task_of_key[key] = key
-        elif isinstance(node, Constant):
-            plan.constant_of_key[key] = node.value
-        else:  # a requested ObjectReference: a task fetches it
-            anonymous = _Anonymous(f"{key!r} (object reference)")
-            parser.tasks[anonymous] = PlannedTask(anonymous, identity, [node])
-            requested.add(anonymous)
-            plan.task_of_key[key] = anonymous
-
-    order = parser.topological_order()
-    needed = parser.reachable(requested)
-    for node in order:
-        if node in needed:
-            task = parser.tasks[node]
-            task.requested = node in requested
-            plan.tasks.append(task)
-    return plan
+        if not is_key(graph, key):
+            raise ValueError(f"key {key!r} is not in the graph (graph keys: {_some_keys(graph)})")
 
 
-class _Parser:
-    def __init__(self, graph: Dict[Hashable, Any]) -> None:
-        self.graph = graph
+class GraphBuilder:
+    """The tasks and values of a graph being planned: what every graph format is read into.
+
+    `tasks` maps a node to its task; `values` maps the nodes that are constants or object references to their
+    expression, inlined into the tasks that use them.
+    """
+
+    def __init__(self) -> None:
         self.tasks: Dict[Hashable, PlannedTask] = {}
-        self.values: Dict[Hashable, Expression] = {}  # nodes that are constants or object references
+        self.values: Dict[Hashable, Expression] = {}
+
+    def resolve(self, key: Hashable) -> Hashable:
+        """The node a requested key names (formats with aliases follow them here)."""
+        return key
+
+    def plan(self, keys: Sequence[Hashable]) -> GraphPlan:
+        """The tasks `keys` need, dependencies first; a cycle anywhere in the graph raises graphlib.CycleError."""
+        self._inline_values()
+        plan = GraphPlan()
+        requested: Set[Hashable] = set()
+        for key in keys:
+            node = self.resolve(key)
+            value = self.values.get(node)
+            if value is None:
+                requested.add(node)
+                plan.task_of_key[key] = node
+            elif isinstance(value, Constant):
+                plan.constant_of_key[key] = value.value
+            else:  # a requested ObjectReference: a task fetches it
+                anonymous = Anonymous(f"{key!r} (object reference)")
+                self.tasks[anonymous] = PlannedTask(anonymous, identity, [value])
+                requested.add(anonymous)
+                plan.task_of_key[key] = anonymous
+        order = self._topological_order()
+        needed = self._reachable(requested)
+        for node in order:
+            if node in needed:
+                task = self.tasks[node]
+                task.requested = node in requested
+                plan.tasks.append(task)
+        return plan
+
+    def _inline_values(self) -> None:
+        """A reference names the node resolve() gives; one to a constant or object node becomes that value itself:
+        such nodes never run as tasks."""
+        values = self.values
+        resolve = self.resolve
+
+        def inline(expression: Expression) -> Expression:
+            if type(expression) is KeyRef:
+                node = resolve(expression.node)
+                value = values.get(node)
+                if value is not None:
+                    return value
+                if node is not expression.node:
+                    return KeyRef(node)
+            return expression
+
+        for task in self.tasks.values():
+            task.args = [inline(arg) for arg in task.args]
+            if task.kwargs:
+                task.kwargs = {name: inline(arg) for name, arg in task.kwargs.items()}
+
+    def _dependencies(self, node: Hashable) -> List[Hashable]:
+        return [arg.node for arg in self.tasks[node].expressions() if type(arg) is KeyRef]
+
+    def _topological_order(self) -> List[Hashable]:
+        """Every task node, dependencies first."""
+        state: Dict[Hashable, bool] = {}  # False while on the current path, True once placed in the order
+        order: List[Hashable] = []
+        for root in self.tasks:
+            if root in state:
+                continue
+            state[root] = False
+            stack = [(root, iter(self._dependencies(root)))]
+            while stack:
+                node, pending = stack[-1]
+                for dependency in pending:
+                    placed = state.get(dependency)
+                    if placed is None:
+                        state[dependency] = False
+                        stack.append((dependency, iter(self._dependencies(dependency))))
+                        break
+                    if not placed:
+                        path = [entry[0] for entry in stack]
+                        raise_cycle(path[path.index(dependency) :] + [dependency])
+                else:
+                    stack.pop()
+                    state[node] = True
+                    order.append(node)
+        return order
+
+    def _reachable(self, roots: Set[Hashable]) -> Set[Hashable]:
+        seen = set(roots)
+        frontier = list(roots)
+        while frontier:
+            for dependency in self._dependencies(frontier.pop()):
+                if dependency not in seen:
+                    seen.add(dependency)
+                    frontier.append(dependency)
+        return seen
+
+
+def raise_cycle(cycle: List[Hashable]) -> None:
+    """graphlib.CycleError (a ValueError) showing the cycle, with the cycle's nodes as its second argument, as
+    graphlib.TopologicalSorter raises it."""
+    raise graphlib.CycleError("graph has a cycle: {}".format(" -> ".join(repr(node) for node in cycle)), cycle)
+
+
+class _Parser(GraphBuilder):
+    """Graphs of tuples: `(callable, *args)` tasks, keys, lists and constants."""
+
+    def __init__(self, graph: Dict[Hashable, Any]) -> None:
+        super().__init__()
+        self.graph = graph
 
     def parse_node(self, key: Hashable, value: Any) -> None:
         where = f"graph[{key!r}]"
         if type(value) is tuple and value and callable(value[0]):
             self.tasks[key] = PlannedTask(key, value[0], self._arguments(value[1:], where))
-        elif _is_key(self.graph, value):
+        elif is_key(self.graph, value):
             self.tasks[key] = PlannedTask(key, identity, [KeyRef(value)])
         elif type(value) is tuple:
             if not value:
@@ -157,73 +274,26 @@ class _Parser:
             if all(type(element) is Constant for element in elements):
                 return Constant(arg)
             return self._anonymous_task(where, gather_list, elements)
-        if _is_key(self.graph, arg):
+        if is_key(self.graph, arg):
             return KeyRef(arg)
         if kind is ObjectReference:
             return ObjectArg(arg)
         return Constant(arg)
 
     def _anonymous_task(self, where: str, function: Any, args: List[Expression]) -> KeyRef:
-        node = _Anonymous(where)
+        node = Anonymous(where)
         self.tasks[node] = PlannedTask(node, function, args)
         return KeyRef(node)
 
-    def inline_values(self) -> None:
-        """A reference to a constant or object node becomes that value itself: such nodes never run as tasks."""
-        values = self.values
-        for task in self.tasks.values():
-            task.args = [
-                values.get(arg.node, arg) if type(arg) is KeyRef and arg.node in values else arg for arg in task.args
-            ]
 
-    def dependencies(self, node: Hashable) -> List[Hashable]:
-        return [arg.node for arg in self.tasks[node].args if type(arg) is KeyRef]
-
-    def topological_order(self) -> List[Hashable]:
-        """Every task node, dependencies first; a cycle anywhere in the graph is a ValueError showing it."""
-        state: Dict[Hashable, bool] = {}  # False while on the current path, True once placed in the order
-        order: List[Hashable] = []
-        for root in self.tasks:
-            if root in state:
-                continue
-            state[root] = False
-            stack = [(root, iter(self.dependencies(root)))]
-            while stack:
-                node, pending = stack[-1]
-                for dependency in pending:
-                    placed = state.get(dependency)
-                    if placed is None:
-                        state[dependency] = False
-                        stack.append((dependency, iter(self.dependencies(dependency))))
-                        break
-                    if not placed:
-                        path = [entry[0] for entry in stack]
-                        cycle = path[path.index(dependency) :] + [dependency]
-                        raise ValueError("graph has a cycle: {}".format(" -> ".join(repr(n) for n in cycle)))
-                else:
-                    stack.pop()
-                    state[node] = True
-                    order.append(node)
-        return order
-
-    def reachable(self, roots: Set[Hashable]) -> Set[Hashable]:
-        seen = set(roots)
-        frontier = list(roots)
-        while frontier:
-            for dependency in self.dependencies(frontier.pop()):
-                if dependency not in seen:
-                    seen.add(dependency)
-                    frontier.append(dependency)
-        return seen
-
-
-def _is_key(graph: Dict[Hashable, Any], value: Any) -> bool:
+def is_key(graph: Any, value: Any) -> bool:
+    """Whether value is a key of graph (an unhashable value never is)."""
     try:
         return value in graph
     except TypeError:  # unhashable: a constant
         return False
 
 
-def _some_keys(graph: Dict[Hashable, Any], limit: int = 10) -> str:
+def _some_keys(graph: Any, limit: int = 10) -> str:
     keys = [repr(key) for key in list(graph)[:limit]]
     return ", ".join(keys) + (", ..." if len(graph) > limit else "")

@@ -3,21 +3,32 @@
 The scheduler links a node to its dependencies when the node arrives, and keeps a dependency's result only for the
 consumers it knows of by the time the dependency finishes: so every node of a graph travels in one frame, dependencies
 first. Objects (functions, large constants) go before, as ordinary messages.
+
+A constant is serialized once per graph however many nodes use it. One that several nodes use and that is not tiny
+(dask's fused subgraphs: the same few kilobytes in each of thousands of chunk tasks) travels as an object: sent once,
+fetched once per worker and deserialized once per processor, instead of copied into every task.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from scaler.client.connection import Connection
 from scaler.client.future import FailureLatch, ScalerFuture
-from scaler.client.graph import Constant, GraphPlan, KeyRef, ObjectArg
+from scaler.client.graph import Constant, Expression, GraphPlan, KeyRef, ObjectArg
 from scaler.client.ledger import ObjectNeed
-from scaler.client.tasks import OBJECT_REF, TaskFactory
-from scaler.config import DEFAULT_MAX_FRAME_BYTES
+from scaler.client.tasks import OBJECT_REF, TaskFactory, check_reference
+from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_MAX_FRAME_BYTES
 from scaler.protocol import Argument, ArgumentKind, Task, encode_many
 
 _TASK_REF = int(ArgumentKind.task_ref)
+_INLINE = int(ArgumentKind.inline)
+_SHARED_CONSTANT_MIN_BYTES = 1024  # a constant used by several nodes travels as an object from this size on
+# Equal values of these types serialize to equal bytes, so they (and short tuples of them) are serialized once per
+# graph even when each node holds its own copy, like the chunk shapes and keys of dask's nodes.
+_PLAIN_SCALARS = frozenset({str, bytes, int, bool, type(None)})
+_PLAIN_TUPLE_MAX = 16
 
 
 def submit_plan(
@@ -31,10 +42,8 @@ def submit_plan(
 ) -> List[ScalerFuture]:
     """Send the plan's tasks; the futures of `keys`, in order (a constant key gets a future that is already done)."""
     task_ids = {planned.node: connection.new_task_id() for planned in plan.tasks}
-    needs: List[ObjectNeed] = []
+    constants = _Constants(factory, connection, plan)
     functions: List[Tuple[Any, ObjectNeed]] = []
-    graph_objects: List[bytes] = []
-    constants: Dict[int, Tuple[Any, Argument]] = {}  # id of a constant -> (the constant, its argument)
     tasks: List[Task] = []
     futures: Dict[Hashable, ScalerFuture] = {}
     unreported: List[bytes] = []
@@ -42,24 +51,19 @@ def submit_plan(
         function_need = factory.function_need(connection, planned.function)
         functions.append((planned.function, function_need))
         arguments: List[Argument] = []
-        dependencies: List[bytes] = []
+        dependencies: Dict[bytes, None] = {}  # in order, once each
         for expression in planned.args:
-            if type(expression) is KeyRef:
-                dependency = task_ids[expression.node]
-                arguments.append(Argument(kind=_TASK_REF, data=dependency))
-                if dependency not in dependencies:
-                    dependencies.append(dependency)
-            elif type(expression) is ObjectArg:
-                arguments.append(Argument(kind=OBJECT_REF, data=expression.reference.object_id))
-            else:
-                arguments.append(_constant(factory, connection, expression, constants, needs, graph_objects))
+            arguments.append(_argument(connection, expression, "", task_ids, constants, dependencies))
+        if planned.kwargs:
+            for name, expression in planned.kwargs.items():
+                arguments.append(_argument(connection, expression, name, task_ids, constants, dependencies))
         task_id = task_ids[planned.node]
         tasks.append(
             Task(
                 task_id=task_id,
                 function_id=function_need[0],
                 args=arguments,
-                dependencies=dependencies,
+                dependencies=list(dependencies),
                 profiling=profiling,
                 report_result=planned.requested,
                 parent_task_id=parent,
@@ -76,33 +80,84 @@ def submit_plan(
             f"graph encodes to {len(frame)} bytes, over the {DEFAULT_MAX_FRAME_BYTES}-byte frame limit: "
             "send large constants with send_object or split the graph"
         )
+    graph_objects = constants.objects
     for future in futures.values():
         future._held_objects = graph_objects or None  # every requested key holds the graph's objects
         future._graph_task_ids = unreported or None
         future._latch = latch
-    factory.send(connection, functions, needs, [frame] if frame else [], list(futures.values()))
+    factory.send(connection, functions, constants.needs, [frame] if frame else [], list(futures.values()))
     return [
         futures[plan.task_of_key[key]] if key in plan.task_of_key else _done(plan.constant_of_key[key]) for key in keys
     ]
 
 
-def _constant(
-    factory: TaskFactory,
+def _argument(
     connection: Connection,
-    constant: Constant,
-    constants: Dict[int, Tuple[Any, Argument]],
-    needs: List[ObjectNeed],
-    graph_objects: List[bytes],
+    expression: Expression,
+    name: str,
+    task_ids: Dict[Hashable, bytes],
+    constants: _Constants,
+    dependencies: Dict[bytes, None],
 ) -> Argument:
-    """A constant's argument, serialized once per graph however many nodes use it."""
-    cached = constants.get(id(constant.value))
-    if cached is not None and cached[0] is constant.value:
-        return cached[1]
-    held: List[bytes] = []
-    argument = factory.argument(connection, constant.value, "", needs, held)
-    graph_objects.extend(object_id for object_id in held if object_id not in graph_objects)
-    constants[id(constant.value)] = (constant.value, argument)
-    return argument
+    if type(expression) is KeyRef:
+        dependency = task_ids[expression.node]
+        dependencies[dependency] = None
+        return Argument(kind=_TASK_REF, name=name, data=dependency)
+    if type(expression) is ObjectArg:
+        check_reference(connection, expression.reference)
+        return Argument(kind=OBJECT_REF, name=name, data=expression.reference.object_id)
+    assert type(expression) is Constant
+    kind, data = constants.argument(expression.value)
+    return Argument(kind=kind, name=name, data=data)
+
+
+class _Constants:
+    """The graph's constants, each serialized once, and the objects that carry the large or shared ones."""
+
+    def __init__(self, factory: TaskFactory, connection: Connection, plan: GraphPlan) -> None:
+        self._factory = factory
+        self._connection = connection
+        self._uses = Counter(
+            id(expression.value)
+            for planned in plan.tasks
+            for expression in planned.expressions()
+            if type(expression) is Constant
+        )
+        self._cache: Dict[int, Tuple[Any, int, bytes]] = {}  # id of a constant -> (the constant, its kind, its data)
+        self._plain: Dict[Any, Tuple[int, bytes]] = {}  # _plain_key of a constant -> (its kind, its data)
+        self.needs: List[ObjectNeed] = []
+        self._objects: Dict[bytes, None] = {}  # ids of the objects, held until every requested key is answered
+
+    def argument(self, value: Any) -> Tuple[int, bytes]:
+        """(kind, data) of the argument that carries `value`."""
+        cached = self._cache.get(id(value))
+        if cached is not None and cached[0] is value:
+            return cached[1], cached[2]
+        plain_key = _plain_key(value)
+        if plain_key is not None:
+            plain = self._plain.get(plain_key)
+            if plain is None:
+                plain = self._plain[plain_key] = self._serialize(value)
+            return plain
+        kind, data = self._serialize(value)
+        self._cache[id(value)] = (value, kind, data)  # keeps value alive, so its id() is not reused meanwhile
+        return kind, data
+
+    def _serialize(self, value: Any) -> Tuple[int, bytes]:
+        data = self._factory.serialize(value)
+        size = len(data)
+        if size > DEFAULT_INLINE_LIMIT_BYTES or (size >= _SHARED_CONSTANT_MIN_BYTES and self._uses[id(value)] > 1):
+            held: List[bytes] = []
+            argument = self._factory.object_argument(self._connection, data, "", self.needs, held)
+            self._objects.update(dict.fromkeys(held))
+            kind, data = argument.kind, argument.data
+        else:
+            kind = _INLINE
+        return kind, data
+
+    @property
+    def objects(self) -> List[bytes]:
+        return list(self._objects)
 
 
 def _done(value: Any) -> ScalerFuture:
@@ -110,3 +165,20 @@ def _done(value: Any) -> ScalerFuture:
     future = ScalerFuture(b"")
     future.set_result(value)
     return future
+
+
+def _plain_key(value: Any) -> Any:
+    """A key equal for equal values that serialize to equal bytes (the type is part of it: 1 and True differ), or
+    None for values that may not."""
+    kind = type(value)
+    if kind in _PLAIN_SCALARS:
+        return (kind, value)
+    if kind is tuple and len(value) <= _PLAIN_TUPLE_MAX:
+        parts = []
+        for element in value:
+            element_kind = type(element)
+            if element_kind not in _PLAIN_SCALARS:
+                return None
+            parts.append((element_kind, element))
+        return (tuple, tuple(parts))
+    return None

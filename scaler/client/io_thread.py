@@ -49,7 +49,7 @@ class IOThread:
         on_refused: Optional[Callable[[str], None]] = None,
     ) -> None:
         self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
-        self.silence_limit_seconds = 0.0
+        self.silence_limit_seconds = 0.0  # set with heartbeat_seconds: see Connection.scheduler_gone_after_seconds
         self.lag_us = 0  # last heartbeat round trip
         self._address = address
         self._hello = hello
@@ -120,12 +120,14 @@ class IOThread:
                 now = time.monotonic()
                 timeout_ms = _IDLE_POLL_MS
                 if self.heartbeat_seconds:
+                    if self._scheduler_silent(now):
+                        break
                     if now >= next_heartbeat:
                         next_heartbeat = now + self.heartbeat_seconds
-                        if self._scheduler_silent(now):
-                            break
                         self._send_heartbeat(now)
-                    timeout_ms = min(timeout_ms, int((next_heartbeat - now) * 1000) + 1)
+                    # wake for the next heartbeat, and at the moment the scheduler's silence would become too long
+                    wake_at = min(next_heartbeat, self._last_heard + self.silence_limit_seconds)
+                    timeout_ms = min(timeout_ms, int((wake_at - now) * 1000) + 1)
                 ready = dict(poller.poll(timeout_ms))
                 if wake_fd in ready:
                     self._drain_wake()
@@ -229,7 +231,10 @@ class IOThread:
     def _scheduler_silent(self, now: float) -> bool:
         if not self.silence_limit_seconds or now - self._last_heard < self.silence_limit_seconds:
             return False
-        self._on_silence(f"no message from the scheduler at {self._address} for {now - self._last_heard:.1f}s")
+        self._on_silence(
+            f"no message from the scheduler at {self._address} for {now - self._last_heard:.1f}s "
+            f"(the client's timeout_seconds is {self.silence_limit_seconds:g})"
+        )
         return True
 
 

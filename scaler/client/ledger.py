@@ -37,6 +37,9 @@ class ObjectLedger:
     def pin(self, object_id: bytes) -> None:
         self._pinned.add(object_id)
 
+    def is_pinned(self, object_id: bytes) -> bool:
+        return object_id in self._pinned
+
     def hold(self, object_ids: Iterable[bytes]) -> None:
         uses = self._uses
         for object_id in object_ids:

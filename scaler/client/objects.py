@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, List, Union
 
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_OBJECT_CHUNK_BYTES
@@ -27,6 +27,8 @@ class ObjectReference:
     object_id: bytes
     name: str
     size: int  # serialized bytes
+    # the identity of the connection that sent it, so that using it after that connection's clear() raises at once
+    owner: bytes = field(default=b"", compare=False, repr=False)
 
     def __repr__(self) -> str:
         return f"ObjectReference(name={self.name!r}, object_id={self.object_id.hex()}, size={self.size})"

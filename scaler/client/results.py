@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Optional
 
 from scaler.client.future import ProfilingInfo, ScalerFuture
-from scaler.client.serializer import load_exception
 from scaler.errors import RemoteTraceback, ScalerError, TaskRefusedError, WorkerDiedError
 from scaler.protocol import TaskResult, TaskStatus
+from scaler.serializer import load_exception
 
 SUCCESS = int(TaskStatus.success)
 CANCELED = int(TaskStatus.canceled)

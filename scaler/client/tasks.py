@@ -1,13 +1,13 @@
 """Turning calls into Task messages: the serializer, the function cache and arguments, and sending them.
 
-Serialization happens in the calling thread, so a bad argument raises at the call. Each distinct function is
+Serialization happens in the calling thread, so a bad argument raises at the call, as do arguments that do not bind
+to the function's signature (signatures.py) and references to objects clear() deleted. Each distinct function is
 serialized once per client (looked up by identity) and sent once per connection (looked up by content id); arguments
 larger than DEFAULT_INLINE_LIMIT_BYTES travel as objects, sent once and deleted when no unanswered task needs them.
 """
 
 from __future__ import annotations
 
-import types
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
@@ -16,9 +16,11 @@ from scaler.client.connection import Connection
 from scaler.client.future import ScalerFuture
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts, qualified_name
-from scaler.client.serializer import check_serializer, is_default_serializer
+from scaler.client.signatures import SignatureCache, identity_key
 from scaler.config import DEFAULT_CLIENT_FUNCTION_CACHE_SIZE, DEFAULT_INLINE_LIMIT_BYTES
+from scaler.errors import MissingObjectError
 from scaler.protocol import Argument, ArgumentKind, ObjectKind, Task, encode
+from scaler.serializer import check_serializer, is_default_serializer
 
 OBJECT_REF = int(ArgumentKind.object_ref)
 _KIND_OBJECT = int(ObjectKind.object)
@@ -37,6 +39,7 @@ class TaskFactory:
         self._custom_serializer = not is_default_serializer(self.serializer)
         self._serializer_need: Optional[ObjectNeed] = None
         self._functions: Dict[Any, Tuple[Any, bytes]] = {}  # identity key -> (what keeps it alive, function id)
+        self.signatures = SignatureCache(DEFAULT_CLIENT_FUNCTION_CACHE_SIZE)
 
     def prepare(self, connection: Connection) -> None:
         """Before the first task: a custom serializer gets its id, which every task names."""
@@ -54,7 +57,7 @@ class TaskFactory:
 
     def function_need(self, connection: Connection, fn: Any) -> ObjectNeed:
         """(function id, None) if this client serialized fn before, else (id, its ObjectPuts)."""
-        entry = self._functions.get(_identity_key(fn))
+        entry = self._functions.get(identity_key(fn))
         if entry is not None:
             return entry[1], None
         return self.serialize_function(connection, fn)
@@ -71,8 +74,7 @@ class TaskFactory:
             except (KeyError, RuntimeError, StopIteration):
                 pass  # another thread evicted meanwhile
         # The entry keeps fn alive, so its id() cannot be reused by another object while the entry exists.
-        anchor = (fn.__func__, fn.__self__) if type(fn) is types.MethodType else fn
-        functions[_identity_key(fn)] = (anchor, function_id)
+        functions[identity_key(fn)] = (fn, function_id)
         return function_id, object_puts(function_id, _KIND_FUNCTION, qualified_name(fn), payload)
 
     # ---- tasks -------------------------------------------------------------------------------------------------------
@@ -94,6 +96,7 @@ class TaskFactory:
         inline_bytes = 0
         for arg in args:  # the hot loop of submit and map: the common case is kept inline
             if type(arg) is ObjectReference:
+                check_reference(connection, arg)
                 arguments.append(Argument(kind=OBJECT_REF, data=arg.object_id))
                 continue
             data = serialize(arg)
@@ -101,7 +104,7 @@ class TaskFactory:
                 inline_bytes += len(data)
                 arguments.append(Argument(data=data))
             else:
-                arguments.append(self._object_argument(connection, data, "", needs, held))
+                arguments.append(self.object_argument(connection, data, "", needs, held))
         for name, arg in kwargs.items():
             argument = self.argument(connection, arg, name, needs, held)
             if argument.kind != OBJECT_REF:
@@ -126,13 +129,14 @@ class TaskFactory:
         self, connection: Connection, arg: Any, name: str, needs: List[ObjectNeed], held: List[bytes]
     ) -> Argument:
         if type(arg) is ObjectReference:
+            check_reference(connection, arg)
             return Argument(kind=OBJECT_REF, name=name, data=arg.object_id)
         data = self.serialize(arg)
         if len(data) <= DEFAULT_INLINE_LIMIT_BYTES:
             return Argument(name=name, data=data)
-        return self._object_argument(connection, data, name, needs, held)
+        return self.object_argument(connection, data, name, needs, held)
 
-    def _object_argument(
+    def object_argument(
         self, connection: Connection, data: bytes, name: str, needs: List[ObjectNeed], held: List[bytes]
     ) -> Argument:
         object_id = connection.content_ids.of(data)
@@ -165,8 +169,12 @@ class TaskFactory:
         return needs
 
 
-def _identity_key(fn: Any) -> Any:
-    # A bound method is a new object at every attribute access: key it by its function and instance instead.
-    if type(fn) is types.MethodType:
-        return (id(fn.__func__), id(fn.__self__))
-    return id(fn)
+def check_reference(connection: Connection, reference: ObjectReference) -> None:
+    """MissingObjectError if this connection sent the object and clear() has deleted it since.
+
+    A reference made by another client (or another connection of this process) is left to the scheduler.
+    """
+    if reference.owner == connection.identity and not connection.holds_object(reference.object_id):
+        raise MissingObjectError(
+            f"{reference!r} was deleted by clear() (or never sent by this client): send_object it again"
+        )

@@ -7,11 +7,11 @@ import logging
 import sys
 from typing import List, Optional, Tuple
 
-from scaler import config
-from scaler.io.curve_options import add_peer_key_arguments
+from scaler.config import SETTINGS
 from scaler.io.limits import raise_open_files_limit
 from scaler.io.sockets import validate_address
 from scaler.logs import setup_logging
+from scaler.settings_spec import CLUSTER, WORKER, HelpFormatter
 from scaler.worker.settings import WorkerSettings
 
 
@@ -19,70 +19,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scaler_cluster",
         description="Run N Scaler workers connected to the scheduler at ADDRESS; stop them all with SIGTERM/SIGINT.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("address", help="scheduler address, e.g. tcp://127.0.0.1:2345 or ipc:///tmp/scaler")
-    parser.add_argument(
-        "--num-workers",
-        "-n",
-        type=int,
-        default=config.DEFAULT_NUMBER_OF_WORKERS,
-        help="number of workers, each running one task at a time",
-    )
-    parser.add_argument(
-        "--heartbeat-interval",
-        "-hi",
-        type=float,
-        default=config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
-        help="seconds between heartbeats until the scheduler names its own interval",
-    )
-    parser.add_argument(
-        "--death-timeout",
-        "-dt",
-        type=float,
-        default=config.DEFAULT_DEATH_TIMEOUT_SECONDS,
-        help="a worker that hears nothing from the scheduler for this many seconds exits",
-    )
-    parser.add_argument(
-        "--queue-size",
-        "-qs",
-        type=int,
-        default=config.DEFAULT_WORKER_QUEUE_SIZE,
-        help="tasks a worker accepts at once, queued plus running",
-    )
-    parser.add_argument(
-        "--object-retention",
-        "-or",
-        type=float,
-        default=config.DEFAULT_OBJECT_RETENTION_SECONDS,
-        help="seconds a worker keeps a function or object that no task used",
-    )
-    parser.add_argument(
-        "--garbage-collect-interval",
-        "-gc",
-        type=float,
-        default=config.DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS,
-        help="seconds between looks for objects past their retention",
-    )
-    add_peer_key_arguments(parser, "the workers'")
+    SETTINGS.add_arguments(parser, CLUSTER)
+    SETTINGS.add_arguments(parser, WORKER)
     parser.add_argument(
         "--exit-with-parent",
         action="store_true",
         help="stop the workers and exit when the process that started this one exits",
-    )
-    parser.add_argument(
-        "--logging-paths",
-        "-lp",
-        nargs="+",
-        default=list(config.DEFAULT_LOGGING_PATHS),
-        help="where to log: files, /dev/stdout or /dev/stderr",
-    )
-    parser.add_argument(
-        "--logging-level",
-        "-ll",
-        choices=config.LOGGING_LEVELS,
-        default=config.DEFAULT_LOGGING_LEVEL,
-        help="least severe level logged",
     )
     return parser
 
@@ -91,25 +36,12 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[WorkerSettings, i
     """(WorkerSettings, number of workers, exit_with_parent), or an argparse error and exit status 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.num_workers < 1:
-        parser.error(f"argument --num-workers/-n: must be >= 1, got {args.num_workers}")
     try:
-        settings = WorkerSettings(
-            address=validate_address(args.address),
-            heartbeat_interval_seconds=args.heartbeat_interval,
-            death_timeout_seconds=args.death_timeout,
-            queue_size=args.queue_size,
-            object_retention_seconds=args.object_retention,
-            garbage_collect_interval_seconds=args.garbage_collect_interval,
-            logging_level=args.logging_level,
-            logging_paths=tuple(args.logging_paths),
-            curve_secret_key_file=args.curve_secret_key,
-            curve_server_key_file=args.curve_server_key,
-        )
+        settings = WorkerSettings(validate_address(args.address), **SETTINGS.from_arguments(args, WORKER))
     except (TypeError, ValueError) as error:
         parser.error(str(error))
         raise  # unreachable: parser.error exits
-    return settings, args.num_workers, args.exit_with_parent
+    return settings, args.n_workers, args.exit_with_parent
 
 
 def main(argv: Optional[List[str]] = None) -> None:

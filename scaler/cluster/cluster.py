@@ -2,40 +2,34 @@
 
 from __future__ import annotations
 
+import inspect
 import signal
 import subprocess
 import sys
 import time
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional
 
 import psutil
 
 from scaler import config
 from scaler.io.sockets import validate_address
+from scaler.settings_spec import CLUSTER, WORKER
 from scaler.worker.settings import WorkerSettings
 
 
 class Cluster:
     """N workers connected to the scheduler at `address`.
 
-        Cluster(
-            address: str,
-            n_workers: int = config.DEFAULT_NUMBER_OF_WORKERS,
-            heartbeat_interval_seconds: float = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
-            death_timeout_seconds: float = config.DEFAULT_DEATH_TIMEOUT_SECONDS,
-            queue_size: int = config.DEFAULT_WORKER_QUEUE_SIZE,
-            object_retention_seconds: float = config.DEFAULT_OBJECT_RETENTION_SECONDS,
-            garbage_collect_interval_seconds: float = config.DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS,
-            logging_level: str = config.DEFAULT_LOGGING_LEVEL,
-            logging_paths: Sequence[str] = config.DEFAULT_LOGGING_PATHS,
-            curve_secret_key_file: Optional[str] = None,
-            curve_server_key_file: Optional[str] = None,
-        )
+        Cluster(address, n_workers=4, **settings)  # every worker setting of scaler.config as a keyword
         start() -> None                       # returns at once; workers then connect on their own
         shutdown(timeout: float = config.DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS) -> Optional[int]
         pids() -> List[int]                   # the launcher first, then every worker, fork server and processor
         is_alive() -> bool
         with Cluster(...) as cluster: ...     # start() and shutdown()
+
+    The keywords are the options of `scaler_cluster` (README has the table; `inspect.signature(Cluster)` lists them
+    with their defaults), e.g. per_worker_queue_size, heartbeat_interval_seconds, death_timeout_seconds; each is
+    checked here, before any process starts.
 
     The workers run under a launcher started as `python -m scaler.cluster --exit-with-parent ...`: a fresh
     interpreter rather than a fork of the caller, which may hold threads and ZeroMQ contexts (a Client, a scheduler)
@@ -43,66 +37,26 @@ class Cluster:
     their processors die with it, even if it is SIGKILLed.
     """
 
-    def __init__(
-        self,
-        address: str,
-        n_workers: int = config.DEFAULT_NUMBER_OF_WORKERS,
-        heartbeat_interval_seconds: float = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
-        death_timeout_seconds: float = config.DEFAULT_DEATH_TIMEOUT_SECONDS,
-        queue_size: int = config.DEFAULT_WORKER_QUEUE_SIZE,
-        object_retention_seconds: float = config.DEFAULT_OBJECT_RETENTION_SECONDS,
-        garbage_collect_interval_seconds: float = config.DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS,
-        logging_level: str = config.DEFAULT_LOGGING_LEVEL,
-        logging_paths: Sequence[str] = config.DEFAULT_LOGGING_PATHS,
-        curve_secret_key_file: Optional[str] = None,
-        curve_server_key_file: Optional[str] = None,
-    ) -> None:
-        if not isinstance(n_workers, int) or n_workers < 1:
-            raise ValueError(f"n_workers must be an int >= 1, got {n_workers!r}")
-        self._n_workers = n_workers
-        self._settings = WorkerSettings(  # validates every value now, not in the launcher
-            address=validate_address(address),
-            heartbeat_interval_seconds=heartbeat_interval_seconds,
-            death_timeout_seconds=death_timeout_seconds,
-            queue_size=queue_size,
-            object_retention_seconds=object_retention_seconds,
-            garbage_collect_interval_seconds=garbage_collect_interval_seconds,
-            logging_level=logging_level,
-            logging_paths=tuple(logging_paths),
-            curve_secret_key_file=curve_secret_key_file,
-            curve_server_key_file=curve_server_key_file,
-        )
+    def __init__(self, address: str, n_workers: int = config.N_WORKERS.default, **settings: Any) -> None:
+        self._n_workers = config.N_WORKERS.validate(n_workers, CLUSTER)
+        settings = config.SETTINGS.rename_old_keywords(settings, "Cluster")
+        self._settings = WorkerSettings(validate_address(address), **settings)
         self._launcher: Optional[subprocess.Popen] = None
+
+    @property
+    def settings(self) -> WorkerSettings:
+        return self._settings
 
     def start(self) -> None:
         if self._launcher is not None:
             raise RuntimeError("this Cluster was already started")
-        settings = self._settings
         command = [
-            sys.executable,
-            "-m",
-            "scaler.cluster",
-            "--num-workers",
-            str(self._n_workers),
-            "--heartbeat-interval",
-            repr(settings.heartbeat_interval_seconds),
-            "--death-timeout",
-            repr(settings.death_timeout_seconds),
-            "--queue-size",
-            str(settings.queue_size),
-            "--object-retention",
-            repr(settings.object_retention_seconds),
-            "--garbage-collect-interval",
-            repr(settings.garbage_collect_interval_seconds),
-            "--logging-level",
-            settings.logging_level,
-            "--logging-paths",
-            *settings.logging_paths,
-            *_curve_arguments(settings.curve_secret_key_file, settings.curve_server_key_file),
+            sys.executable, "-m", "scaler.cluster",
+            *config.N_WORKERS.to_argv(self._n_workers),
+            *config.SETTINGS.to_argv(self._settings.as_keywords(), WORKER),
             "--exit-with-parent",
-            "--",
-            settings.address,
-        ]
+            "--", self._settings.address,
+        ]  # fmt: skip
         self._launcher = subprocess.Popen(command, stdin=subprocess.DEVNULL)
 
     def is_alive(self) -> bool:
@@ -158,12 +112,6 @@ def _processes(pids: List[int]) -> List[psutil.Process]:
     return processes
 
 
-def _curve_arguments(secret_key_file: Optional[str], server_key_file: Optional[str]) -> List[str]:
-    if secret_key_file is None:
-        return []
-    return ["--curve-secret-key", secret_key_file, "--curve-server-key", str(server_key_file)]
-
-
 def _wait_exited(processes: List[psutil.Process], timeout: float) -> List[psutil.Process]:
     """Wait until every process has exited; returns those still running after `timeout` seconds.
 
@@ -183,3 +131,12 @@ def _still_running(process: psutil.Process) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+Cluster.__signature__ = config.SETTINGS.signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter("address", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter("n_workers", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=config.N_WORKERS.default),
+    ],
+    [WORKER],
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import inspect
 import os
 import select
 import signal
@@ -10,15 +11,18 @@ import socket
 import subprocess
 import sys
 import weakref
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Optional
 
 from scaler import config
 from scaler.cluster.cluster import Cluster
 from scaler.io.curve import prepare_local_keys
 from scaler.io.sockets import validate_address
 from scaler.scheduler.settings import SchedulerSettings
+from scaler.settings_spec import SCHEDULER, WORKER
 
 _SCHEDULER_START_TIMEOUT_SECONDS = 30.0
+# made from curve_keys_dir, so not keywords of their own
+_CURVE_FILES = {"curve_secret_key_file", "curve_server_key_file", "curve_authorized_keys_dir"}
 
 
 class SchedulerClusterCombo:
@@ -34,6 +38,15 @@ class SchedulerClusterCombo:
     protected=False to let a client stop everything. Every process started here exits with this one, even if it is
     SIGKILLed, and shutdown() (also called at interpreter exit) leaves none behind.
 
+    Every other keyword is a setting of the scheduler, of the workers, or of both (README's option tables list them;
+    `inspect.signature(SchedulerClusterCombo)` too): each goes to the processes that use it, and each is checked
+    here, before any process starts. `per_worker_queue_size` thus sets what each worker announces and caps it at
+    the scheduler: one number, the most tasks a worker holds at once.
+
+    Its processes log warnings and errors only, to stdout, so that a program's own output is not buried under the
+    cluster's start-up lines (as Dask's LocalCluster does); pass logging_level="INFO" to see them all, and
+    logging_paths to send them to files.
+
     With `curve_keys_dir`, every connection uses CurveZMQ: the scheduler's and the workers' keys are made there if
     missing, and the scheduler accepts the public keys in `curve_keys_dir/authorized/` (the workers', and those of
     the clients you copy there). Clients then pass `curve_server_key_file=combo.curve_server_key_file`.
@@ -42,31 +55,19 @@ class SchedulerClusterCombo:
     def __init__(
         self,
         address: Optional[str] = None,
-        n_workers: int = config.DEFAULT_NUMBER_OF_WORKERS,
-        event_loop: str = config.DEFAULT_EVENT_LOOP,
-        protected: bool = config.DEFAULT_PROTECTED,
-        monitor_address: Optional[str] = None,
-        per_worker_queue_size: int = config.DEFAULT_WORKER_QUEUE_SIZE,
-        heartbeat_interval_seconds: float = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
-        worker_timeout_seconds: float = config.DEFAULT_WORKER_TIMEOUT_SECONDS,
-        client_timeout_seconds: float = config.DEFAULT_CLIENT_TIMEOUT_SECONDS,
-        death_timeout_seconds: float = config.DEFAULT_DEATH_TIMEOUT_SECONDS,
-        object_retention_seconds: float = config.DEFAULT_OBJECT_RETENTION_SECONDS,
-        max_tasks_waiting: int = config.DEFAULT_MAX_TASKS_WAITING,
-        task_retry_limit: int = config.DEFAULT_TASK_RETRY_LIMIT,
-        balance_interval_seconds: float = config.DEFAULT_BALANCE_INTERVAL_SECONDS,
-        logging_level: str = config.DEFAULT_LOGGING_LEVEL,
-        logging_paths: Sequence[str] = config.DEFAULT_LOGGING_PATHS,
+        n_workers: int = config.N_WORKERS.default,
+        *,
         curve_keys_dir: Optional[str] = None,
+        **settings: Any,
     ) -> None:
-        if not isinstance(protected, bool):
-            raise TypeError(f"protected must be a bool, got {protected!r}")
-        if event_loop not in config.EVENT_LOOPS:
-            raise ValueError(f"event_loop must be one of {config.EVENT_LOOPS}, got {event_loop!r}")
-        if event_loop == "uvloop":
+        settings = config.SETTINGS.rename_old_keywords(settings, "SchedulerClusterCombo")
+        settings.setdefault("logging_level", config.DEFAULT_COMBO_LOGGING_LEVEL)
+        scheduler_names, worker_names = set(config.SETTINGS.names(SCHEDULER)), set(config.SETTINGS.names(WORKER))
+        unknown = set(settings) - ((scheduler_names | worker_names) - _CURVE_FILES)
+        if unknown:
+            raise TypeError(f"SchedulerClusterCombo() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+        if settings.get("event_loop") == "uvloop":
             _require_uvloop()
-        if isinstance(logging_paths, str):
-            raise TypeError(f"logging_paths must be a sequence of paths, got the string {logging_paths!r}")
         self._address = _free_local_address() if address is None else validate_address(address)
         scheduler_secret = scheduler_public = worker_secret = authorized = None
         if curve_keys_dir is not None:
@@ -74,30 +75,15 @@ class SchedulerClusterCombo:
         self.curve_server_key_file = scheduler_public
         # Both constructors validate every value now, in the caller, before any process starts.
         self._scheduler_settings = SchedulerSettings(
-            address=self._address,
-            monitor_address=monitor_address,
-            protected=protected,
-            event_loop=event_loop,
-            heartbeat_interval_seconds=heartbeat_interval_seconds,
-            worker_timeout_seconds=worker_timeout_seconds,
-            client_timeout_seconds=client_timeout_seconds,
-            max_tasks_waiting=max_tasks_waiting,
-            task_retry_limit=task_retry_limit,
-            balance_interval_seconds=balance_interval_seconds,
-            logging_level=logging_level,
-            logging_paths=tuple(logging_paths),
+            self._address,
+            **{name: value for name, value in settings.items() if name in scheduler_names},
             curve_secret_key_file=scheduler_secret,
             curve_authorized_keys_dir=authorized,
         )
         self._cluster = Cluster(
             self._address,
-            n_workers=n_workers,
-            heartbeat_interval_seconds=heartbeat_interval_seconds,
-            death_timeout_seconds=death_timeout_seconds,
-            queue_size=per_worker_queue_size,
-            object_retention_seconds=object_retention_seconds,
-            logging_level=logging_level,
-            logging_paths=logging_paths,
+            n_workers,
+            **{name: value for name, value in settings.items() if name in worker_names},
             curve_secret_key_file=worker_secret,
             curve_server_key_file=scheduler_public,
         )
@@ -151,21 +137,11 @@ def _start_scheduler(settings: SchedulerSettings) -> subprocess.Popen:
     """`python -m scaler.scheduler` in a fresh interpreter; returns once it is listening, RuntimeError otherwise."""
     read_end, write_end = os.pipe()
     command = [
-        sys.executable, "-m", "scaler.scheduler", settings.address,
-        "--monitor-address", settings.monitor_address,
-        "--protected" if settings.protected else "--no-protected",
-        "--event-loop", settings.event_loop,
-        "--heartbeat-interval", repr(settings.heartbeat_interval_seconds),
-        "--worker-timeout", repr(settings.worker_timeout_seconds),
-        "--client-timeout", repr(settings.client_timeout_seconds),
-        "--max-tasks-waiting", str(settings.max_tasks_waiting),
-        "--task-retry-limit", str(settings.task_retry_limit),
-        "--balance-interval", repr(settings.balance_interval_seconds),
-        "--logging-level", settings.logging_level,
-        "--logging-paths", *settings.logging_paths,
-        *_curve_arguments(settings),
+        sys.executable, "-m", "scaler.scheduler",
+        *config.SETTINGS.to_argv(settings.as_keywords(), SCHEDULER),
         "--exit-with-parent",
         "--ready-fd", str(write_end),
+        "--", settings.address,
     ]  # fmt: skip
     try:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, pass_fds=(write_end,))
@@ -185,15 +161,6 @@ def _start_scheduler(settings: SchedulerSettings) -> subprocess.Popen:
         f"the scheduler did not start on {settings.address} (exit code {code}); its log above says why,"
         " for example the address is in use"
     )
-
-
-def _curve_arguments(settings: SchedulerSettings) -> List[str]:
-    if settings.curve_secret_key_file is None:
-        return []
-    return [
-        "--curve-secret-key", settings.curve_secret_key_file,
-        "--curve-authorized-keys", str(settings.curve_authorized_keys_dir),
-    ]  # fmt: skip
 
 
 def _free_local_address() -> str:
@@ -218,4 +185,19 @@ def _shutdown_at_exit(combo_ref: weakref.ref) -> Callable[[], None]:
     return shutdown
 
 
-__all__ = ["SchedulerClusterCombo"]
+SchedulerClusterCombo.__signature__ = config.SETTINGS.signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter("address", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+        inspect.Parameter("n_workers", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=config.N_WORKERS.default),
+        inspect.Parameter("curve_keys_dir", inspect.Parameter.KEYWORD_ONLY, default=None),
+    ],
+    [SCHEDULER, WORKER],
+    exclude=_CURVE_FILES,
+)
+_signature = SchedulerClusterCombo.__signature__  # type: ignore[attr-defined]
+SchedulerClusterCombo.__signature__ = _signature.replace(  # type: ignore[attr-defined]
+    parameters=[  # the combo logs less than the CLIs by default (see the class's docstring)
+        p.replace(default=config.DEFAULT_COMBO_LOGGING_LEVEL) if p.name == "logging_level" else p
+        for p in _signature.parameters.values()
+    ]
+)

@@ -8,6 +8,7 @@ from typing import Any, Iterable
 from scaler.fastpath._messages import (
     BODY_READERS,
     ENCODERS,
+    FAST_READERS,
     FIELDS,
     MESSAGE_TYPES,
     ROOT_DISCRIMINANT_BYTE,
@@ -15,15 +16,14 @@ from scaler.fastpath._messages import (
 )
 from scaler.fastpath.wire import (
     MAX_SEGMENTS,
-    POINTER,
     SEGMENT_HEADER,
     U16,
     U32,
-    ZERO_PADS,
-    Blobs,
+    NotCanonical,
     ProtocolError,
     Reader,
     find_invalid_field,
+    normalized,
     struct_at,
 )
 
@@ -33,98 +33,123 @@ TRAVERSAL_FACTOR = 8
 TRAVERSAL_SLACK_WORDS = 64
 
 _MESSAGE_COUNT = len(MESSAGE_TYPES)
-_ENCODE_FAILURES = (struct.error, TypeError, ValueError, AttributeError, OverflowError)
-# What a bug-free decoder could still raise on a hostile frame that slipped past an explicit check.
+_WHICH_AT = 16 + ROOT_DISCRIMINANT_BYTE  # low byte of the union discriminant: segment table, root pointer, then it
+# The fast paths let struct, len() and b"".join reject bad values; what failed is worked out only then.
+_ENCODE_FAILURES = (
+    NotCanonical,
+    KeyError,  # not a message (ENCODERS has no such class)
+    struct.error,
+    TypeError,
+    ValueError,
+    AttributeError,
+    OverflowError,
+    BufferError,
+)
+# What makes a fast reader hand a message to the general one.
+_UNUSUAL = (NotCanonical, IndexError, struct.error, UnicodeDecodeError)
+# What a bug-free general reader could still raise on a hostile frame that slipped past an explicit check.
 _DECODE_FAILURES = (struct.error, IndexError, UnicodeDecodeError, OverflowError, MemoryError, RecursionError)
 
 
 def encode(msg: Any) -> bytes:
     """Encode one message (an instance of a class in MESSAGE_TYPES) as a single-segment Cap'n Proto message."""
-    buf = bytearray()
-    blobs: Blobs = []
-    _append_skeleton(buf, blobs, msg)
-    if blobs:
-        return b"".join(_place_blobs(buf, blobs, 0))
-    return bytes(buf)
+    parts: list[bytes] = []
+    try:
+        size = ENCODERS[msg.__class__](msg, parts)
+        data = b"".join(parts)
+    except _ENCODE_FAILURES:
+        return _encode_carefully(msg)
+    if len(data) != size:  # a value whose len() is not its size in bytes, like a memoryview of ints
+        return _encode_carefully(msg)
+    return data
 
 
 def encode_many(msgs: Iterable[Any]) -> bytes:
     """Encode several messages into one frame: the concatenation of encode() of each."""
+    if msgs.__class__ is not list:
+        msgs = list(msgs)
     parts: list[bytes] = []
-    buf = bytearray()
-    blobs: Blobs = []
-    for msg in msgs:
-        base = len(buf)
-        _append_skeleton(buf, blobs, msg)
-        if blobs:
-            parts += _place_blobs(buf, blobs, base)
-            buf = bytearray()
-            blobs = []
-    parts.append(bytes(buf))
-    return b"".join(parts)
+    size = 0
+    try:
+        for msg in msgs:
+            size += ENCODERS[msg.__class__](msg, parts)
+        data = b"".join(parts)
+    except _ENCODE_FAILURES:
+        return b"".join([encode(msg) for msg in msgs])  # raises on the first message that cannot be encoded
+    if len(data) != size:
+        return b"".join([encode(msg) for msg in msgs])
+    return data
 
 
-def _append_skeleton(buf: bytearray, blobs: Blobs, msg: Any) -> None:
-    """Append ``msg`` to ``buf``, except its big Data which go to ``blobs`` for _place_blobs."""
-    encoder = ENCODERS.get(msg.__class__)
-    if encoder is None:
+def _encode_carefully(msg: Any) -> bytes:
+    """After the fast encoder failed: name the field at fault, or encode values of unusual types (a tuple...)."""
+    if msg.__class__ not in ENCODERS:
         raise TypeError(f"not a protocol message: {type(msg).__name__}")
+    name = type(msg).__name__
+    problem = find_invalid_field(msg, FIELDS, name)
+    if problem is not None:
+        raise problem
+    parts: list[bytes] = []
     try:
-        encoder(buf, blobs, msg)
+        size = ENCODERS[msg.__class__](normalized(msg, FIELDS), parts)
+        data = b"".join(parts)
     except _ENCODE_FAILURES as exc:
-        # The fast path lets struct/bytearray reject bad values; work out which field it was only now.
-        problem = find_invalid_field(msg, FIELDS, type(msg).__name__)
-        if problem is None:
-            raise ValueError(f"cannot encode {type(msg).__name__}: {exc}") from exc
-        raise problem from None
-
-
-def _place_blobs(buf: bytearray, blobs: Blobs, base: int) -> list[bytes]:
-    """Lay the deferred Data out after the message starting at ``base`` in ``buf``, which must be its last.
-
-    Returns the message's bytes as parts to join, so that each big Data is copied once, straight into the frame.
-    """
-    parts = [b""]
-    pos = len(buf)
-    try:
-        for at, value in blobs:
-            size = len(value)
-            POINTER.pack_into(buf, at, (pos - at - 8) >> 1 | 1, size << 3 | 2)
-            padding = ZERO_PADS[-size & 7]
-            parts.append(value)
-            parts.append(padding)
-            pos += size + len(padding)
-        SEGMENT_HEADER.pack_into(buf, base, 0, (pos - base - 8) >> 3)
-    except struct.error:
-        raise ValueError("message too large: a single segment cannot span more than 4 GiB") from None
-    parts[0] = bytes(buf)
-    return parts
+        raise ValueError(f"cannot encode {name}: {exc}") from exc
+    if len(data) != size:
+        raise ValueError(f"cannot encode {name}: {len(data)} bytes written for {size} laid out")
+    return data
 
 
 def decode_frame(frame: bytes) -> list[Any]:
-    """Decode every message in ``frame``; each gets ``.raw`` = its own encoded bytes. Raises only ProtocolError."""
+    """Decode every message in ``frame``; each gets ``.raw`` = its own encoded bytes. Raises only ProtocolError.
+
+    Messages in the layout our encoder and pycapnp write (a single segment, objects in pre-order) go through the
+    generated fast readers; any other message, valid or not, goes through the general reader.
+    """
     if frame.__class__ is not bytes:
-        if not isinstance(frame, (bytes, bytearray, memoryview)):
-            raise TypeError(f"expected bytes, got {type(frame).__name__}")
-        frame = bytes(frame)
-    size = len(frame)
-    if size == 0:
-        raise ProtocolError("empty frame")
-    messages = []
-    pos = 0
+        frame = _as_bytes(frame)
     try:
-        while pos < size:
-            msg, end = _decode_message(frame, pos, size)
-            msg.raw = frame if pos == 0 and end == size else frame[pos:end]
-            messages.append(msg)
-            pos = end
-    except _DECODE_FAILURES as exc:
-        raise ProtocolError(f"malformed message at byte {pos}: {type(exc).__name__}: {exc}") from None
+        msg = FAST_READERS[frame[_WHICH_AT]](frame, 0)
+    except _UNUSUAL:
+        return _decode_from(frame, [], 0)
+    if msg.raw is frame:  # the frame holds one message, the common case
+        return [msg]
+    return _decode_from(frame, [msg], len(msg.raw))
+
+
+def _decode_from(frame: bytes, messages: list[Any], pos: int) -> list[Any]:
+    """Decode the messages from ``pos`` on, adding them to ``messages``."""
+    size = len(frame)
+    while pos < size:
+        try:
+            msg = FAST_READERS[frame[pos + _WHICH_AT]](frame, pos)
+        except _UNUSUAL:
+            msg = decode_message_generally(frame, pos, size)
+        messages.append(msg)
+        pos += len(msg.raw)
+    if not messages:
+        raise ProtocolError("empty frame")
     return messages
 
 
+def _as_bytes(frame: Any) -> bytes:
+    if not isinstance(frame, (bytes, bytearray, memoryview)):
+        raise TypeError(f"expected bytes, got {type(frame).__name__}")
+    return bytes(frame)
+
+
+def decode_message_generally(frame: bytes, pos: int, size: int) -> Any:
+    """Decode the message at ``pos`` with the general reader, setting its ``raw`` (tests use it as the reference)."""
+    try:
+        msg, end = _decode_message(frame, pos, size)
+    except _DECODE_FAILURES as exc:
+        raise ProtocolError(f"malformed message at byte {pos}: {type(exc).__name__}: {exc}") from None
+    msg.raw = frame if end == size and pos == 0 else frame[pos:end]
+    return msg
+
+
 def _decode_message(buf: bytes, pos: int, size: int) -> tuple[Any, int]:
-    """Decode the message starting at ``pos``; return it and the position just after it."""
+    """Decode the message starting at ``pos`` with the general reader; return it and the position just after it."""
     if pos + 8 > size:
         raise ProtocolError("truncated segment table")
     segments_minus_one, first_words = SEGMENT_HEADER.unpack_from(buf, pos)

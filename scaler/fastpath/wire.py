@@ -1,10 +1,11 @@
 """Cap'n Proto wire-level helpers shared by the generated message code.
 
-Positions are absolute byte offsets into the frame (decoding) or the output bytearray (encoding). Readers take the
-bounds ``lo``/``hi`` of the segment the pointer lives in, so one flat ``bytes`` object serves every segment without
-slicing. The encoder only ever produces a single segment, laid out in pre-order: a struct's body first, then its
-children in field order. That is the layout pycapnp produces when fields are set in that order, which lets tests
-compare our bytes with pycapnp's byte for byte. The one exception is big Data (see BLOB_THRESHOLD).
+The general reader's positions are absolute byte offsets into the frame. Its readers take the bounds ``lo``/``hi``
+of the segment the pointer lives in, so one flat ``bytes`` object serves every segment without slicing. The encoder
+only ever produces a single segment, laid out in pre-order: a struct's body first, then its children in field order.
+That is the layout pycapnp produces when fields are set in that order, which lets tests compare our bytes with
+pycapnp's byte for byte. The one exception is big Data (see BLOB_THRESHOLD). The fast readers take exactly that
+layout (see emit_fast).
 """
 
 from __future__ import annotations
@@ -21,16 +22,15 @@ U32 = struct.Struct("<I")
 MAX_LIST_LENGTH = (1 << 29) - 1  # element count field of a list pointer is 29 bits
 MAX_SEGMENTS = 512  # same cap as the reference implementation's stream reader
 
-# Data at least this long is not copied into the message's bytearray but appended, by reference, after all the
-# other objects of the message (see codec.py): PyPy copies bytearrays byte by byte, and even CPython saves a copy.
-# Below it we keep pycapnp's pre-order layout, so small messages stay byte-identical to pycapnp's.
+# Data at least this long is not laid out in pre-order with the other objects but after all of them, each kept as
+# a part of its own until the frame is joined: it is then copied once (see place_blobs). Below it we keep pycapnp's
+# pre-order layout, so small messages stay byte-identical to pycapnp's.
 BLOB_THRESHOLD = 1024
 
-# Where deferred blobs go: (position of the pointer to patch, the Data).
-Blobs = list[tuple[int, bytes]]
-
-# Padding to the next word boundary, indexed by byte count (Text needs up to 8: NUL plus 7 padding bytes).
-ZERO_PADS = tuple(bytes(count) for count in range(9))
+# Zero bytes after n bytes of Data to end a word, indexed by n & 7; after n bytes of Text: its NUL and the padding.
+PADDING = tuple(bytes(-size & 7) for size in range(8))
+TEXT_END = tuple(bytes(8 - size) for size in range(8))
+NULL_POINTER = bytes(8)
 
 # Bytes per element for primitive list element-size codes when a list is read as a list of structs.
 _ELEMENT_BYTES = (0, -1, 1, 2, 4, 8, 8)
@@ -38,6 +38,10 @@ _ELEMENT_BYTES = (0, -1, 1, 2, 4, 8, 8)
 
 class ProtocolError(ValueError):
     """A frame is not a valid Scaler message: truncated, malformed, hostile or from an incompatible peer."""
+
+
+class NotCanonical(Exception):
+    """Internal: a fast path met what only the general one handles (an unusual layout, or a value to look into)."""
 
 
 class FieldInfo(NamedTuple):
@@ -263,20 +267,6 @@ def read_data_list(r: Reader, lo: int, hi: int, at: int) -> list[bytes]:
     return items
 
 
-def as_bytes(value: object) -> bytes:
-    """Slow path of write_data for values that are not exactly ``bytes``."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)  # for a memoryview of any format this is its raw bytes, matching its nbytes
-    raise TypeError(f"expected bytes, got {type(value).__name__}")
-
-
-def as_list(value: object) -> list[Any]:
-    """Slow path for list fields given something other than a list."""
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    raise TypeError(f"expected a list, got {type(value).__name__}")
-
-
 def bool_bit(value: object) -> int:
     """Slow path for Bool fields not given exactly True or False: ints 0 and 1 are accepted, nothing else."""
     if isinstance(value, int) and value in (0, 1):
@@ -284,67 +274,61 @@ def bool_bit(value: object) -> int:
     raise TypeError(f"expected bool, got {type(value).__name__}")
 
 
-def write_data(buf: bytearray, blobs: Blobs, at: int, value: bytes) -> None:
-    """Append ``value`` as a Data list and point the pointer at ``at`` to it (empty stays a null pointer)."""
-    if value.__class__ is not bytes:
-        value = as_bytes(value)
-    size = len(value)
-    if size:
-        if size >= BLOB_THRESHOLD:
-            if size > MAX_LIST_LENGTH:
-                raise ValueError(f"Data of {size} bytes exceeds the Cap'n Proto limit of {MAX_LIST_LENGTH}")
-            blobs.append((at, value))
-            return
-        pos = len(buf)
-        buf += value
-        buf += ZERO_PADS[-size & 7]
-        # (pos - at - 8) is a multiple of 8: halving it gives the word offset already shifted left by 2.
-        POINTER.pack_into(buf, at, (pos - at - 8) >> 1 | 1, size << 3 | 2)
+def defer_blob(blobs: Optional[list[tuple[int, Any]]], where: int, value: Any) -> list[tuple[int, Any]]:
+    """Note a big Data that goes after the other objects: (pointer position, Data) encoding, (start, size) reading."""
+    if blobs is None:
+        blobs = []
+    blobs.append((where, value))
+    return blobs
 
 
-def write_text(buf: bytearray, at: int, value: str) -> None:
-    """Append ``value`` as NUL-terminated UTF-8 and point the pointer at ``at`` to it (empty stays null)."""
-    if value.__class__ is not str:
-        if not isinstance(value, str):
-            raise TypeError(f"expected str, got {type(value).__name__}")
-        value = str(value)
-    if value:
-        encoded = value.encode("utf-8")
-        size = len(encoded) + 1
-        if size > MAX_LIST_LENGTH:
-            raise ValueError(f"Text of {size - 1} bytes exceeds the Cap'n Proto limit of {MAX_LIST_LENGTH - 1}")
-        pos = len(buf)
-        buf += encoded
-        buf += ZERO_PADS[(-size & 7) + 1]
-        POINTER.pack_into(buf, at, (pos - at - 8) >> 1 | 1, size << 3 | 2)
+def place_blobs(parts: list, base: int, blobs: list[tuple[int, bytes]], end: int) -> int:
+    """Lay the deferred Data out after the message in ``parts[base:]`` (``end`` bytes so far); return its size.
+
+    Each big Data stays a part of its own, so that it is copied once, straight into the frame.
+    """
+    buf = bytearray(b"".join(parts[base:]))
+    tail: list[bytes] = []
+    pos = end
+    try:
+        for at, value in blobs:
+            size = len(value)
+            POINTER.pack_into(buf, at, (pos - at - 8) >> 1 | 1, size << 3 | 2)
+            padding = PADDING[size & 7]
+            tail += (value, padding)
+            pos += size + len(padding)
+        SEGMENT_HEADER.pack_into(buf, 0, 0, (pos - 8) >> 3)
+    except struct.error:
+        raise ValueError("message too large: a single segment cannot span more than 4 GiB") from None
+    parts[base:] = [bytes(buf), *tail]
+    return pos
 
 
-def write_data_list(buf: bytearray, blobs: Blobs, at: int, values: list[bytes]) -> None:
-    """Append a List(Data) (a list of pointers, then each Data in order) and point ``at`` to it."""
-    if values.__class__ is not list:
-        values = as_list(values)
-    count = len(values)
-    if count:
-        if count > MAX_LIST_LENGTH:
-            raise ValueError(f"list of {count} elements exceeds the Cap'n Proto limit of {MAX_LIST_LENGTH}")
-        pos = len(buf)
-        buf += bytes(count << 3)
-        POINTER.pack_into(buf, at, (pos - at - 8) >> 1 | 1, count << 3 | 6)
-        for value in values:
-            write_data(buf, blobs, pos, value)
-            pos += 8
+def end_of_blobs(blobs: list[tuple[int, int]], cursor: int) -> int:
+    """Check that the big Data a fast reader found away from its cursor follow each other from there, in order."""
+    for start, size in blobs:
+        if start != cursor:
+            raise NotCanonical
+        cursor += size + 7 & -8
+    return cursor
 
 
-def begin_struct_list(buf: bytearray, at: int, count: int, data_words: int, pointer_count: int) -> int:
-    """Append a zeroed inline-composite list of ``count`` structs, point ``at`` to it, return its first element."""
-    words = count * (data_words + pointer_count)
-    if count > MAX_LIST_LENGTH or words > MAX_LIST_LENGTH:
-        raise ValueError(f"list of {count} structs exceeds the Cap'n Proto list size limit")
-    pos = len(buf)
-    buf += bytes((words + 1) << 3)
-    POINTER.pack_into(buf, at, (pos - at - 8) >> 1 | 1, words << 3 | 7)
-    POINTER.pack_into(buf, pos, count << 2, data_words | pointer_count << 16)
-    return pos + 8
+def normalized(obj: Any, fields: dict[type, tuple[FieldInfo, ...]]) -> Any:
+    """A copy of ``obj`` (valid, per find_invalid_field) whose values have the plain types the encoder expects."""
+    copy = object.__new__(type(obj))
+    for field in fields[type(obj)]:
+        value = getattr(obj, field.attr)
+        kind = field.kind
+        if kind == "data":
+            value = bytes(value)  # for a memoryview of any format this is its raw bytes, matching its nbytes
+        elif kind == "text":
+            value = str.__str__(value)
+        elif kind == "data_list":
+            value = [bytes(item) for item in value]
+        elif kind == "struct_list":
+            value = [normalized(item, fields) for item in value]
+        setattr(copy, field.attr, value)
+    return copy
 
 
 def short_repr(value: object) -> str:

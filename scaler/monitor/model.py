@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from scaler.protocol import Counter, SchedulerStatus, WorkerStatus
+from scaler.protocol import Counter, SchedulerStatus, WorkerStatus, heartbeat_flags
 
-# the worker heartbeat's flag bits (scaler/worker/agent.py), shown in this order as the ITL column
-_FLAG_BITS = (1, 2, 4)  # processor Initialized, has a Task, Task Lock (the processor is running one)
+_FLAG_BITS = heartbeat_flags.ALL  # processor Initialized, has a Task, task Lock: the ITL column
 
 
 def format_count(value: int) -> str:

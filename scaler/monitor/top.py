@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import List, NamedTuple, Optional, Sequence
 
-from scaler.io.curve_options import add_peer_key_arguments
+from scaler.config import SETTINGS
 from scaler.monitor.model import (
     DEFAULT_SORT_KEY,
     ITL_HEADER,
@@ -29,8 +29,8 @@ from scaler.monitor.model import (
     status_sections,
 )
 from scaler.protocol import SchedulerStatus, WorkerStatus
+from scaler.settings_spec import MONITOR, HelpFormatter
 
-DEFAULT_TIMEOUT_SECONDS = 5.0
 _REDRAW_MILLISECONDS = 250  # how long a key read waits: the "updated ... ago" clock and new statuses show this fast
 _BLOCK_SEPARATOR = " | "
 _MIN_NAME_WIDTH = 12
@@ -74,7 +74,7 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
     lines.append(Line(""))
     lines += _blocks(status_sections(status, state.tasks_per_second), width)
     lines.append(Line("-" * width))
-    lines.append(Line(shortcuts_text()))
+    lines += [Line(part) for part in textwrap.wrap(shortcuts_text(), width)]  # whole, on a narrow terminal too
     lines.append(Line(""))
     lines.append(Line(f"Total {len(status.workers)} worker(s)"))
     table_start = len(lines)
@@ -201,40 +201,24 @@ def _run_curses(screen, subscriber, state: TopState) -> None:  # subscriber: a S
             state.sort_key = chr(key)
 
 
-def _positive_seconds(text: str) -> float:
-    from scaler.monitor.subscriber import check_timeout
-
-    try:
-        return check_timeout(float(text))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scaler_top",
-        description="Watch a Scaler scheduler and its workers, top-style. Keys: "
-        + shortcuts_text().replace("Shortcuts: ", "sort by ")
-        + "; the sorted column is marked with *.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=f"Watch a Scaler scheduler and its workers, top-style. {shortcuts_text()}; the column the"
+        " workers are sorted by is marked with *.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("address", help="the scheduler's monitor address, e.g. ipc:///tmp/127.0.0.1_2345_monitor")
     parser.add_argument(
-        "--timeout",
-        "-t",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT_SECONDS,
-        help="seconds without a status after which the screen says the scheduler is not answering",
-    )
-    parser.add_argument(
-        "--sort", "-s", choices=sorted(SORT_KEYS), default=DEFAULT_SORT_KEY, help="initial sort key, as the shortcuts"
-    )
+        "--sort", "-s", choices=sorted(SORT_KEYS), default=DEFAULT_SORT_KEY,
+        help=f"initial sort key, as the shortcuts (default: {DEFAULT_SORT_KEY})",
+    )  # fmt: skip
     parser.add_argument(
         "--once",
         action="store_true",
         help="print one screen as plain text and exit (1 if no status came within --timeout), e.g. for scripts",
     )
-    add_peer_key_arguments(parser, "this monitor's")
+    SETTINGS.add_arguments(parser, MONITOR)
     return parser
 
 
@@ -256,11 +240,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     from scaler.monitor.subscriber import StatusSubscriber
 
     try:
-        curve = load_peer_keys(args.curve_secret_key, args.curve_server_key)
-        subscriber = StatusSubscriber(args.address, args.timeout, curve)
+        curve = load_peer_keys(args.curve_secret_key_file, args.curve_server_key_file)
+        subscriber = StatusSubscriber(args.address, args.status_timeout_seconds, curve)
     except (TypeError, ValueError) as error:
         sys.exit(f"scaler_top: {error}")
-    state = TopState(address=args.address, timeout_seconds=args.timeout, sort_key=check_sort_key(args.sort))
+    state = TopState(
+        address=args.address, timeout_seconds=args.status_timeout_seconds, sort_key=check_sort_key(args.sort)
+    )
     try:
         if args.once:
             sys.exit(_print_once(subscriber, state))

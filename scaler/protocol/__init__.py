@@ -13,5 +13,6 @@ from scaler.fastpath._messages import *  # noqa: F403  (every message class, enu
 from scaler.fastpath._messages import __all__ as _generated_names
 from scaler.fastpath.codec import decode_frame, encode, encode_many
 from scaler.fastpath.wire import ProtocolError
+from scaler.protocol import heartbeat_flags
 
-__all__ = [*_generated_names, "ProtocolError", "decode_frame", "encode", "encode_many"]
+__all__ = [*_generated_names, "ProtocolError", "decode_frame", "encode", "encode_many", "heartbeat_flags"]

@@ -74,7 +74,7 @@ struct WorkerHeartbeat {
   processorRss @4 :UInt64;
   queued @5 :UInt32;        # tasks received and waiting
   lagUs @6 :UInt64;         # last measured round trip to the scheduler
-  flags @7 :UInt8;          # bit 0: processor initialized, bit 1: has a task, bit 2: task lock held
+  flags @7 :UInt8;          # bits: scaler/protocol/heartbeat_flags.py (initialized, has a task, task lock)
   running @8 :UInt32;       # tasks executing now (0 or 1)
 }
 

@@ -38,6 +38,7 @@ from scaler.protocol import (
     WorkerDisconnect,
     WorkerHeartbeat,
     encode,
+    heartbeat_flags,
 )
 from scaler.scheduler.placement import WorkerLoads
 from scaler.scheduler.settings import SchedulerSettings
@@ -61,7 +62,7 @@ _UINT32_MAX = 2**32 - 1
 # The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
 # listening (a huge graph frame being decoded, a paused process): that time is not peers' silence.
 _STALL_SECONDS = 1.0
-_BIT_TASK_LOCK = 4  # WorkerHeartbeat.flags: the worker's processor is running a task (not parked)
+_BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
 FINISHED_NAMES = tuple(status.name for status in TaskStatus)
 

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 import psutil
 import zmq
 
+from scaler.io.ipc_files import BoundIpcFile
 from scaler.io.limits import budget_for, listen_backlog, raise_open_files_limit, size_context
 from scaler.io.sockets import create_publisher, create_router, is_loopback
 from scaler.protocol import (
@@ -66,6 +67,7 @@ class SchedulerShell:
         self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve, backlog)
         self.monitor = create_publisher(self.context, settings.monitor_address, curve)
         self.budget = budget_for(self.router, "scheduler address", self.open_files, backlog)
+        self._ipc_files = [BoundIpcFile.after_bind(self.router), BoundIpcFile.after_bind(self.monitor)]
         router_watch = ConnectionWatch(
             self.router, "scheduler address", curve is not None, self._goodbyes, settings.max_frame_bytes, self.budget
         )
@@ -107,6 +109,9 @@ class SchedulerShell:
             if self._zap is not None:
                 self._zap.close(loop)
             self.context.term()
+            for ipc_file in self._ipc_files:
+                if ipc_file is not None:
+                    ipc_file.remove()
             logger.info("Scheduler: stopped")
 
     def _goodbyes(self) -> int:

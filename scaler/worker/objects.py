@@ -1,9 +1,10 @@
-"""The worker's cache of functions, serializers and objects fetched from the scheduler, each fetched once."""
+"""The worker's cache of functions, serializers and objects fetched from the scheduler, each fetched once.
+
+No clock here: every call that records a use is told the time (see core.py)."""
 
 from __future__ import annotations
 
-import time
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List
 
 
 class _PartialObject:
@@ -32,13 +33,13 @@ class ObjectCache:
         return len(self._payloads)
 
     def get(self, object_id: bytes) -> bytes:
-        self._last_used[object_id] = time.monotonic()
+        # No use is recorded here: whoever reads an object has it pinned, and unpinning records the use.
         return self._payloads[object_id]
 
-    def add_chunk(self, object_id: bytes, payload: bytes, chunk_index: int, chunk_count: int) -> bool:
+    def add_chunk(self, object_id: bytes, payload: bytes, chunk_index: int, chunk_count: int, now: float) -> bool:
         """Store one chunk; True once the object is complete."""
         if chunk_count <= 1:
-            self._store(object_id, payload)
+            self._store(object_id, payload, now)
             return True
         if not 0 <= chunk_index < chunk_count:
             raise ValueError(f"chunk {chunk_index} of {chunk_count} for object {object_id.hex()}")
@@ -49,20 +50,23 @@ class ObjectCache:
         if len(partial.chunks) < chunk_count:
             return False
         del self._partial[object_id]
-        self._store(object_id, b"".join(partial.chunks[index] for index in range(chunk_count)))
+        self._store(object_id, b"".join(partial.chunks[index] for index in range(chunk_count)), now)
         return True
 
     def discard_partial(self, object_id: bytes) -> None:
         self._partial.pop(object_id, None)
+
+    def pins(self) -> Dict[bytes, int]:
+        """Object id -> how many tasks held here need it."""
+        return dict(self._pins)
 
     def pin(self, object_ids: Iterable[bytes]) -> None:
         pins = self._pins
         for object_id in object_ids:
             pins[object_id] = pins.get(object_id, 0) + 1
 
-    def unpin(self, object_ids: Iterable[bytes]) -> None:
+    def unpin(self, object_ids: Iterable[bytes], now: float) -> None:
         pins = self._pins
-        now = time.monotonic()
         for object_id in object_ids:
             count = pins[object_id] - 1
             if count:
@@ -72,9 +76,9 @@ class ObjectCache:
             if object_id in self._last_used:
                 self._last_used[object_id] = now
 
-    def evict_unused(self, now: Optional[float] = None) -> List[bytes]:
+    def evict_unused(self, now: float) -> List[bytes]:
         """Drop unpinned objects unused for the retention time; returns their ids."""
-        oldest_kept = (time.monotonic() if now is None else now) - self._retention_seconds
+        oldest_kept = now - self._retention_seconds
         evicted = [
             object_id
             for object_id, last_used in self._last_used.items()
@@ -92,6 +96,6 @@ class ObjectCache:
                 deleted.append(object_id)
         return deleted
 
-    def _store(self, object_id: bytes, payload: bytes) -> None:
+    def _store(self, object_id: bytes, payload: bytes, now: float) -> None:
         self._payloads[object_id] = payload
-        self._last_used[object_id] = time.monotonic()
+        self._last_used[object_id] = now

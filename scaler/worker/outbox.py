@@ -7,7 +7,7 @@ from typing import List
 import zmq
 
 from scaler import config
-from scaler.protocol import ObjectKind, ObjectPut, encode, encode_many
+from scaler.protocol import encode, encode_many
 
 _ZERO_COPY_SEND_BYTES = 64 * 1024  # pyzmq copies smaller frames anyway
 
@@ -24,22 +24,6 @@ class Outbox:
             self.flush()
         self._messages.append(message)
         self._payload_bytes += payload_bytes
-
-    def add_result_object(self, task_id: bytes, payload: bytes) -> None:
-        """A large result, as ObjectPut chunks with the task's id, to go before its TaskResult."""
-        chunk_bytes = config.DEFAULT_OBJECT_CHUNK_BYTES
-        chunk_count = max(1, -(-len(payload) // chunk_bytes))
-        for index in range(chunk_count):
-            chunk = payload[index * chunk_bytes : (index + 1) * chunk_bytes] if chunk_count > 1 else payload
-            put = ObjectPut(
-                object_id=task_id,
-                kind=ObjectKind.result,
-                payload=chunk,
-                chunk_index=index,
-                chunk_count=chunk_count,
-                total_size=len(payload),
-            )
-            self.add(put, len(chunk))
 
     def flush(self) -> None:
         if not self._messages:

@@ -20,19 +20,23 @@ from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 import cloudpickle
 
 from scaler import config
-from scaler.client.serializer import DefaultSerializer
-from scaler.worker import context
+from scaler import task_context as context
+from scaler.serializer import DefaultSerializer
 from scaler.worker.channel import (
+    RESULT_DELAY_SECONDS,
     MessageReader,
     ProcessorOrders,
     ProcessorReport,
     ProcessorResult,
     ProcessorTask,
+    SharedProgress,
     send_message,
 )
 from scaler.worker.lifetime import parent_alive
 from scaler.worker.profiling import CallProfile
 
+# A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
+_MIN_HALF_WAY_REPORT = 16
 _ValueKey = Tuple[bytes, bytes]  # (id of the serializer that deserialized it, object id)
 _MISSING = object()
 
@@ -71,9 +75,10 @@ class _LoadFailure:
         self.traceback = error.__traceback__
 
 
-def run_processor(sock: socket.socket, parent_pid: int, watch_parent: bool) -> None:
-    """Serve the agent on `sock` until it goes away: run its tasks in order, report each start and result.
+def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool) -> None:
+    """Serve the agent on `sock` until it goes away: run its tasks in order, report their results in batches.
 
+    `progress_fd`: the memory shared with the agent, where the processor writes which task it started and finished.
     `watch_parent`: poll for the parent's death from a thread, for systems without PR_SET_PDEATHSIG. Only then,
     because a thread here would make every os.fork() in user code warn (Python >= 3.12) and risk its locks.
     """
@@ -84,32 +89,41 @@ def run_processor(sock: socket.socket, parent_pid: int, watch_parent: bool) -> N
         ).start()
     runner = TaskRunner()
     reader = MessageReader(sock)
-    parking = _Parking(sock)
-    context.on_block = parking.on_block
+    progress = SharedProgress(progress_fd)
+    reporter = _Reporter(sock)
+    context.on_block = reporter.on_block
     pending: Deque[ProcessorTask] = deque()
     to_drop: Set[bytes] = set()
-    finished: Optional[ProcessorResult] = None
-    dropped: List[bytes] = []
+    orders_seen = 0
     after_parking: List[ProcessorOrders] = []  # read along with the end-of-parking order: new, handled as usual
     while True:
-        if parking.parked:
+        if reporter.parked:
             # The agent took back every task sent before its end-of-parking order: answer at once, then skip them.
             # They are not reported dropped: the agent forgot them already and may hand them to us again, once we
             # are a spare, and a late "dropped" would then make it forget the new hand-off and discard its result.
+            reporter.flush()
             for task in pending:
                 runner.absorb(task)
-            parking.send(ProcessorReport(finished, None, []))
-            finished = None
             pending.clear()
             to_drop.clear()
             later = _skip_to_end_of_parking(reader, runner)
             if later is None:
                 return
             after_parking = later
-            parking.parked = False
-        # Orders are read between tasks only, so a drop reaches a task that is still pending or none at all; the
-        # agent learns which from the `started` of our reports.
-        orders = reader.read_available() if pending or finished is not None or after_parking else reader.wait()
+            reporter.parked = False
+        # Orders are read between tasks only, and only when the agent says it posted some (in the shared memory: no
+        # system call per task), so a drop reaches a task that is still pending or none at all; the agent learns
+        # which from the progress we write.
+        if pending or after_parking:
+            orders = []
+            posted = progress.orders_posted()
+            if posted != orders_seen or reader.partial:
+                orders_seen = posted
+                orders = reader.read_available()
+        else:
+            reporter.flush()  # nothing left to run: what is unsent leaves now
+            orders_seen = progress.orders_posted()
+            orders = reader.wait()
         if reader.closed:
             return
         orders, after_parking = after_parking + orders, []
@@ -123,27 +137,59 @@ def run_processor(sock: socket.socket, parent_pid: int, watch_parent: bool) -> N
                 # Absorbed in its turn, not earlier: its evictions must not reach tasks handed before it.
                 runner.absorb(task)
                 to_drop.discard(task.task_id)
-                dropped.append(task.task_id)
+                reporter.dropped(task.task_id)
             else:
                 next_task = task
         if to_drop:  # a drop that arrived after its task ran means nothing
             to_drop.intersection_update(task.task_id for task in pending)
-        if finished is not None or next_task is not None or dropped:
-            parking.send(ProcessorReport(finished, next_task.task_id if next_task else None, dropped))
-            finished, dropped = None, []
-        if next_task is not None:
-            finished = runner.run(next_task)
+        if next_task is None:
+            continue
+        reporter.flush_if_due(len(pending))
+        progress.start(next_task.seq)
+        result = runner.run(next_task)
+        progress.finish(next_task.seq)
+        reporter.add(result)
 
 
-class _Parking:
-    """A task about to wait on a future (a nested task's, usually) parks its processor: it tells the agent, which
-    takes back the tasks it handed ahead and starts them on another processor, so children never wait behind their
-    blocked parent. Sends share a lock because a task's own threads may wait on futures while the loop reports."""
+class _Reporter:
+    """Results wait here until the processor runs out of tasks or is half-way through many, or for
+    RESULT_DELAY_SECONDS at most, then leave together. A task about to wait on a future (a nested task's, usually)
+    parks its processor: it sends what waits and says so, and the agent takes back the tasks it handed ahead and
+    starts them on another processor, so children never wait behind their blocked parent. A lock, because a task's
+    own threads may wait on futures meanwhile."""
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._lock = threading.Lock()
+        self._results: List[ProcessorResult] = []
+        self._dropped: List[bytes] = []
+        self._oldest = 0.0  # when the oldest unsent result was added
         self.parked = False
+
+    def add(self, result: ProcessorResult) -> None:
+        with self._lock:
+            if not self._results:
+                self._oldest = time.monotonic()
+            self._results.append(result)
+
+    def dropped(self, task_id: bytes) -> None:
+        with self._lock:
+            self._dropped.append(task_id)
+
+    def flush_if_due(self, pending: int) -> None:
+        """Before the next task: send once half of what we were handed is done (so the agent hands more while we
+        run the rest, and we never idle waiting for it), or once the oldest result has waited long enough."""
+        results = len(self._results)
+        if results and (
+            (results >= pending and results >= _MIN_HALF_WAY_REPORT)
+            or time.monotonic() - self._oldest >= RESULT_DELAY_SECONDS
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._results or self._dropped:
+                self._send(None)
 
     def on_block(self) -> None:
         task_id = context.current_task_id
@@ -153,11 +199,12 @@ class _Parking:
             if self.parked:
                 return
             self.parked = True
-            send_message(self._sock, ProcessorReport(None, None, [], task_id))
+            self._send(task_id)
 
-    def send(self, report: ProcessorReport) -> None:
-        with self._lock:
-            send_message(self._sock, report)
+    def _send(self, blocked: Optional[bytes]) -> None:
+        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked))
+        self._results = []
+        self._dropped = []
 
 
 def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Optional[List[ProcessorOrders]]:
@@ -296,8 +343,9 @@ def _pickle_exception(error: BaseException) -> bytes:
 def _result(
     task_id: bytes, succeeded: bool, payload: bytes, error_text: str, duration_us: int, profile: Optional[CallProfile]
 ) -> ProcessorResult:
+    # tuple.__new__ skips the NamedTuple's Python-level __new__, once per task
     if profile is None:
-        return ProcessorResult(task_id, succeeded, payload, error_text, duration_us, 0, 0)
+        return tuple.__new__(ProcessorResult, (task_id, succeeded, payload, error_text, duration_us, 0, 0))
     return ProcessorResult(
         task_id, succeeded, payload, error_text, profile.duration_us, profile.cpu_time_us, profile.peak_memory
     )

@@ -1,71 +1,61 @@
-"""The agent's side of one processor: its channel, the tasks handed to it, what it holds, its resource usage."""
+"""The agent's side of one processor process: its channel, its shared progress, its pid and resource usage.
+
+IO only; what the processor was handed and holds is the core's business (state.ProcessorState)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import socket
-from typing import Dict, List, Optional, Set, Tuple
+from typing import List, Tuple
 
 import psutil
 
-from scaler.worker.channel import MessageReader, ProcessorOrders, ProcessorTask, send_message
-from scaler.worker.task_queue import QueuedTask
+from scaler.worker.channel import (
+    SMALL_MESSAGE_BYTES,
+    MessageReader,
+    ProcessorOrders,
+    ProcessorTask,
+    SharedProgress,
+    encode_message,
+    send_encoded,
+)
 
 
 class ProcessorLink:
-    def __init__(self, pid: int, sock: socket.socket) -> None:
+    def __init__(self, number: int, pid: int, sock: socket.socket, progress: SharedProgress) -> None:
+        self.number = number  # the core's name for it
         self.pid = pid
         self.sock = sock
         self.reader = MessageReader(sock)
-        self.pipe: Dict[bytes, QueuedTask] = {}  # handed to the processor, not finished, in the order it runs them
-        self.pipe_expected_seconds = 0.0  # their guessed total run time
-        self.started: Optional[bytes] = None  # the one it reported starting and has not finished
-        # Canceled (and answered) while in the pipe, not started; the processor was told to drop them.
-        self.canceled_ahead: Set[bytes] = set()
-        # (serializer id, object id) pairs whose bytes this processor has: they are never sent to it again.
-        self.held: Set[Tuple[bytes, bytes]] = set()
-        self.idle_since = 0.0  # when it last became a spare (see agent.py)
+        self.progress = progress
         try:
-            self._process: Optional[psutil.Process] = psutil.Process(pid)
+            self._process = psutil.Process(pid)
         except psutil.Error:
             self._process = None
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def hand(self, tasks: List[Tuple[QueuedTask, ProcessorTask]]) -> None:
-        """Hand tasks over; raises OSError if the processor is gone (they are in the pipe either way)."""
-        for queued, _ in tasks:
-            self.pipe[queued.task_id] = queued
-            self.pipe_expected_seconds += queued.expected_seconds
-        send_message(self.sock, ProcessorOrders([task for _, task in tasks], []))
+    def hand(self, tasks: List[ProcessorTask]) -> None:
+        self._post(ProcessorOrders(tasks, []))
 
-    def request_drops(self, task_ids: List[bytes]) -> None:
-        self.canceled_ahead.update(task_ids)
-        send_message(self.sock, ProcessorOrders([], task_ids))
+    def drop(self, task_ids: List[bytes]) -> None:
+        self._post(ProcessorOrders([], task_ids))
 
     def end_parking(self) -> None:
         """Tell a parked processor that every task handed so far was taken back (see processor.py)."""
-        send_message(self.sock, ProcessorOrders([], [], True))
+        self._post(ProcessorOrders([], [], True))
 
-    def take(self, task_id: bytes) -> Optional[QueuedTask]:
-        """Remove a task from the pipe (finished, dropped or lost); returns it if its TaskResult is still owed."""
-        queued = self.pipe.pop(task_id, None)
-        if queued is None:
-            return None
-        if self.started == task_id:
-            self.started = None
-        # Reset when empty so float drift never accumulates.
-        self.pipe_expected_seconds = self.pipe_expected_seconds - queued.expected_seconds if self.pipe else 0.0
-        if task_id in self.canceled_ahead:
-            self.canceled_ahead.discard(task_id)
-            return None
-        return queued
-
-    def forget(self, object_ids: List[bytes]) -> None:
-        forgotten = set(object_ids)
-        self.held = {key for key in self.held if key[1] not in forgotten}
+    def _post(self, orders: ProcessorOrders) -> None:
+        """Send orders and say so in the shared progress, which the processor checks between tasks. Raises OSError
+        if the processor is gone (the poll then sees its end of file)."""
+        body = encode_message(orders)
+        if len(body) >= SMALL_MESSAGE_BYTES:
+            # It may not fit the socket's buffer: let the processor start reading before we block on the rest.
+            self.progress.post_orders()
+        send_encoded(self.sock, body)
+        self.progress.post_orders()
 
     def usage(self) -> Tuple[float, int]:
         """CPU percent since the previous call, and RSS in bytes."""
@@ -97,3 +87,4 @@ class ProcessorLink:
 
     def close(self) -> None:
         self.sock.close()
+        self.progress.close()

@@ -1,108 +1,138 @@
 """Tasks a worker holds but is not running: those whose objects have all arrived run first in, first out, except that
 tasks submitted from tasks go first, newest first.
 
-Why newest first: a parent waits on its children on a parked processor (see agent.py). Depth-first order finishes a
+Why newest first: a parent waits on its children on a parked processor (see core.py). Depth-first order finishes a
 subtree before opening the next, so parked processors stay near the nesting depth; first in, first out would open
 the whole tree breadth-first, parking one processor per node of its widest level."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
+from collections import deque
+from typing import Deque, Dict, Iterator, List, Optional
 
-
-class QueuedTask:
-    __slots__ = ("task_id", "task", "needs", "missing", "expected_seconds")
-
-    def __init__(self, task_id: bytes, task: Any, needs: Tuple[bytes, ...], missing: Set[bytes]) -> None:
-        self.task_id = task_id
-        self.task = task
-        self.needs = needs  # every object id the task uses (function, serializer, arguments), pinned in the cache
-        self.missing = missing  # those not fetched yet
-        self.expected_seconds = 0.0  # its run time as guessed when it was handed to a processor
+from scaler.worker.state import WorkerTask
 
 
 class TaskQueue:
+    """Removal is lazy: a canceled or balanced task's entry stays in its line, marked (`task.queued` False), and is
+    skipped when it comes up, so that taking the next task is a deque operation, not a dict or OrderedDict one."""
+
     def __init__(self) -> None:
-        # The order tasks became runnable. An OrderedDict, not a dict: taking from the front of a plain dict leaves
-        # dead slots that every later next(iter()) skips, which made a long queue quadratic.
-        self._ready: OrderedDict[bytes, QueuedTask] = OrderedDict()
-        self._nested: OrderedDict[bytes, QueuedTask] = OrderedDict()  # ready, with a parent task: taken from the end
-        self._waiting: Dict[bytes, QueuedTask] = {}
+        self._ready: Deque[WorkerTask] = deque()  # runnable, in the order they became so
+        self._nested: List[WorkerTask] = []  # runnable, with a parent task: a stack, its end the head of the line
+        self._waiting: Dict[bytes, WorkerTask] = {}
         # object id -> ids of the waiting tasks that miss it, a dict used as an ordered set: tasks freed by the same
         # object become ready in the order they arrived
         self._waiters: Dict[bytes, Dict[bytes, None]] = {}
+        self._runnable = 0  # live entries of _ready and _nested
 
     def __len__(self) -> int:
-        return len(self._ready) + len(self._nested) + len(self._waiting)
+        return self._runnable + len(self._waiting)
 
-    def __contains__(self, task_id: bytes) -> bool:
-        return task_id in self._ready or task_id in self._nested or task_id in self._waiting
-
-    def __iter__(self) -> Iterator[QueuedTask]:
-        yield from reversed(self._nested.values())
-        yield from self._ready.values()
+    def __iter__(self) -> Iterator[WorkerTask]:
+        """Every task queued, in the order they would run (waiting ones last)."""
+        yield from (task for task in reversed(self._nested) if task.queued)
+        yield from (task for task in self._ready if task.queued)
         yield from self._waiting.values()
 
-    def _make_ready(self, queued: QueuedTask) -> None:
-        if queued.task.parent_task_id:
-            self._nested[queued.task_id] = queued
+    def _make_ready(self, task: WorkerTask) -> None:
+        task.queued = True
+        self._runnable += 1
+        if task.task.parent_task_id:
+            self._nested.append(task)
         else:
-            self._ready[queued.task_id] = queued
+            self._ready.append(task)
 
-    def add(self, queued: QueuedTask) -> None:
-        if not queued.missing:
-            self._make_ready(queued)
+    def add(self, task: WorkerTask) -> None:
+        if not task.missing:
+            self._make_ready(task)
             return
-        self._waiting[queued.task_id] = queued
-        for object_id in queued.missing:
-            self._waiters.setdefault(object_id, {})[queued.task_id] = None
+        self._waiting[task.task_id] = task
+        for object_id in task.missing:
+            self._waiters.setdefault(object_id, {})[task.task_id] = None
 
-    def put_back(self, tasks: List[QueuedTask]) -> None:
+    def put_back(self, tasks: List[WorkerTask]) -> None:
         """Return tasks handed to a processor that never started them to the head of the line, in order."""
-        for queued in reversed(tasks):
-            if queued.task.parent_task_id:
-                self._nested[queued.task_id] = queued  # its end is the head of the line
+        for task in reversed(tasks):
+            task.queued = True
+            self._runnable += 1
+            if task.task.parent_task_id:
+                self._nested.append(task)  # its end is the head of the line
             else:
-                self._ready[queued.task_id] = queued
-                self._ready.move_to_end(queued.task_id, last=False)
+                self._ready.appendleft(task)
 
-    def first_ready(self) -> Optional[QueuedTask]:
-        if self._nested:
-            return next(reversed(self._nested.values()))
-        return next(iter(self._ready.values()), None)
+    def first_ready(self) -> Optional[WorkerTask]:
+        nested = self._nested
+        while nested:
+            task = nested[-1]
+            if task.queued:
+                return task
+            nested.pop()
+        ready = self._ready
+        while ready:
+            task = ready[0]
+            if task.queued:
+                return task
+            ready.popleft()
+        return None
 
-    def pop_ready(self) -> QueuedTask:
-        if self._nested:
-            return self._nested.popitem(last=True)[1]
-        return self._ready.popitem(last=False)[1]
+    def pop_ready(self) -> WorkerTask:
+        """Take the task that first_ready() has just returned."""
+        task = self._nested.pop() if self._nested else self._ready.popleft()
+        task.queued = False
+        self._runnable -= 1
+        return task
 
-    def object_arrived(self, object_id: bytes) -> None:
+    def object_arrived(self, object_id: bytes) -> List[WorkerTask]:
+        """The tasks that now have every object they need, made ready."""
+        ready = []
         for task_id in self._waiters.pop(object_id, ()):
-            queued = self._waiting[task_id]
-            queued.missing.discard(object_id)
-            if not queued.missing:
+            task = self._waiting[task_id]
+            task.missing.discard(object_id)
+            if not task.missing:
                 del self._waiting[task_id]
-                self._make_ready(queued)
+                self._make_ready(task)
+                ready.append(task)
+        return ready
 
-    def object_unavailable(self, object_id: bytes) -> List[QueuedTask]:
+    def object_unavailable(self, object_id: bytes) -> List[WorkerTask]:
         """Remove and return the tasks that wait for an object the scheduler does not have."""
-        return [queued for task_id in list(self._waiters.get(object_id, ())) if (queued := self.remove(task_id))]
+        tasks = [self._waiting[task_id] for task_id in self._waiters.get(object_id, ())]
+        for task in tasks:
+            self.remove(task)
+        return tasks
 
-    def remove(self, task_id: bytes) -> Optional[QueuedTask]:
-        queued = self._ready.pop(task_id, None) or self._nested.pop(task_id, None)
-        if queued is not None:
-            return queued
-        queued = self._waiting.pop(task_id, None)
-        if queued is not None:
-            for object_id in queued.missing:
-                waiters = self._waiters[object_id]
-                del waiters[task_id]
-                if not waiters:
-                    del self._waiters[object_id]
-        return queued
+    def remove(self, task: WorkerTask) -> bool:
+        """Take a task out of the queue; False if it is not queued."""
+        if task.queued:
+            task.queued = False
+            self._runnable -= 1
+            return True
+        if self._waiting.pop(task.task_id, None) is None:
+            return False
+        for object_id in task.missing:
+            waiters = self._waiters[object_id]
+            del waiters[task.task_id]
+            if not waiters:
+                del self._waiters[object_id]
+        return True
 
-    def take_newest(self, count: int) -> List[QueuedTask]:
-        """Remove up to `count` tasks, the last to arrive first: they would have waited longest here."""
-        newest = [*reversed(self._waiting), *reversed(self._ready), *self._nested][:count]
-        return [queued for task_id in newest if (queued := self.remove(task_id))]
+    def take_newest(self, count: int) -> List[WorkerTask]:
+        """Remove up to `count` tasks, those that would run last first: they would have waited longest here."""
+        taken: List[WorkerTask] = []
+        for task in list(reversed(self._waiting.values()))[:count]:
+            self.remove(task)
+            taken.append(task)
+        ready = self._ready
+        while ready and len(taken) < count:
+            task = ready.pop()
+            if task.queued:
+                self.remove(task)
+                taken.append(task)
+        for task in self._nested:
+            if len(taken) >= count:
+                break
+            if task.queued:
+                self.remove(task)
+                taken.append(task)
+        return taken

@@ -8,8 +8,8 @@ clean, single-threaded state, in a millisecond. It also reaps its children and r
 agent needs to tell a user why a task's processor died.
 
 Agent and zygote talk over a SOCK_SEQPACKET pair: the agent sends b"fork", the zygote answers ("forked", pid) with
-the processor's end of a fresh socket pair attached (SCM_RIGHTS), and sends ("exited", pid, wait_status) whenever a
-processor ends.
+the agent's end of a fresh socket pair and the processor's shared progress memory attached (SCM_RIGHTS), and sends
+("exited", pid, wait_status) whenever a processor ends.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import time
 from typing import Dict, List, Optional, Set, Tuple
 
 from scaler import config
+from scaler.worker.channel import SharedProgress
 from scaler.worker.lifetime import die_with_parent, parent_alive
 from scaler.worker.processor import run_processor
 
@@ -67,8 +68,8 @@ class ProcessorZygote:
     def fileno(self) -> int:
         return self._control.fileno()
 
-    def fork_processor(self, timeout_seconds: float) -> Tuple[int, socket.socket]:
-        """A new processor: its pid and the agent's end of its channel."""
+    def fork_processor(self, timeout_seconds: float) -> Tuple[int, socket.socket, SharedProgress]:
+        """A new processor: its pid, the agent's end of its channel and its shared progress."""
         try:
             self._control.send(_FORK_REQUEST)
         except OSError as error:
@@ -77,7 +78,9 @@ class ProcessorZygote:
         while True:
             reply, fds = self._receive(deadline)
             if reply[0] == "forked":
-                return reply[1], socket.socket(fileno=fds[0])
+                progress = SharedProgress(fds[1])
+                os.close(fds[1])
+                return reply[1], socket.socket(fileno=fds[0]), progress
             self._record_exit(reply[1], reply[2])
 
     def read_exits(self) -> None:
@@ -153,7 +156,7 @@ class ProcessorZygote:
 def _receive_with_fds(sock: socket.socket, flags: int) -> Tuple[bytes, List[int]]:
     # Not socket.recv_fds: up to Python 3.12 it ignores its flags argument, so MSG_DONTWAIT would block.
     fds = array.array("i")
-    data, ancillary, _, _ = sock.recvmsg(_REPLY_BYTES, socket.CMSG_LEN(fds.itemsize), flags)
+    data, ancillary, _, _ = sock.recvmsg(_REPLY_BYTES, socket.CMSG_LEN(2 * fds.itemsize), flags)
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
@@ -201,6 +204,7 @@ def _serve(control: socket.socket, agent_pid: int) -> None:
 
 def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
     agent_end, processor_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    progress_fd = SharedProgress.create_fd()
     zygote_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
@@ -215,7 +219,7 @@ def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
             # Its own process group, so that killing a processor also kills whatever its task started.
             os.setpgid(0, 0)
             orphan_signal_armed = die_with_parent(zygote_pid)
-            run_processor(processor_end, zygote_pid, watch_parent=not orphan_signal_armed)
+            run_processor(processor_end, progress_fd, zygote_pid, watch_parent=not orphan_signal_armed)
         except BaseException:  # noqa: B036 - report anything, then leave without running the zygote's cleanup
             logging.exception("processor failed")
             exit_code = 1
@@ -223,10 +227,11 @@ def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
             os._exit(exit_code)
     processor_end.close()
     try:
-        socket.send_fds(control, [pickle.dumps(("forked", pid))], [agent_end.fileno()])
+        socket.send_fds(control, [pickle.dumps(("forked", pid))], [agent_end.fileno(), progress_fd])
     except OSError:
         pass  # the agent is gone; so will we be, and the processor with us (PDEATHSIG)
     agent_end.close()
+    os.close(progress_fd)
 
 
 def _report_exits(control: socket.socket) -> bool:

@@ -7,11 +7,13 @@ import os
 import pickle
 import signal
 import struct
+import time
 from typing import Any
 
 import cloudpickle
 import pytest
 
+from scaler import task_context as context
 from scaler.client import Client, Serializer
 from scaler.errors import DisconnectedError, ScalerError, SchedulerGoneError
 from scaler.protocol import (
@@ -23,7 +25,6 @@ from scaler.protocol import (
     Task,
     TaskCancel,
 )
-from scaler.worker import context
 from tests.client.peer import ProtocolPeer
 from tests.processes import wait_for
 
@@ -164,14 +165,19 @@ def test_goodbye_fails_pending_futures() -> None:
         client.disconnect()
 
 
-def test_silent_scheduler_fails_pending_futures() -> None:
-    with ProtocolPeer(execute=False, heartbeat_interval_ms=50, peer_timeout_ms=300) as peer:
-        client = Client(peer.address)
+def test_silent_scheduler_fails_pending_futures_within_the_clients_timeout() -> None:
+    # The scheduler's own client timeout (10 minutes here) does not matter: the client's timeout_seconds decides.
+    with ProtocolPeer(execute=False, heartbeat_interval_ms=1000, peer_timeout_ms=600_000) as peer:
+        client = Client(peer.address, timeout_seconds=1.5)
         future = client.submit(inc, 1)
         wait_for(lambda: future.task_id in peer.held, 5, "the task at the peer")
         peer.close()  # stops answering anything
-        with pytest.raises(SchedulerGoneError, match="no message from the scheduler"):
-            future.result(10)
+        silent_since = time.monotonic()
+        with pytest.raises(SchedulerGoneError, match="no message from the scheduler") as raised:
+            future.result(30)
+        assert isinstance(raised.value, TimeoutError)
+        # 1.5 s window from the last message heard, which came before the peer closed; 1 s for a loaded machine
+        assert time.monotonic() - silent_since < 1.5 + 1.0
         client.disconnect()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,18 @@ def test_scheduler_refuses_uvloop_on_pypy(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ},
     )  # fmt: skip
     assert completed.returncode == 1 and "uvloop" in completed.stderr
+
+
+def test_a_stopped_scheduler_leaves_no_ipc_socket_file() -> None:
+    with tempfile.TemporaryDirectory(prefix="scaler-ipc-") as directory:  # short: ipc paths are limited
+        address, monitor = os.path.join(directory, "scheduler"), os.path.join(directory, "monitor")
+        process = ScalerProcess(
+            "scaler.scheduler", [f"ipc://{address}", "-ma", f"ipc://{monitor}"], os.path.join(directory, "s.log")
+        )
+        try:
+            process.wait_for_output("Scheduler: listening on")
+            assert os.path.exists(address) and os.path.exists(monitor)
+        finally:
+            assert process.stop() == 0, process.output()
+        assert "Scheduler: stopped" in process.output()
+        assert sorted(os.listdir(directory)) == ["s.log"]

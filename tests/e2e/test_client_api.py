@@ -8,7 +8,7 @@ import os
 import pytest
 
 from scaler import Client, ObjectReference, ScalerFuture, Serializer
-from scaler.errors import DisconnectedError, ProcessorDiedError, RemoteTraceback, ScalerError
+from scaler.errors import DisconnectedError, MissingObjectError, ProcessorDiedError, RemoteTraceback
 from tests.e2e.monitor import counters, wait_for_status
 from tests.processes import wait_for
 
@@ -124,8 +124,8 @@ def test_clear_cancels_and_disconnect_is_final(cluster) -> None:
     client = Client(address, timeout_seconds=20)
     ref = client.send_object(b"x" * 10)
     client.clear()
-    with pytest.raises(ScalerError, match="not found"):
-        client.submit(len, ref).result(timeout=30)  # the object was deleted with clear()
+    with pytest.raises(MissingObjectError, match="deleted by clear"):
+        client.submit(len, ref)  # the object was deleted with clear(): refused at the call
     assert client.submit(len, "ok").result(timeout=30) == 2
     client.disconnect()
     client.disconnect()

@@ -57,7 +57,10 @@ def test_combo_refuses_an_address_in_use() -> None:
     "kwargs, error, match",
     [
         ({"n_workers": 0}, ValueError, "n_workers"),
-        ({"n_workers": "2"}, ValueError, "n_workers"),
+        ({"n_workers": "2"}, TypeError, "n_workers must be an int"),
+        ({"per_worker_queue_size": 0}, ValueError, "per_worker_queue_size must be >= 1"),
+        ({"status_interval_secs": 1.0}, TypeError, "unexpected keyword argument 'status_interval_secs'"),
+        ({"curve_secret_key_file": "x"}, TypeError, "unexpected keyword argument 'curve_secret_key_file'"),
         ({"event_loop": "trio"}, ValueError, "event_loop"),
         ({"protected": "yes"}, TypeError, "protected"),
         ({"address": 2345}, TypeError, "address"),

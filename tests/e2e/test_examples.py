@@ -34,6 +34,11 @@ EXPECTED_OUTPUT: Dict[str, List[str]] = {
     "map_client.py": ["10000 results, in order"],
     "simple_client.py": ["1000 results"],
     "uvloop_combo.py": ["6"],
+    "dask_collections.py": ["499999500000", "(2, [3, 4])", "333332833333.5"],
+    "executor.py": ["[7, 158, 2568]", "1267650600228229401496703205376"],
+    "joblib_parallel.py": ["666616.46"],
+    "joblib_grid_search.py": ["{'C': 1, 'gamma': 0.1}"],
+    "progress.py": ["124750 4950"],
 }
 STARTS_OWN_CLUSTER = {"local_cluster.py", "map_client.py", "simple_client.py", "uvloop_combo.py"}
 NEEDS_UNPROTECTED = {"shutdown.py"}

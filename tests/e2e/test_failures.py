@@ -84,7 +84,7 @@ def test_worker_added_mid_run_takes_queued_tasks(live) -> None:
     assert len(pids) == 2
 
 
-def test_task_that_kills_its_worker_fails_after_the_retry_cap(live) -> None:
+def test_task_that_kills_its_worker_fails_after_the_retry_cap(live, tmp_path) -> None:
     for _ in range(4):
         live.add_worker()
     live.wait_workers(4)
@@ -93,7 +93,7 @@ def test_task_that_kills_its_worker_fails_after_the_retry_cap(live) -> None:
         with pytest.raises(WorkerDiedError, match="running on 3 workers that died"):
             future.result(timeout=60)
         assert len(live.agents()) == 1, "three workers died, no more"
-        assert client.submit(square_after, 0, 7, "/tmp").result(timeout=20) == 49, "the cluster still works"
+        assert client.submit(square_after, 0, 7, str(tmp_path)).result(timeout=20) == 49, "the cluster still works"
 
 
 def test_task_that_kills_its_processor_fails_at_once_and_the_worker_goes_on(live) -> None:

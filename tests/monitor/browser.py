@@ -33,6 +33,20 @@ def chromium_command(user_data_dir: str, *extra: str) -> List[str]:
     return [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={user_data_dir}", *extra]
 
 
+def remove_profile(profile: str) -> None:
+    """The profile, and the directory of Chromium's singleton socket that it links to (in the temporary directory),
+    which a Chromium stopped by a signal leaves behind."""
+    for link in ("SingletonSocket", "SingletonCookie"):
+        try:
+            target = os.readlink(os.path.join(profile, link))
+        except OSError:
+            continue
+        directory = os.path.dirname(target)
+        if os.path.basename(directory).lstrip(".").startswith("org.chromium.Chromium."):
+            shutil.rmtree(directory, ignore_errors=True)
+    shutil.rmtree(profile, ignore_errors=True)
+
+
 def stop_process_group(popen: subprocess.Popen) -> None:
     """Chromium forks zygotes and renderers: end the whole group it leads (its own session), then reap it."""
     try:
@@ -137,7 +151,7 @@ class HeadlessChromium:
             self._loop.close()
             stop_process_group(self.popen)
             self._log.close()
-            shutil.rmtree(self._profile, ignore_errors=True)
+            remove_profile(self._profile)
 
     def __enter__(self) -> HeadlessChromium:
         return self

@@ -25,7 +25,7 @@ from typing import List
 
 from scaler import Client
 from scaler.config import default_monitor_address
-from tests.monitor.browser import chromium_command
+from tests.monitor.browser import chromium_command, remove_profile
 from tests.monitor.terminal import Tmux
 from tests.processes import ROOT, ScalerProcess, free_tcp_address, wait_for
 
@@ -89,7 +89,7 @@ def photograph(url: str, path: str, width: int, height: int) -> None:
         )
         subprocess.run(command, capture_output=True, timeout=120, check=True)
     finally:
-        shutil.rmtree(profile, ignore_errors=True)
+        remove_profile(profile)
 
 
 def terminal_png(screen: str, path: str, work: str) -> None:
@@ -140,8 +140,6 @@ def main() -> None:
         for process in reversed(processes):
             process.stop()
         shutil.rmtree(work, ignore_errors=True)
-        if os.path.exists(monitor[len("ipc://") :]):
-            os.remove(monitor[len("ipc://") :])  # the scheduler's socket file, left behind in /tmp
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import subprocess
-import uuid
+import tempfile
 from typing import List
 
 import psutil
@@ -15,15 +17,17 @@ EXIT_MARK = "exited with status"
 
 
 class Tmux:
-    """One private tmux server (its own socket name), so killing it never touches anyone else's sessions."""
+    """One private tmux server, its socket in a directory of its own (removed by kill()), so killing it never touches
+    anyone else's sessions and nothing is left in /tmp/tmux-UID."""
 
     def __init__(self) -> None:
-        self.socket_name = f"scaler-test-{uuid.uuid4().hex[:12]}"
+        self._directory = tempfile.mkdtemp(prefix="scaler-tmux-")
+        self.socket_path = os.path.join(self._directory, "socket")
         self.started = False
 
     def _tmux(self, *args: str) -> str:
         result = subprocess.run(
-            ["tmux", "-L", self.socket_name, *args], capture_output=True, text=True, timeout=10, check=True
+            ["tmux", "-S", self.socket_path, *args], capture_output=True, text=True, timeout=10, check=True
         )
         return result.stdout
 
@@ -48,14 +52,16 @@ class Tmux:
     def kill(self) -> None:
         """Stop the server and make sure what ran in it is gone too (tmux hangs up on it; SIGKILL if it lingers)."""
         if not self.started:
+            shutil.rmtree(self._directory, ignore_errors=True)
             return
         try:
             pane = psutil.Process(int(self._tmux("display-message", "-p", "-t", "main", "#{pane_pid}")))
             tree = [pane, *pane.children(recursive=True)]
         except (subprocess.CalledProcessError, ValueError, psutil.NoSuchProcess):
             tree = []
-        subprocess.run(["tmux", "-L", self.socket_name, "kill-server"], capture_output=True, timeout=10)
+        subprocess.run(["tmux", "-S", self.socket_path, "kill-server"], capture_output=True, timeout=10)
         self.started = False
         _, alive = psutil.wait_procs(tree, timeout=5)
         for process in alive:
             process.kill()
+        shutil.rmtree(self._directory, ignore_errors=True)  # the server's socket, which tmux leaves behind

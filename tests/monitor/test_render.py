@@ -97,6 +97,16 @@ def test_narrow_terminal_wraps_sections_and_cuts_long_names():
     assert row.startswith(long_name[:10]) and "+" in row and long_name not in row
 
 
+@pytest.mark.parametrize("width", [80, 40])
+def test_every_shortcut_shows_on_a_narrow_terminal(width: int):
+    lines = screen(width=width).splitlines()
+    assert all(len(line) <= width for line in lines)
+    keys = " ".join(line for line in lines if re.search(r"\w\[\w\]", line))
+    for column in SORT_KEYS.values():
+        assert f"{column.header}[{column.key}]" in keys
+    assert "quit[q]" in keys
+
+
 def test_short_terminal_says_how_many_workers_are_hidden():
     full = screen().splitlines()
     lines = render(TopState(ADDRESS, 5.0, status=status(WORKERS), silence_seconds=0.1), 160, len(full) - 1)

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Iterator, List, NamedTuple
 
 import pytest
@@ -135,10 +136,11 @@ def test_top_screen_in_a_terminal(served: Served) -> None:
     """The curses screen, in a real terminal (tmux): it shows the workers and quits on `q`."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (scripts/test.sh installs it)")
-    tmux = ["tmux", "-L", f"scaler-packaging-{os.getpid()}"]
+    socket_directory = tempfile.mkdtemp(prefix="scaler-tmux-")  # a server of its own; tmux leaves its socket behind
+    tmux = ["tmux", "-S", os.path.join(socket_directory, "socket")]
     top = without_python([os.path.join(served.bin_directory, "scaler_top"), served.monitor_address])
-    subprocess.run([*tmux, "new-session", "-d", "-x", "160", "-y", "40", shlex.join(top)], check=True, timeout=30)
     try:
+        subprocess.run([*tmux, "new-session", "-d", "-x", "160", "-y", "40", shlex.join(top)], check=True, timeout=30)
 
         def screen() -> str:
             return subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True, timeout=30).stdout
@@ -153,3 +155,4 @@ def test_top_screen_in_a_terminal(served: Served) -> None:
         wait_for(session_ended, 30, "scaler_top to quit on q")
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=30)
+        shutil.rmtree(socket_directory, ignore_errors=True)

@@ -30,8 +30,10 @@ def new_builder(msg: Any, set_empty: bool = False, **options: Any) -> Any:
     return builder
 
 
-def fill_builder(builder: Any, obj: Any, set_empty: bool = False) -> None:
-    for field in FIELDS[type(obj)]:
+def fill_builder(builder: Any, obj: Any, set_empty: bool = False, fields: Optional[dict[type, Any]] = None) -> None:
+    """Set ``obj``'s fields on a pycapnp builder; ``fields`` is the FIELDS table of another generated module."""
+    fields = FIELDS if fields is None else fields
+    for field in fields[type(obj)]:
         value = getattr(obj, field.attr)
         if field.kind in SCALAR_KINDS or field.kind == "enum":
             setattr(builder, field.capnp_name, int(value) if field.kind == "enum" else value)
@@ -42,7 +44,7 @@ def fill_builder(builder: Any, obj: Any, set_empty: bool = False) -> None:
             items = builder.init(field.capnp_name, len(value))
             for index, item in enumerate(value):
                 if field.kind == "struct_list":
-                    fill_builder(items[index], item, set_empty)
+                    fill_builder(items[index], item, set_empty, fields)
                 elif item or set_empty:
                     items[index] = item
 
@@ -70,16 +72,17 @@ def reference_decode(data: bytes) -> Any:
         return read_struct(getattr(reader, which), cls)
 
 
-def read_struct(reader: Any, cls: type) -> Any:
+def read_struct(reader: Any, cls: type, fields: Optional[dict[type, Any]] = None) -> Any:
+    fields = FIELDS if fields is None else fields
     values = {}
-    for field in FIELDS[cls]:
+    for field in fields[cls]:
         value = getattr(reader, field.capnp_name)
         if field.kind == "enum":
             value = value.raw
         elif field.kind == "data_list":
             value = [bytes(item) for item in value]
         elif field.kind == "struct_list":
-            value = [read_struct(item, field.type_ref) for item in value]
+            value = [read_struct(item, field.type_ref, fields) for item in value]
         elif field.kind == "data":
             value = bytes(value)
         values[field.attr] = value

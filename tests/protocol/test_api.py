@@ -97,6 +97,21 @@ def test_flexible_but_exact_inputs() -> None:
     )
 
 
+class Name(str):
+    def __str__(self) -> str:
+        return "not what was given"
+
+
+def test_buffers_of_any_format_and_str_subclasses_encode_their_contents() -> None:
+    words = memoryview(bytes(range(12))).cast("I")  # len() is 3, the bytes are 12
+    assert encode(Task(task_id=words, dependencies=[words])) == encode(
+        Task(task_id=bytes(range(12)), dependencies=[bytes(range(12))])
+    )
+    assert encode_many([Hello(name=Name("w")), ObjectPut(payload=words)]) == encode(Hello(name="w")) + encode(
+        ObjectPut(payload=bytes(range(12)))
+    )
+
+
 def test_encode_many_and_multi_message_frames() -> None:
     messages = [Hello(name="a"), Task(task_id=b"t"), HeartbeatEcho(sent_at_us=5)]
     frame = encode_many(messages)
@@ -115,31 +130,39 @@ def test_float32_rounds_on_decode() -> None:
     assert heartbeat.cpu != 0.1 and abs(heartbeat.cpu - 0.1) < 1e-7
 
 
-@pytest.mark.parametrize(
-    ("msg", "error", "names"),
-    [
-        (Task(task_id="text"), TypeError, "Task.task_id"),
-        (Hello(name=b"bytes"), TypeError, "Hello.name"),
-        (Hello(pid=-1), ValueError, "Hello.pid"),
-        (Hello(pid=1 << 32), ValueError, "Hello.pid"),
-        (Hello(pid=1.5), TypeError, "Hello.pid"),
-        (Hello(role=1 << 16), ValueError, "Hello.role"),
-        (WorkerHeartbeat(flags=256), ValueError, "WorkerHeartbeat.flags"),
-        (HeartbeatEcho(sent_at_us=1 << 64), ValueError, "HeartbeatEcho.sent_at_us"),
-        (WorkerHeartbeat(agent_cpu=1e39), ValueError, "WorkerHeartbeat.agent_cpu"),
-        (ClientHeartbeat(cpu="1"), TypeError, "ClientHeartbeat.cpu"),
-        (Task(profiling="yes"), TypeError, "Task.profiling"),
-        (Task(report_result=None), TypeError, "Task.report_result"),
-        (Task(profiling=2), TypeError, "Task.profiling"),
-        (Hello(hostname="\ud800"), ValueError, "Hello.hostname"),
-        (Task(args=[Counter()]), TypeError, r"Task.args\[0\]"),
-        (Task(args="abc"), TypeError, "Task.args"),
-        (Task(dependencies=[b"ok", 5]), TypeError, r"Task.dependencies\[1\]"),
-        (Task(dependencies=b"abc"), TypeError, "Task.dependencies"),
-        (SchedulerStatus(workers=[WorkerStatus(), WorkerStatus(free=-1)]), ValueError, r"workers\[1\].free"),
-        (SchedulerStatus(sent=[Counter(name=3)]), TypeError, r"SchedulerStatus.sent\[0\].name"),
-    ],
-)
+# Messages encode() must refuse, the error it raises, and the field the message must name.
+INVALID_MESSAGES = [
+    (Task(task_id="text"), TypeError, "Task.task_id"),
+    (Hello(name=b"bytes"), TypeError, "Hello.name"),
+    (Hello(pid=-1), ValueError, "Hello.pid"),
+    (Hello(pid=1 << 32), ValueError, "Hello.pid"),
+    (Hello(pid=1.5), TypeError, "Hello.pid"),
+    (Hello(role=1 << 16), ValueError, "Hello.role"),
+    (WorkerHeartbeat(flags=256), ValueError, "WorkerHeartbeat.flags"),
+    (HeartbeatEcho(sent_at_us=1 << 64), ValueError, "HeartbeatEcho.sent_at_us"),
+    (WorkerHeartbeat(agent_cpu=1e39), ValueError, "WorkerHeartbeat.agent_cpu"),
+    (ClientHeartbeat(cpu="1"), TypeError, "ClientHeartbeat.cpu"),
+    (Task(profiling="yes"), TypeError, "Task.profiling"),
+    (Task(report_result=None), TypeError, "Task.report_result"),
+    (Task(profiling=2), TypeError, "Task.profiling"),
+    (Hello(hostname="\ud800"), ValueError, "Hello.hostname"),
+    (Task(args=[Counter()]), TypeError, r"Task.args\[0\]"),
+    (Task(args="abc"), TypeError, "Task.args"),
+    (Task(dependencies=[b"ok", 5]), TypeError, r"Task.dependencies\[1\]"),
+    (Task(dependencies=b"abc"), TypeError, "Task.dependencies"),
+    (SchedulerStatus(workers=[WorkerStatus(), WorkerStatus(free=-1)]), ValueError, r"workers\[1\].free"),
+    (SchedulerStatus(sent=[Counter(name=3)]), TypeError, r"SchedulerStatus.sent\[0\].name"),
+    (Task(task_id=None), TypeError, "Task.task_id"),
+    (Task(serializer_id=0), TypeError, "Task.serializer_id"),
+    (ObjectPut(payload=""), TypeError, "ObjectPut.payload"),
+    (ObjectPut(payload=[1, 2]), TypeError, "ObjectPut.payload"),
+    (Hello(name=None), TypeError, "Hello.name"),
+    (Task(args=[Argument(name=None)]), TypeError, r"Task.args\[0\].name"),
+    (Task(args=[Argument(data="x" * 2000)]), TypeError, r"Task.args\[0\].data"),
+]
+
+
+@pytest.mark.parametrize(("msg", "error", "names"), INVALID_MESSAGES)
 def test_encode_errors_name_the_field(msg: Any, error: type, names: str) -> None:
     with pytest.raises(error, match=names):
         encode(msg)

@@ -30,6 +30,7 @@ from scaler.protocol import (  # noqa: E402
 )
 from tests.protocol import capnp_bridge  # noqa: E402
 from tests.protocol.strategies import ANY_MESSAGE, INT_BITS, has_blob, int_range, struct_strategy  # noqa: E402
+from tests.protocol.test_fast_reader import read_fast  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -58,6 +59,7 @@ def test_pycapnp_bytes_read_by_fastpath(cls: type, data: st.DataObject) -> None:
     (decoded,) = decode_frame(reference)
     assert decoded == msg
     assert decoded.raw == reference
+    assert read_fast(reference) == msg, "pycapnp's single segment should take the fast path"
     if not has_blob(msg):
         assert encode(msg) == reference, "our layout should be pycapnp's, byte for byte"
     # Empty values set explicitly become non-null zero-length objects (Text "" is a lone NUL): still defaults.

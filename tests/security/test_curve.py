@@ -88,7 +88,7 @@ def test_only_authorized_clients_are_served(tmp_path: Path) -> None:
     generate_key_pair(str(keys), "mallory")
     (keys / "authorized").mkdir()
     shutil.copy(keys / "alice.key", keys / "authorized" / "alice.key")
-    combo = SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_paths=[str(log)])
+    combo = SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_level="INFO", logging_paths=[str(log)])
     try:
         server_key = combo.curve_server_key_file
         with Client(

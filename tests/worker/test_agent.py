@@ -7,7 +7,7 @@ import signal
 
 import psutil
 
-from scaler.protocol import PROTOCOL_VERSION, Goodbye, Role, WorkerDisconnect
+from scaler.protocol import PROTOCOL_VERSION, Goodbye, Role, WorkerDisconnect, heartbeat_flags
 from tests.processes import wait_for
 from tests.worker.helpers import wait_exit, wait_heartbeat
 
@@ -32,7 +32,7 @@ def test_queue_size_is_the_capacity(peer, start_cluster):
 def test_heartbeats_follow_the_schedulers_interval_and_measure_lag(peer, worker):
     first = wait_heartbeat(peer, lambda hb: True)
     assert first.agent_rss > 0 and first.processor_rss > 0
-    assert first.flags & 1, "processor initialized"
+    assert first.flags & heartbeat_flags.PROCESSOR_INITIALIZED
     assert first.queued == 0 and first.running == 0
     echoed = wait_heartbeat(peer, lambda hb: hb.lag_us > 0, what="a heartbeat carrying the measured lag")
     assert echoed.lag_us < 2_000_000
@@ -72,6 +72,7 @@ def test_worker_gives_up_when_nobody_answers_hello(peer, start_cluster):
 
 
 def test_sigterm_sends_worker_disconnect(peer, worker):
+    wait_heartbeat(peer, lambda hb: True, what="a heartbeat: the worker read our HelloReply and is registered")
     agent = psutil.Process(worker.process.pid).children()[0]
     os.kill(agent.pid, signal.SIGTERM)
     (identity, message) = peer.wait_for(lambda received: type(received[1]) is WorkerDisconnect)

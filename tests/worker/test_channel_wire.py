@@ -1,7 +1,9 @@
-"""The processor channel's messages cross a real socket pair unchanged: every field, and the NamedTuple types."""
+"""The processor channel's messages cross a real socket pair unchanged (every field, and the NamedTuple types), and
+its shared progress is shared."""
 
 from __future__ import annotations
 
+import os
 import socket
 
 import pytest
@@ -13,12 +15,14 @@ from scaler.worker.channel import (
     ProcessorReport,
     ProcessorResult,
     ProcessorTask,
+    SharedProgress,
     send_message,
 )
 
 ORDERS = ProcessorOrders(
     tasks=[
         ProcessorTask(
+            seq=1,
             task_id=b"t" * 16,
             serializer_id=b"s" * 32,
             serializer_payload=b"serializer",
@@ -28,15 +32,21 @@ ORDERS = ProcessorOrders(
             profiling=True,
             forget_object_ids=[b"old"],
         ),
-        ProcessorTask(b"u" * 16, b"", None, b"g" * 32, b"function", [], False, []),
+        ProcessorTask(2, b"u" * 16, b"", None, b"g" * 32, b"function", [], False, []),
     ],
     drops=[b"d" * 16],
     end_of_parking=True,
 )
 REPORTS = [
-    ProcessorReport(ProcessorResult(b"t" * 16, True, b"payload", "", 12, 3, 4096), b"u" * 16, [b"d" * 16], None),
-    ProcessorReport(ProcessorResult(b"t" * 16, False, b"exception", "Traceback ...", 5, 0, 0), None, [], None),
-    ProcessorReport(None, None, [], b"t" * 16),
+    ProcessorReport(
+        [
+            ProcessorResult(b"t" * 16, True, b"payload", "", 12, 3, 4096),
+            ProcessorResult(b"u" * 16, False, b"exception", "Traceback ...", 5, 0, 0),
+        ],
+        [b"d" * 16],
+        None,
+    ),
+    ProcessorReport([], [], b"t" * 16),
 ]
 
 
@@ -56,10 +66,11 @@ def test_every_message_shape_crosses_unchanged() -> None:
     assert received == sent
     assert [type(m) for m in received] == [type(m) for m in sent]
     task = received[0].tasks[0]
-    assert type(task) is ProcessorTask and task.function_id == b"f" * 32
+    assert type(task) is ProcessorTask and task.function_id == b"f" * 32 and task.seq == 1
     assert [type(a) for a in task.arguments] == [ProcessorArgument, ProcessorArgument]
     assert task.arguments[1].name == "key" and task.arguments[1].cacheable is True
-    assert type(received[2].result) is ProcessorResult and received[2].result.peak_memory == 4096
+    results = received[2].results
+    assert [type(r) for r in results] == [ProcessorResult] * 2 and results[0].peak_memory == 4096
 
 
 def test_only_channel_messages_may_be_sent() -> None:
@@ -70,3 +81,22 @@ def test_only_channel_messages_may_be_sent() -> None:
     finally:
         left.close()
         right.close()
+
+
+def test_shared_progress_is_seen_by_both_ends() -> None:
+    fd = SharedProgress.create_fd()
+    try:
+        agent, processor = SharedProgress(fd), SharedProgress(fd)
+    finally:
+        os.close(fd)
+    assert agent.read() == (0, 0) and processor.orders_posted() == 0
+    processor.start(7)
+    assert agent.read() == (7, 0)
+    processor.finish(7)
+    processor.start(8)
+    assert agent.read() == (8, 7)
+    agent.post_orders()
+    agent.post_orders()
+    assert processor.orders_posted() == 2
+    agent.close()
+    processor.close()

@@ -13,6 +13,7 @@ import pytest
 from scaler import config
 from scaler.cluster import Cluster
 from scaler.protocol import WorkerDisconnect
+from scaler.settings_spec import CLUSTER, WORKER
 from tests.processes import ROOT, ScalerProcess, wait_for
 from tests.worker.helpers import all_gone, wait_exit
 
@@ -27,25 +28,10 @@ def test_help_lists_every_option_with_its_default():
     completed = run_cli("-h")
     assert completed.returncode == 0
     text = " ".join(completed.stdout.split())  # argparse wraps lines
-    for option in (
-        "--num-workers",
-        "--heartbeat-interval",
-        "--death-timeout",
-        "--queue-size",
-        "--object-retention",
-        "--logging-level",
-        "--logging-paths",
-    ):
-        assert option in text
-    for default in (
-        config.DEFAULT_NUMBER_OF_WORKERS,
-        config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
-        config.DEFAULT_DEATH_TIMEOUT_SECONDS,
-        config.DEFAULT_WORKER_QUEUE_SIZE,
-        config.DEFAULT_OBJECT_RETENTION_SECONDS,
-        config.DEFAULT_LOGGING_LEVEL,
-    ):
-        assert f"(default: {default})" in text
+    for setting in config.SETTINGS.of(CLUSTER, WORKER):
+        assert f"{setting.flags[0]}" in text
+        assert f"(default: {setting.default_text(WORKER)})" in text
+    assert "(default: 1000)" in text and "(default: 30 s)" in text
 
 
 @pytest.mark.parametrize(
@@ -54,7 +40,8 @@ def test_help_lists_every_option_with_its_default():
         ((), "the following arguments are required: address"),
         (("-n", "0", "tcp://127.0.0.1:1"), "--num-workers/-n: must be >= 1"),
         (("-n", "two", "tcp://127.0.0.1:1"), "invalid int value: 'two'"),
-        (("--death-timeout", "-1", "tcp://127.0.0.1:1"), "death_timeout_seconds must be > 0"),
+        (("--death-timeout", "-1", "tcp://127.0.0.1:1"), "--death-timeout/-dt: must be a positive number, got -1.0"),
+        (("--queue-size", "0", "tcp://127.0.0.1:1"), "--queue-size: must be >= 1, got 0"),
         (("127.0.0.1:2345",), "address must start with tcp:// or ipc://"),
         (("--logging-level", "LOUD", "tcp://127.0.0.1:1"), "invalid choice: 'LOUD'"),
     ],
@@ -107,8 +94,10 @@ def test_cluster_api_rejects_bad_settings():
         Cluster("tcp://127.0.0.1:1", n_workers=0)
     with pytest.raises(ValueError, match="address must start with"):
         Cluster("localhost:1")
-    with pytest.raises(ValueError, match="queue_size"):
-        Cluster("tcp://127.0.0.1:1", queue_size=0)
+    with pytest.raises(ValueError, match="per_worker_queue_size must be >= 1"):
+        Cluster("tcp://127.0.0.1:1", per_worker_queue_size=0)
+    with pytest.warns(DeprecationWarning, match="per_worker_queue_size"):  # its name before 1.1, still accepted
+        assert Cluster("tcp://127.0.0.1:1", queue_size=7).settings.per_worker_queue_size == 7
 
 
 def test_sigkill_of_the_launcher_kills_workers_and_processors(peer, start_cluster):

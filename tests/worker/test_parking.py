@@ -8,13 +8,13 @@ import sys
 
 import cloudpickle
 
-from scaler.protocol import TaskCancel, TaskResult, TaskStatus
+from scaler.protocol import TaskCancel, TaskResult, TaskStatus, heartbeat_flags
 from tests.processes import wait_for
 from tests.worker.helpers import wait_heartbeat
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-_TASK_LOCK = 4  # heartbeat flag: the processor tasks are handed to is busy
+_TASK_LOCK = heartbeat_flags.TASK_LOCK
 
 
 def wait_on_a_pending_future(seconds: float) -> int:

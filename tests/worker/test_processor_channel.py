@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import socket
 import sys
 import time
 from typing import Iterator, List
@@ -14,9 +16,11 @@ from scaler.worker.channel import (
     ProcessorArgument,
     ProcessorOrders,
     ProcessorReport,
+    ProcessorResult,
     ProcessorTask,
     send_message,
 )
+from scaler.worker.processor import _Reporter
 from scaler.worker.zygote import ProcessorZygote
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -24,6 +28,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 FUNCTION = b"f" * 16
 OBJECT = b"x" * 16
 PARENT_FUNCTION = b"p" * 16
+_SEQ = itertools.count(1)  # tasks are created in the order they are handed, as the agent numbers them
 
 
 def add_after(seconds, left, right):
@@ -51,13 +56,14 @@ def wait_on_a_pending_future_until(path: str) -> str:
 
 class Processor:
     def __init__(self, zygote: ProcessorZygote) -> None:
-        self.pid, self.sock = zygote.fork_processor(10)
+        self.pid, self.sock, self.progress = zygote.fork_processor(10)
         self.reader = MessageReader(self.sock)
         self.reports: List[ProcessorReport] = []  # read, not yet matched by wait_report
         self.history: List[ProcessorReport] = []  # every report read
 
     def order(self, tasks: List[ProcessorTask] = (), drops: List[bytes] = (), end_of_parking: bool = False) -> None:
         send_message(self.sock, ProcessorOrders(list(tasks), list(drops), end_of_parking))
+        self.progress.post_orders()  # as the agent does (processor_link.py): it reads orders only when told
 
     def wait_report(self, condition, timeout: float = 10) -> ProcessorReport:
         deadline = time.monotonic() + timeout
@@ -72,8 +78,19 @@ class Processor:
             time.sleep(0.005)
         raise AssertionError(f"no such report within {timeout}s; got {self.reports}")
 
+    def report_with(self, task_id: bytes) -> ProcessorReport:
+        return self.wait_report(lambda report: any(result.task_id == task_id for result in report.results))
+
     def result_of(self, task_id: bytes):
-        return self.wait_report(lambda report: report.result is not None and report.result.task_id == task_id).result
+        report = self.report_with(task_id)
+        return next(result for result in report.results if result.task_id == task_id)
+
+    def wait_started(self, handed: ProcessorTask, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while self.progress.read()[0] < handed.seq:
+            assert time.monotonic() < deadline, f"task {handed.task_id!r} never started"
+            time.sleep(0.002)
+        assert self.progress.read()[0] == handed.seq
 
 
 @pytest.fixture
@@ -87,6 +104,7 @@ def task(
     task_id: bytes, seconds: float, *, send_function: bool = False, send_object: bool = False, forget: List[bytes] = ()
 ) -> ProcessorTask:
     return ProcessorTask(
+        seq=next(_SEQ),
         task_id=task_id,
         serializer_id=b"",
         serializer_payload=None,
@@ -104,6 +122,7 @@ def task(
 
 def parent_task(task_id: bytes, marker: str) -> ProcessorTask:
     return ProcessorTask(
+        seq=next(_SEQ),
         task_id=task_id,
         serializer_id=b"",
         serializer_payload=None,
@@ -115,30 +134,71 @@ def parent_task(task_id: bytes, marker: str) -> ProcessorTask:
     )
 
 
-def test_reports_start_and_result_and_keeps_objects(processor):
-    processor.order([task(b"a", 0, send_function=True, send_object=True), task(b"b", 0)])
-    assert processor.wait_report(lambda report: report.started == b"a")
-    first = processor.result_of(b"a")
-    assert first.succeeded and cloudpickle.loads(first.payload) == 42
-    second = processor.result_of(b"b")  # the object and the function were sent once, with the first task
-    assert second.succeeded and cloudpickle.loads(second.payload) == 42
+def test_short_tasks_results_come_back_in_batches_and_objects_are_kept(processor):
+    names = [b"t%d" % index for index in range(40)]
+    handed = [task(names[0], 0, send_function=True, send_object=True), *(task(name, 0) for name in names[1:])]
+    processor.order(handed)
+    reports = []
+    while sum(len(report.results) for report in reports) < len(names):
+        reports.append(processor.wait_report(lambda report: True))
+    results = [result for report in reports for result in report.results]
+    assert [result.task_id for result in results] == names
+    assert all(result.succeeded and cloudpickle.loads(result.payload) == 42 for result in results)
+    assert len(reports) < len(names), "results travel together, not one report per task"
+    assert processor.progress.read() == (handed[-1].seq, handed[-1].seq)  # the object and function were sent once
+
+
+def test_results_wait_for_half_of_the_batch_or_its_end():
+    left, right = socket.socketpair()
+    try:
+        reporter = _Reporter(left)
+        reader = MessageReader(right)
+        result = ProcessorResult(b"r", True, b"", "", 1, 0, 0)
+        for _ in range(19):
+            reporter.add(result)
+        reporter.flush_if_due(pending=21)  # not half-way yet
+        reporter.add(result)
+        reporter.flush_if_due(pending=20)  # half-way: the agent hands more while the rest runs
+        (report,) = reader.wait()
+        assert len(report.results) == 20
+        for _ in range(3):
+            reporter.add(result)
+        reporter.flush_if_due(pending=1)  # a handful waits for the end of the batch
+        reporter.flush()
+        (report,) = reader.wait()
+        assert len(report.results) == 3
+    finally:
+        left.close()
+        right.close()
+
+
+def test_a_long_task_started_is_seen_in_the_progress_before_any_report(processor):
+    slow = task(b"slow", 0.3, send_function=True, send_object=True)
+    processor.order([slow])
+    processor.wait_started(slow)
+    assert processor.progress.read() == (slow.seq, 0) and not processor.reader.read_available()
+    assert processor.result_of(b"slow").succeeded
+    assert processor.progress.read() == (slow.seq, slow.seq)
 
 
 def test_a_dropped_tasks_evictions_wait_for_the_tasks_handed_before_it(processor):
     processor.order([task(b"warm", 0, send_function=True, send_object=True)])
     assert processor.result_of(b"warm").succeeded
-    processor.order([task(b"busy", 0.3), task(b"needs-object", 0)])
-    processor.wait_report(lambda report: report.started == b"busy")
+    busy = task(b"busy", 0.3)
+    processor.order([busy, task(b"needs-object", 0)])
+    processor.wait_started(busy)
     # Handed after "needs-object", this one carries the eviction of OBJECT; it is dropped before its turn.
     processor.order([task(b"evicts", 0, forget=[OBJECT])], drops=[b"evicts"])
-    report = processor.wait_report(lambda r: r.result is not None and r.result.task_id == b"needs-object")
-    assert report.result.succeeded, report.result.error_text
-    assert report.dropped == [b"evicts"] and report.started is None
+    report = processor.report_with(b"needs-object")
+    result = next(result for result in report.results if result.task_id == b"needs-object")
+    assert result.succeeded, result.error_text
+    assert report.dropped == [b"evicts"]
 
 
 def test_drop_of_a_started_task_is_ignored(processor):
-    processor.order([task(b"slow", 0.2, send_function=True, send_object=True)])
-    processor.wait_report(lambda report: report.started == b"slow")
+    slow = task(b"slow", 0.2, send_function=True, send_object=True)
+    processor.order([slow])
+    processor.wait_started(slow)
     processor.order(drops=[b"slow"])
     assert processor.result_of(b"slow").succeeded
     processor.order([task(b"next", 0)])
@@ -163,10 +223,11 @@ def test_tasks_skipped_at_the_end_of_a_parking_are_never_reported_dropped(proces
     processor.order(end_of_parking=True)
     marker.touch()
     assert processor.result_of(b"parent").succeeded
-    processor.order([task(b"child", 0)])  # handed again; its function and object were counted as held already
-    started = processor.wait_report(lambda report: report.started == b"child")
-    assert b"child" not in started.dropped
-    child = processor.result_of(b"child")
+    again = task(b"child", 0)  # handed again; its function and object were counted as held already
+    processor.order([again])
+    report = processor.report_with(b"child")
+    assert b"child" not in report.dropped
+    child = next(result for result in report.results if result.task_id == b"child")
     assert child.succeeded and cloudpickle.loads(child.payload) == 42
     assert not [report.dropped for report in processor.history if report.dropped], "no drop was ever ordered"
 
@@ -182,4 +243,4 @@ def test_a_drop_ordered_right_after_the_end_of_a_parking_is_honored(processor, t
     assert processor.result_of(b"parent").succeeded
     assert processor.result_of(b"kept").succeeded
     assert [report.dropped for report in processor.history if report.dropped] == [[b"canceled"]]
-    assert not any(report.started == b"canceled" for report in processor.history)
+    assert not any(result.task_id == b"canceled" for report in processor.history for result in report.results)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import List
 
 from scaler.protocol import Task
-from scaler.worker.task_queue import QueuedTask, TaskQueue
+from scaler.worker.state import WorkerTask
+from scaler.worker.task_queue import TaskQueue
 
 
-def queued(name: str, parent: bytes = b"", missing: tuple = ()) -> QueuedTask:
+def queued(name: str, parent: bytes = b"", missing: tuple = ()) -> WorkerTask:
     task = Task(task_id=name.encode(), function_id=b"f", parent_task_id=parent)
-    return QueuedTask(task.task_id, task, (b"f", *missing), set(missing))
+    return WorkerTask(task, (b"f", *missing), set(missing))
 
 
 def drain(queue: TaskQueue) -> List[str]:
@@ -26,7 +27,7 @@ def test_plain_tasks_run_in_arrival_order_nested_ones_first_newest_first() -> No
     queue = TaskQueue()
     for item in [queued("a"), queued("b"), queued("c1", b"p"), queued("d"), queued("c2", b"p")]:
         queue.add(item)
-    assert len(queue) == 5 and b"c1" in queue
+    assert len(queue) == 5 and [task.task_id for task in queue] == [b"c2", b"c1", b"a", b"b", b"d"]
     assert drain(queue) == ["c2", "c1", "a", "b", "d"]
 
 

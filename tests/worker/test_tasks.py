@@ -28,7 +28,7 @@ def concat(left, right):
 
 
 def current_task_id():
-    from scaler.worker import context
+    from scaler import task_context as context
 
     return context.current_task_id
 

@@ -2,7 +2,8 @@
 
 One asyncio thread runs both the aiohttp server and the reader of the monitor socket, so the history needs no lock.
 The page (static/, no CDN: it works offline) polls GET /api/state?since=N once a second, as often as the scheduler
-publishes, and gets the newest status plus the chart samples it has not seen.
+publishes, and gets the newest status plus the chart samples it has not seen. With --metrics, GET /metrics serves the
+same status to Prometheus (metrics.py; `pip install "scaler[metrics]"`).
 """
 
 from __future__ import annotations
@@ -14,21 +15,30 @@ import os
 import sys
 from typing import TYPE_CHECKING, List, Optional
 
-from scaler.io.curve_options import add_peer_key_arguments
+from scaler.config import SETTINGS
+from scaler.settings_spec import MONITOR, HelpFormatter
 
 if TYPE_CHECKING:
     from scaler.io.curve import CurvePeerKeys
 
 DEFAULT_HOST = "127.0.0.1"  # a monitor shows cluster internals: only this machine, unless asked otherwise
 DEFAULT_PORT = 8081
-DEFAULT_TIMEOUT_SECONDS = 5.0
+DEFAULT_METRICS_MAX_WORKERS = 100  # per-worker series in one scrape (9 each): bounds what a large cluster costs
+METRICS_EXTRA_MESSAGE = 'scaler_ui: --metrics needs prometheus-client: pip install "scaler[metrics]"'
 _POLL_SECONDS = 0.1  # how often the monitor socket is read; a status arrives about once a second
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 logger = logging.getLogger(__name__)
 
 
-def build_app(address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None):  # -> web.Application
+def build_app(
+    address: str,
+    timeout_seconds: float,
+    curve: Optional[CurvePeerKeys] = None,
+    metrics_max_workers: Optional[int] = None,
+):  # -> web.Application
+    """The web application; with `metrics_max_workers` (0 or more) it also serves /metrics, with per-worker series
+    for at most that many workers. ImportError if /metrics is asked for without prometheus-client."""
     from aiohttp import web
 
     from scaler.monitor.subscriber import StatusSubscriber
@@ -75,17 +85,27 @@ def build_app(address: str, timeout_seconds: float, curve: Optional[CurvePeerKey
     app.router.add_get("/", index)
     app.router.add_get("/api/columns", columns)
     app.router.add_get("/api/state", state)
+    if metrics_max_workers is not None:
+        from scaler.monitor.ui.metrics import MetricsExporter, Snapshot
+
+        def snapshot() -> Snapshot:
+            return Snapshot(
+                history.latest,
+                subscriber.silence_seconds(),
+                subscriber.timeout_seconds,
+                history.tasks_per_second,
+                subscriber.malformed,
+            )
+
+        exporter = MetricsExporter(snapshot, metrics_max_workers)
+
+        async def metrics(request: web.Request) -> web.Response:
+            body, content_type = exporter.render(request.headers.get("Accept"))
+            return web.Response(body=body, headers={"Content-Type": content_type})
+
+        app.router.add_get("/metrics", metrics)
     app.router.add_static("/static/", STATIC_DIR)
     return app
-
-
-def _positive_seconds(text: str) -> float:
-    from scaler.monitor.subscriber import check_timeout
-
-    try:
-        return check_timeout(float(text))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _port(text: str) -> int:
@@ -98,25 +118,44 @@ def _port(text: str) -> int:
     return port
 
 
+def _worker_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {count}")
+    return count
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scaler_ui",
         description="Serve a live web page of a Scaler scheduler and its workers, read from its monitor address.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("address", help="the scheduler's monitor address, e.g. ipc:///tmp/127.0.0.1_2345_monitor")
-    parser.add_argument("--port", "-p", type=_port, default=DEFAULT_PORT, help="port of the web page")
     parser.add_argument(
-        "--host", default=DEFAULT_HOST, help="interface to serve on; 0.0.0.0 shows the cluster to the network"
+        "--port", "-p", type=_port, default=DEFAULT_PORT, help=f"port of the web page (default: {DEFAULT_PORT})"
     )
     parser.add_argument(
-        "--timeout",
-        "-t",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT_SECONDS,
-        help="seconds without a status after which the page says the scheduler is not answering",
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"interface to serve on; 0.0.0.0 shows the cluster to the network (default: {DEFAULT_HOST})",
     )
-    add_peer_key_arguments(parser, "this monitor's")
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help='also serve the status to Prometheus at /metrics (needs prometheus-client: pip install "scaler[metrics]")',
+    )
+    parser.add_argument(
+        "--metrics-max-workers",
+        type=_worker_count,
+        default=DEFAULT_METRICS_MAX_WORKERS,
+        metavar="N",
+        help="per-worker series for at most N workers (the first by name); totals always count every worker",
+    )
+    SETTINGS.add_arguments(parser, MONITOR)
     return parser
 
 
@@ -127,16 +166,25 @@ def main(argv: Optional[List[str]] = None) -> None:
         from aiohttp import web
     except ImportError:
         sys.exit('scaler_ui: needs aiohttp: pip install "scaler[ui]"')
+    if args.metrics:
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            sys.exit(METRICS_EXTRA_MESSAGE)
     try:
         from scaler.io.curve import load_peer_keys
 
-        app = build_app(args.address, args.timeout, load_peer_keys(args.curve_secret_key, args.curve_server_key))
+        curve = load_peer_keys(args.curve_secret_key_file, args.curve_server_key_file)
+        metrics_max_workers = args.metrics_max_workers if args.metrics else None
+        app = build_app(args.address, args.status_timeout_seconds, curve, metrics_max_workers)
     except (TypeError, ValueError) as error:
         sys.exit(f"scaler_ui: {error}")
     url = f"http://{args.host}:{args.port}/"
 
     def announce(*_: object) -> None:
         logger.info("scaler_ui: serving %s for monitor address %s", url, args.address)
+        if args.metrics:
+            logger.info("scaler_ui: Prometheus metrics at %smetrics", url)
 
     try:
         web.run_app(app, host=args.host, port=args.port, print=announce, access_log=None)

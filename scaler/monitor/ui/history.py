@@ -95,6 +95,15 @@ class StatusHistory:
             }
         )
 
+    @property
+    def latest(self) -> Optional[SchedulerStatus]:
+        return self._latest
+
+    @property
+    def tasks_per_second(self) -> Optional[float]:
+        """Over the interval between the two newest statuses; None before two, or across a restart."""
+        return self._rates.tasks_per_second
+
     def samples_after(self, sequence: int) -> List[Dict[str, Any]]:
         return [sample for sample in self._samples if sample["seq"] > sequence]
 

@@ -1,4 +1,7 @@
-"""How functions, arguments and results become bytes: the Serializer API, and cloudpickle as the default."""
+"""How functions, arguments and results become bytes: the Serializer API, and cloudpickle as the default.
+
+Shared by the client (which serializes) and the worker's processors (which deserialize), so it belongs to neither.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,163 @@
+"""CPU per no-op task in a worker's agent and processor, without sockets or processes: where the microseconds go.
+
+    .venv/bin/python bench/worker_core.py --tasks 50000
+
+Feeds WorkerCore (scaler/worker/core.py) what a busy worker sees: Task frames from the scheduler (256 per frame, as
+the scheduler batches them) and the processor's reports of their results, and reads back its instructions and
+messages; the processor's side is a real TaskRunner (scaler/worker/processor.py) running a no-op function. Each stage
+is timed on its own over the same tasks. The agent: decoding the scheduler's frames, the core (queue, dispatch,
+results), pickling the processor's orders, unpickling its reports, encoding the results into frames for the
+scheduler. The processor: unpickling its orders, running the tasks (deserialize, call, serialize, progress), pickling
+its reports. Medians of --repeat runs; system calls not included (bench/cpu_split.py measures everything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import cloudpickle  # noqa: E402
+
+from scaler.protocol import (  # noqa: E402
+    PROTOCOL_VERSION,
+    Argument,
+    ArgumentKind,
+    HelloReply,
+    ObjectKind,
+    ObjectResponse,
+    Task,
+    decode_frame,
+    encode_many,
+)
+from scaler.worker.channel import (  # noqa: E402
+    ProcessorOrders,
+    ProcessorReport,
+    SharedProgress,
+    _from_wire,
+    encode_message,
+)
+from scaler.worker.core import WorkerCore  # noqa: E402
+from scaler.worker.instructions import HandTasks  # noqa: E402
+from scaler.worker.processor import TaskRunner  # noqa: E402
+from scaler.worker.settings import WorkerSettings  # noqa: E402
+
+FRAME_TASKS = 256
+
+
+def noop(value: int) -> int:
+    return value
+
+
+FUNCTION = os.urandom(32)
+
+
+def make_frames(tasks: int) -> List[bytes]:
+    prefix = os.urandom(8)
+    messages = [
+        Task(
+            task_id=prefix + index.to_bytes(8, "big"),
+            function_id=FUNCTION,
+            args=[Argument(kind=ArgumentKind.inline, data=pickle.dumps(index))],
+        )
+        for index in range(tasks)
+    ]
+    return [encode_many(messages[start : start + FRAME_TASKS]) for start in range(0, tasks, FRAME_TASKS)]
+
+
+def run_once(frames: List[bytes], tasks: int) -> dict:
+    now = 1000.0
+    core = WorkerCore(WorkerSettings(address="tcp://127.0.0.1:1"), "Worker[bench]", "host", 1, now)
+    core.connecting("W|bench", now)
+    core.receive([HelloReply(protocol_version=PROTOCOL_VERSION, accepted=True, peer_timeout_ms=10**9)], now)
+    function = cloudpickle.dumps(noop)
+    core.receive([ObjectResponse(object_id=FUNCTION, found=True, kind=ObjectKind.function, payload=function)], now)
+    core.durations[FUNCTION] = 0.00001  # a function seen to be short: handed in batches, as in steady state
+    core.take_instructions()
+    core.take_outgoing()
+    number = core.active.number
+    seconds = dict.fromkeys(["decode", "core", "orders", "reports", "encode", "p:orders", "p:run", "p:reports"], 0.0)
+    runner = TaskRunner()
+    progress_fd = SharedProgress.create_fd()
+    progress = SharedProgress(progress_fd)
+    os.close(progress_fd)
+    answered = 0
+    for frame in frames:
+        start = time.perf_counter()
+        messages = decode_frame(frame)
+        seconds["decode"] += time.perf_counter() - start
+        start = time.perf_counter()
+        core.receive(messages, now)
+        hands = [i for i in core.take_instructions() if type(i) is HandTasks]
+        seconds["core"] += time.perf_counter() - start
+        while hands:
+            start = time.perf_counter()
+            bodies = [encode_message(hand_orders(hand)) for hand in hands]
+            seconds["orders"] += time.perf_counter() - start
+            start = time.perf_counter()
+            handed = [task for body in bodies for task in _from_wire(pickle.loads(body)).tasks]
+            seconds["p:orders"] += time.perf_counter() - start
+            start = time.perf_counter()
+            results = []
+            for task in handed:
+                progress.start(task.seq)
+                results.append(runner.run(task))
+                progress.finish(task.seq)
+            seconds["p:run"] += time.perf_counter() - start
+            start = time.perf_counter()
+            report = encode_message(ProcessorReport(results, [], None))
+            seconds["p:reports"] += time.perf_counter() - start
+            start = time.perf_counter()
+            decoded: ProcessorReport = _from_wire(pickle.loads(report))
+            seconds["reports"] += time.perf_counter() - start
+            start = time.perf_counter()
+            core.processor_report(number, decoded, now)
+            hands = [i for i in core.take_instructions() if type(i) is HandTasks]
+            outgoing = core.take_outgoing()
+            seconds["core"] += time.perf_counter() - start
+            start = time.perf_counter()
+            encode_many([message for message, _ in outgoing])
+            seconds["encode"] += time.perf_counter() - start
+            answered += len(outgoing)
+    assert answered == tasks and not core.tasks, (answered, len(core.tasks))
+    progress.close()
+    return {stage: value / tasks * 1e6 for stage, value in seconds.items()}
+
+
+def hand_orders(hand: HandTasks) -> ProcessorOrders:
+    return ProcessorOrders(hand.tasks, [])
+
+
+def median(values: List[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=50_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    frames = make_frames(args.tasks)
+    runs = [run_once(frames, args.tasks) for _ in range(args.repeat)]
+    stages = list(runs[0])
+    name = sys.implementation.name
+    print(f"\nCPU per no-op task in a worker ({args.tasks:,} tasks, median of {args.repeat} runs, {name})")
+    totals = {"agent": 0.0, "processor": 0.0}
+    for stage in stages:
+        value = median([run[stage] for run in runs])
+        side = "processor" if stage.startswith("p:") else "agent"
+        totals[side] += value
+        print(f"{side:<10}{stage.removeprefix('p:'):<10}{value:>8.2f} us")
+    for side, total in totals.items():
+        print(f"{side:<10}{'total':<10}{total:>8.2f} us")
+
+
+if __name__ == "__main__":
+    main()

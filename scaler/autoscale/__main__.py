@@ -1,0 +1,3 @@
+from scaler.autoscale.cli import main
+
+main()

@@ -1,0 +1,459 @@
+"""Code generation for the canonical layout: one encoder and one fast reader per message type.
+
+The canonical layout is what our encoder writes and what pycapnp writes into a single segment: the root struct, then
+every object in pre-order, each starting exactly where the previous one ended, structs exactly the size our schema
+gives them. Only Data at least BLOB_THRESHOLD long may instead follow all the other objects, in the same order (see
+wire.BLOB_THRESHOLD).
+
+The fast reader checks that a message is laid out exactly so while it reads it: every pointer must point at the
+cursor (the end of the previous object), and the last object must end where the message ends. That one comparison
+per pointer replaces bounds checks and the traversal budget (objects that follow each other cannot alias), so the
+generated code is flat: one ``unpack_from`` per struct, a slice per Data, no helper calls. Anything else, valid or
+not, raises NotCanonical and decode_frame hands the message to the general reader (``_read_*``), which reads every valid
+layout and names what is wrong with an invalid one. Both readers must agree on every message the fast one accepts;
+tests/protocol/test_fast_reader.py checks that on fuzzed frames.
+
+The encoder computes each pointer from the running position ``c`` (bytes from the start of the message, segment
+table included) while it appends each child's bytes to ``parts``, then packs each struct with one ``pack`` call. It
+only checks what ``pack`` and ``b"".join`` do not; codec.encode re-checks a failure slowly to name the field.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from scaler.fastpath.emit_general import Emitter, bool_bits_expression, emit_data_fields, func_name
+from scaler.fastpath.schema import (
+    POINTER_KINDS,
+    FieldModel,
+    Schema,
+    StructModel,
+    data_units,
+    message_prefix,
+    upper_snake_case,
+)
+from scaler.fastpath.wire import BLOB_THRESHOLD
+
+Models = dict[str, StructModel]  # every struct of the schema by name
+
+
+def header_bytes(schema: Schema) -> int:
+    """Bytes before a message's body: segment table, root pointer, the root struct (the union of message types)."""
+    return 16 + (schema.root_data_words + schema.root_pointer_count) * 8
+
+
+def section_format(model: StructModel) -> str:
+    """struct format of a struct's data section (padded to whole words) and pointers (each as low, high)."""
+    units = data_units(model)
+    fmt = ""
+    position = 0
+    for unit in units:
+        fmt += "x" * (unit.byte - position) + unit.fmt
+        position = unit.byte + unit.size
+    fmt += "x" * (model.data_words * 8 - position)
+    return fmt + "iI" * model.pointer_count
+
+
+def element_words(model: StructModel) -> int:
+    return model.data_words + model.pointer_count
+
+
+def pointer_fields(model: StructModel) -> list[FieldModel]:
+    return [f for f in model.fields if f.kind in POINTER_KINDS]
+
+
+def may_hold_blobs(model: StructModel, by_name: Models) -> bool:
+    for f in model.fields:
+        if f.kind in ("data", "data_list"):
+            return True
+        if f.kind == "struct_list" and may_hold_blobs(by_name[f.type_name or ""], by_name):
+            return True
+    return False
+
+
+def emit_constants(out: Emitter, schema: Schema, structs: list[StructModel], top_level: list[StructModel]) -> None:
+    listed = {f.type_name for s in structs for f in s.fields if f.kind == "struct_list"}
+    for model in structs:
+        if model.name in listed:
+            out(f'_CANON_{upper_snake_case(model.name)} = struct.Struct("<{section_format(model)}")')
+    for model in top_level:
+        name = upper_snake_case(model.name)
+        header = header_bytes(schema)
+        out(f'_HEAD_{name} = bytes.fromhex("{message_prefix(schema, model)[8:header].hex()}")')
+        out(f'_MESSAGE_{name} = struct.Struct("<II{header - 8}s{section_format(model)}")')
+    out()
+
+
+class Position:
+    """Where a pointer is, as ``var + const`` bytes from the start of the message (var None for fixed places)."""
+
+    def __init__(self, var: Optional[str], const: int) -> None:
+        self.var = var
+        self.const = const
+
+    def plus(self, extra: int) -> Position:
+        return Position(self.var, self.const + extra)
+
+    def __str__(self) -> str:
+        if self.var is None:
+            return str(self.const)
+        return f"{self.var} + {self.const}" if self.const else self.var
+
+    def cursor_offset(self) -> str:
+        """Expression: the low word of a list pointer here that points at the cursor ``c``.
+
+        That is (c - (here + 8)) / 8 words, shifted left by 2, plus 1 (the list kind): since c - (here + 8) is a
+        multiple of 8, (c - (here + 6)) >> 1 is the same number in two operations fewer.
+        """
+        var = f" - {self.var}" if self.var else ""
+        return f"c{var} - {self.const + 6} >> 1"
+
+    def points_at_cursor(self, low: str, holds: bool = True) -> str:
+        """Condition: the pointer low word ``low`` here points (or, ``holds`` false, does not) at the cursor.
+
+        That is cursor_offset() == low, both sides doubled: additions and comparisons of small ints have specialized
+        bytecodes in CPython 3.11, shifts do not.
+        """
+        var = f" - {self.var}" if self.var else ""
+        return f"{low} + {low} {'==' if holds else '!='} c{var} - {self.const + 6}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fast readers
+
+
+def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: Models) -> None:
+    name = upper_snake_case(model.name)
+    units = data_units(model)
+    unit_names = [f"u{index}" for index in range(len(units))]
+    pointer_names = [(f"a{index}", f"b{index}") for index in range(model.pointer_count)]
+    targets = ["segments", "words", "head", *unit_names, *(name for pair in pointer_names for name in pair)]
+    out()
+    out(f"def {func_name('decode', model.name)}(frame: bytes, pos: int) -> {model.name}:")
+    out(f"{', '.join(targets)} = _MESSAGE_{name}.unpack_from(frame, pos)", 1)
+    out(f"if segments or head != _HEAD_{name}:", 1)
+    out("raise NotCanonical", 2)
+    out("end = pos + 8 + (words << 3)", 1)
+    out("if end == len(frame) and not pos:", 1)
+    out("m = frame", 2)
+    out("elif end <= len(frame):", 1)
+    out("m = frame[pos:end]", 2)
+    out("else:", 1)
+    out("raise NotCanonical  # truncated", 2)
+    out(f"obj = _new({model.name})", 1)
+    emit_data_fields(out, units, unit_names, "obj", 1)
+    end = header_bytes(schema) + element_words(model) * 8
+    fields = pointer_fields(model)
+    if not fields:
+        out(f"if end - pos != {end}:", 1)
+        out("raise NotCanonical", 2)
+    else:
+        out(f"c = {end}", 1)
+        blobs = may_hold_blobs(model, by_name)
+        if blobs:
+            out("blobs = None", 1)
+        pointers = Position(None, header_bytes(schema) + model.data_words * 8)
+        for f in fields:
+            a, b = pointer_names[f.offset]
+            emit_read_pointer(out, f, a, b, pointers.plus(8 * f.offset), "obj." + f.attr + " = {}", 1, 1, by_name)
+        if blobs:
+            out("if blobs is not None:", 1)
+            out("c = end_of_blobs(blobs, c)", 2)
+        out("if c != end - pos:", 1)
+        out("raise NotCanonical", 2)
+    out("obj.raw = m", 1)
+    out("return obj", 1)
+    out()
+
+
+def emit_read_pointer(
+    out: Emitter, f: FieldModel, a: str, b: str, at: Position, target: str, depth: int, indent: int, by_name: Models
+) -> None:
+    """Read the field whose pointer words are ``a``, ``b`` (at ``at``) and store it with ``target.format(value)``."""
+    kind = f.kind
+    out(f"if {b}:", indent)
+    if kind == "data":
+        emit_read_data(out, a, b, at, target, indent + 1)
+    elif kind == "text":
+        out(f"n = {b} >> 3", indent + 1)
+        out(f"if {at.points_at_cursor(a, False)} or {b} & 7 != 2 or not n or m[c + n - 1]:", indent + 1)
+        out("raise NotCanonical", indent + 2)
+        out(target.format("m[c : c + n - 1].decode()"), indent + 1)
+        out("c += n + 7 & -8", indent + 1)
+    elif kind == "data_list":
+        at_var, items, x, y = f"at{depth}", f"items{depth}", f"x{depth}", f"y{depth}"
+        out(f"if {at.points_at_cursor(a, False)} or {b} & 7 != 6:", indent + 1)
+        out("raise NotCanonical", indent + 2)
+        out(f"{at_var} = c", indent + 1)
+        out(f"c += {b} >> 3 << 3", indent + 1)
+        out(f"{items} = []", indent + 1)
+        out(f"for {at_var} in range({at_var}, c, 8):", indent + 1)
+        out(f"{x}, {y} = _POINTER.unpack_from(m, {at_var})", indent + 2)
+        out(f"if {y}:", indent + 2)
+        emit_read_data(out, x, y, Position(at_var, 0), items + ".append({})", indent + 3)
+        out(f"elif {x}:", indent + 2)
+        out("raise NotCanonical", indent + 3)
+        out("else:", indent + 2)
+        out(f'{items}.append(b"")', indent + 3)
+        out(target.format(items), indent + 1)
+    else:
+        emit_read_struct_list(out, by_name[f.type_name], a, b, at, target, depth, indent + 1, by_name)
+    out(f"elif {a}:", indent)
+    out("raise NotCanonical", indent + 1)
+    out("else:", indent)
+    out(target.format({"text": '""', "data": 'b""'}.get(kind, "[]")), indent + 1)
+
+
+def emit_read_data(out: Emitter, a: str, b: str, at: Position, target: str, indent: int) -> None:
+    """A non-null Data pointer: at the cursor, or a big Data placed after everything else (checked at the end)."""
+    out(f"n = {b} >> 3", indent)
+    out(f"if {at.points_at_cursor(a)} and {b} & 7 == 2:", indent)
+    out(target.format("m[c : c + n]"), indent + 1)
+    out("c += n + 7 & -8", indent + 1)
+    out(f"elif n >= {BLOB_THRESHOLD} and {b} & 7 == 2 and {a} & 3 == 1:", indent)
+    out(f"s = {at.plus(8)} + ({a} >> 2 << 3)", indent + 1)
+    out(target.format("m[s : s + n]"), indent + 1)
+    out("blobs = defer_blob(blobs, s, n)", indent + 1)
+    out("else:", indent)
+    out("raise NotCanonical", indent + 1)
+
+
+def emit_read_struct_list(
+    out: Emitter,
+    element: StructModel,
+    a: str,
+    b: str,
+    at: Position,
+    target: str,
+    depth: int,
+    indent: int,
+    by_name: Models,
+) -> None:
+    words = element_words(element)
+    if not words:
+        out("raise NotCanonical  # zero-sized elements: the general reader charges them to its budget", indent)
+        return
+    e, items, el = f"e{depth}", f"items{depth}", f"el{depth}"
+    units = data_units(element)
+    unit_names = [f"u{depth}_{index}" for index in range(len(units))]
+    pointer_names = [(f"a{depth}_{index}", f"b{depth}_{index}") for index in range(element.pointer_count)]
+    targets = [*unit_names, *(name for pair in pointer_names for name in pair)]
+    tag_high = element.data_words | element.pointer_count << 16
+    out(f"if {at.points_at_cursor(a, False)} or {b} & 7 != 7:", indent)
+    out("raise NotCanonical", indent + 1)
+    out("t, u = _POINTER_BITS.unpack_from(m, c)", indent)
+    out(f"if t & 3 or u != {tag_high} or (t >> 2) * {words} != {b} >> 3:", indent)
+    out("raise NotCanonical", indent + 1)
+    out(f"{e} = c + 8", indent)
+    out(f"c = {e} + ({b} >> 3 << 3)", indent)
+    out(f"{items} = []", indent)
+    # unpack_from per element rather than iter_unpack: a little slower on CPython, many times faster on PyPy
+    out(f"for {e} in range({e}, c, {words * 8}):", indent)
+    if targets:
+        loop_targets = ", ".join(targets) + ("," if len(targets) == 1 else "")
+        out(f"{loop_targets} = _CANON_{upper_snake_case(element.name)}.unpack_from(m, {e})", indent + 1)
+    out(f"{el} = _new({element.name})", indent + 1)
+    emit_data_fields(out, units, unit_names, el, indent + 1)
+    pointers = Position(e, element.data_words * 8)
+    for f in pointer_fields(element):
+        pa, pb = pointer_names[f.offset]
+        emit_read_pointer(
+            out, f, pa, pb, pointers.plus(8 * f.offset), el + "." + f.attr + " = {}", depth + 1, indent + 1, by_name
+        )
+    out(f"{items}.append({el})", indent + 1)
+    out(target.format(items), indent)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Encoders
+
+
+def emit_encoder(out: Emitter, schema: Schema, model: StructModel, by_name: Models) -> None:
+    """The encoder of a message: appends the message's parts to a list and returns its size in bytes."""
+    name = upper_snake_case(model.name)
+    end = header_bytes(schema) + element_words(model) * 8
+    out()
+    out(f"def {func_name('encode', model.name)}(msg: {model.name}, parts: list) -> int:")
+    fields = pointer_fields(model)
+    values = emit_data_values(out, model, "msg", "u", 1)
+    args = ["0", "c - 8 >> 3" if fields else str((end - 8) >> 3), f"_HEAD_{name}", *values]
+    args += [name for index in range(model.pointer_count) for name in pointer_value_names(model, index, "a", "b")]
+    if not fields:
+        emit_call(out, f"parts.append(_MESSAGE_{name}.pack(", args, 1, "))")
+        out(f"return {end}", 1)
+        out()
+        return
+    out("base = len(parts)", 1)
+    out('parts.append(b"")', 1)
+    out(f"c = {end}", 1)
+    blobs = may_hold_blobs(model, by_name)
+    if blobs:
+        out("blobs = None", 1)
+    emit_write_pointers(out, model, Position(None, header_bytes(schema) + model.data_words * 8), "msg", 0, 1, by_name)
+    emit_call(out, f"parts[base] = _MESSAGE_{name}.pack(", args, 1)
+    if blobs:
+        out("if blobs is not None:", 1)
+        out("return place_blobs(parts, base, blobs, c)", 2)
+    out("return c", 1)
+    out()
+
+
+def emit_write_pointers(
+    out: Emitter, model: StructModel, pointers: Position, src: str, depth: int, indent: int, by_name: Models
+) -> None:
+    """Lay out every pointer field of ``src`` at the cursor, leaving each field's pointer words in locals."""
+    suffix = f"{depth}_" if depth else ""
+    for f in pointer_fields(model):
+        a, b = f"a{suffix}{f.offset}", f"b{suffix}{f.offset}"
+        at = pointers.plus(8 * f.offset)
+        value = f"{src}.{f.attr}"
+        if f.kind == "data":
+            emit_write_data_field(out, a, b, at, value, indent)
+        elif f.kind == "text":
+            emit_write_text_field(out, a, b, at, value, indent)
+        elif f.kind == "data_list":
+            emit_write_data_list(out, a, b, at, value, depth + 1, indent)
+        else:
+            emit_write_struct_list(out, by_name[f.type_name], a, b, at, value, depth + 1, indent, by_name)
+
+
+def pointer_value_names(model: StructModel, index: int, a: str, b: str) -> tuple[str, str]:
+    """Names of the pointer words of slot ``index``; slots no field uses (none today) stay null."""
+    if any(f.offset == index for f in pointer_fields(model)):
+        return f"{a}{index}", f"{b}{index}"
+    return "0", "0"
+
+
+def emit_call(out: Emitter, opening: str, args: list[str], indent: int, closing: str = ")") -> None:
+    line = opening + ", ".join(args) + closing
+    if len(line) + 4 * indent <= 120:
+        out(line, indent)
+        return
+    out(opening, indent)
+    for arg in args:
+        out(arg + ",", indent + 1)
+    out(closing, indent)
+
+
+def emit_data_values(out: Emitter, model: StructModel, src: str, prefix: str, indent: int) -> list[str]:
+    """Emit what bool bytes need, return the expressions to pack for the data section, in format order."""
+    values = []
+    for index, unit in enumerate(data_units(model)):
+        f = unit.fields[0]
+        if f.kind == "bool":
+            name = f"{prefix}{index}"
+            for position, bit_field in enumerate(unit.fields):
+                out(f"v = {src}.{bit_field.attr}", indent)
+                out(f"{name} {'|=' if position else '='} {bool_bits_expression(bit_field)}", indent)
+            values.append(name)
+        elif f.default:
+            values.append(f"{src}.{f.attr} ^ {f.default}")
+        else:
+            values.append(f"{src}.{f.attr}")
+    return values
+
+
+def emit_append_data(out: Emitter, indent: int) -> None:
+    """Append Data ``v`` of ``n`` bytes at the cursor."""
+    out("parts.append(v)", indent)
+    out("parts.append(PADDING[n & 7])", indent)
+    out("c += n + 7 & -8", indent)
+
+
+def emit_write_data_field(out: Emitter, a: str, b: str, at: Position, value: str, indent: int) -> None:
+    out(f"v = {value}", indent)
+    out("if v:", indent)
+    out("n = len(v)", indent + 1)
+    out(f"if n < {BLOB_THRESHOLD}:", indent + 1)
+    out(f"{a} = {at.cursor_offset()}", indent + 2)
+    out(f"{b} = n * 8 + 2", indent + 2)
+    emit_append_data(out, indent + 2)
+    out("else:", indent + 1)
+    out(f"{a} = {b} = 0", indent + 2)
+    out(f"blobs = defer_blob(blobs, {at}, v)", indent + 2)
+    out("elif v.__class__ is bytes:", indent)
+    out(f"{a} = {b} = 0", indent + 1)
+    out("else:", indent)
+    out("raise NotCanonical  # None, or an empty value of another type: looked into by the careful path", indent + 1)
+
+
+def emit_write_text_field(out: Emitter, a: str, b: str, at: Position, value: str, indent: int) -> None:
+    out(f"v = {value}", indent)
+    out("if v.__class__ is not str:", indent)
+    out("raise NotCanonical", indent + 1)
+    out("if v:", indent)
+    out("v = v.encode()", indent + 1)
+    out("n = len(v)", indent + 1)
+    out(f"{a} = {at.cursor_offset()}", indent + 1)
+    out(f"{b} = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)", indent + 1)
+    out("parts.append(v)", indent + 1)
+    out("parts.append(TEXT_END[n & 7])", indent + 1)
+    out("c += n + 8 & -8", indent + 1)
+    out("else:", indent)
+    out(f"{a} = {b} = 0", indent + 1)
+
+
+def emit_list_start(out: Emitter, a: str, b: str, at: Position, src: str, depth: int, size: str, indent: int) -> None:
+    """Open a non-empty list ``src`` (``items{depth}``, ``count{depth}``), reserving a part for its pointer words.
+
+    ``size`` is the list pointer's high word as an expression of ``count{depth}``.
+    """
+    items, count, slot = f"items{depth}", f"count{depth}", f"slot{depth}"
+    out(f"{items} = {src}", indent)
+    out(f"if {items}.__class__ is not list:", indent)
+    out("raise NotCanonical", indent + 1)
+    out(f"if {items}:", indent)
+    out(f"{count} = len({items})", indent + 1)
+    out(f"{a} = {at.cursor_offset()}", indent + 1)
+    out(f"{b} = {size}", indent + 1)
+    out(f"{slot} = len(parts)", indent + 1)
+    out('parts.append(b"")', indent + 1)
+
+
+def emit_list_end(out: Emitter, a: str, b: str, depth: int, words: str, indent: int) -> None:
+    out(f'parts[slot{depth}] = b"".join({words})', indent + 1)
+    out("else:", indent)
+    out(f"{a} = {b} = 0", indent + 1)
+
+
+def emit_write_data_list(out: Emitter, a: str, b: str, at: Position, src: str, depth: int, indent: int) -> None:
+    at_var, words, count = f"at{depth}", f"words{depth}", f"count{depth}"
+    emit_list_start(out, a, b, at, src, depth, f"{count} * 8 + 6", indent)
+    out(f"{words} = []", indent + 1)
+    out(f"{at_var} = c", indent + 1)
+    out(f"c += {count} << 3", indent + 1)
+    out(f"for v in items{depth}:", indent + 1)
+    out("n = len(v)", indent + 2)
+    out("if not n:", indent + 2)
+    out(f"{words}.append(NULL_POINTER)", indent + 3)
+    out(f"elif n < {BLOB_THRESHOLD}:", indent + 2)
+    out(f"{words}.append(_POINTER.pack({Position(at_var, 0).cursor_offset()}, n * 8 + 2))", indent + 3)
+    emit_append_data(out, indent + 3)
+    out("else:", indent + 2)
+    out(f"{words}.append(NULL_POINTER)", indent + 3)
+    out(f"blobs = defer_blob(blobs, {at_var}, v)", indent + 3)
+    out(f"{at_var} += 8", indent + 2)
+    emit_list_end(out, a, b, depth, words, indent)
+
+
+def emit_write_struct_list(
+    out: Emitter, element: StructModel, a: str, b: str, at: Position, src: str, depth: int, indent: int, by_name: Models
+) -> None:
+    """The tag and element bodies are packed as the elements' children are laid out, then joined into their slot."""
+    words = element_words(element)
+    e, el, bodies, count = f"e{depth}", f"el{depth}", f"bodies{depth}", f"count{depth}"
+    tag_high = element.data_words | element.pointer_count << 16
+    emit_list_start(out, a, b, at, src, depth, f"{count} * {words * 8} + 7", indent)
+    out(f"{bodies} = [_POINTER_BITS.pack({count} << 2, {tag_high})]", indent + 1)
+    out(f"{e} = c + 8", indent + 1)
+    out(f"c = {e} + {count} * {words * 8}", indent + 1)
+    out(f"for {el} in items{depth}:", indent + 1)
+    out(f"if {el}.__class__ is not {element.name}:", indent + 2)
+    out("raise NotCanonical", indent + 3)
+    values = emit_data_values(out, element, el, f"u{depth}_", indent + 2)
+    emit_write_pointers(out, element, Position(e, element.data_words * 8), el, depth, indent + 2, by_name)
+    for index in range(element.pointer_count):
+        values += pointer_value_names(element, index, f"a{depth}_", f"b{depth}_")
+    emit_call(out, f"{bodies}.append(_CANON_{upper_snake_case(element.name)}.pack(", values, indent + 2, "))")
+    out(f"{e} += {words * 8}", indent + 2)
+    emit_list_end(out, a, b, depth, bodies, indent)

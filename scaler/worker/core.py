@@ -1,0 +1,793 @@
+"""The worker's sans-IO core: decoded messages, processor reports and the time in; messages and commands out.
+
+No sockets, processes, psutil or clocks here. The shell (agent.py) feeds the stimuli: `receive` (messages from the
+scheduler), `processor_report`, `observe` (a processor's shared progress: which task it started and finished),
+`processor_died`, `connection_dropped`, `tick`, `stop`; and carries out, in order, what `take_instructions` returns
+(see instructions.py), then sends what `take_outgoing` returns as one frame. Each task has one state (state.py);
+every change is checked against state.TRANSITIONS.
+
+What the worker does: it registers with Hello and heartbeats; queues the tasks it is sent and fetches the objects
+they need, each once (cached while used, evicted after the retention time); feeds them to its processor, several
+at a time while they are known to be short; answers each with one TaskResult; answers cancels, balance requests and
+Goodbye. Nested tasks: a task that waits on a future "parks" its processor: the core takes back what it had handed
+that processor ahead, and from then on feeds another one (a spare, or a fresh fork), so the children a parent waits
+for never queue behind it. Tasks submitted from tasks run newest first (task_queue.py), which keeps the number of
+parked processors near the nesting depth. A parked processor finishes its task and becomes a spare.
+
+A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
+nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
+its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
+registers as a new worker, retrying with backoff; it exits only when nothing was heard for the death timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Dict, List, Optional, Set, Tuple
+
+import cloudpickle
+
+from scaler import config
+from scaler.errors import ProcessorDiedError, ScalerError
+from scaler.protocol import (
+    PROTOCOL_VERSION,
+    ArgumentKind,
+    BalanceRequest,
+    BalanceResponse,
+    Goodbye,
+    HeartbeatEcho,
+    Hello,
+    HelloReply,
+    ObjectDelete,
+    ObjectKind,
+    ObjectPut,
+    ObjectRequest,
+    ObjectResponse,
+    Role,
+    Task,
+    TaskCancel,
+    TaskResult,
+    TaskStatus,
+    WorkerDisconnect,
+    WorkerHeartbeat,
+    heartbeat_flags,
+)
+from scaler.worker.channel import ProcessorReport, ProcessorResult, ProcessorTask
+from scaler.worker.instructions import (
+    Connect,
+    DropTasks,
+    EndParking,
+    Exit,
+    HandTasks,
+    KillProcessor,
+    SendHeartbeat,
+    StartProcessor,
+)
+from scaler.worker.invariants import check_invariants
+from scaler.worker.objects import ObjectCache
+from scaler.worker.settings import WorkerSettings
+from scaler.worker.state import (
+    ACTIVE,
+    CANCELED,
+    CONNECTED,
+    CONNECTING,
+    DONE,
+    HANDED,
+    MAX_SPARE_PROCESSORS,
+    PARKED,
+    PARKED_PROCESSOR,
+    READY,
+    SPARE,
+    SPARE_IDLE_SECONDS,
+    WAITING,
+    ProcessorState,
+    WorkerTask,
+)
+from scaler.worker.task_queue import TaskQueue
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_SCHEDULER_LOST = 1  # death timeout, or the launcher that started us is gone
+EXIT_REFUSED = 2  # the scheduler refused our Hello (protocol version)
+EXIT_BROKEN = 3  # the worker can no longer start processors
+
+RECONNECT_FIRST_SECONDS = 1.0  # after a lost scheduler, Hello again this long after the first one, doubling...
+RECONNECT_MAX_SECONDS = 10.0  # ...up to this (ZeroMQ itself reconnects the socket meanwhile)
+CANCELED_CHECK_SECONDS = 0.02  # how often progress is checked for a canceled task that started all the same
+
+_SUCCESS = TaskStatus.success
+_NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
+_INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
+_INLINE = ArgumentKind.inline
+_OBJECT_REF = ArgumentKind.object_ref
+
+
+class WorkerCore:
+    def __init__(self, settings: WorkerSettings, name: str, hostname: str, pid: int, now: float) -> None:
+        """`name` prefixes the core's log lines ("Worker[0]"); identities come and go with connections."""
+        self.settings = settings
+        self.name = name
+        self._hostname = hostname
+        self._pid = pid
+        self.tasks: Dict[bytes, WorkerTask] = {}
+        self.queue = TaskQueue()
+        self.cache = ObjectCache(settings.object_retention_seconds)
+        self.processors: Dict[int, ProcessorState] = {}
+        self.active: Optional[ProcessorState] = None  # the one tasks are handed to
+        self.parked: List[ProcessorState] = []
+        self.spares: List[ProcessorState] = []
+        self.durations: Dict[bytes, float] = {}  # function id -> recent run time (moving average), seconds
+        self.connection = CONNECTING
+        self.identity = ""  # our name on the current connection
+        self.registrations = 0  # accepted Hellos: more than one means we registered again after losing a scheduler
+        self.heartbeat_interval = settings.heartbeat_interval_seconds
+        self.lost_after = settings.death_timeout_seconds  # the scheduler's peer timeout, once it told us
+        self.lag_us = 0
+        self.last_heard = now
+        self.malformed = 0
+        self.exit_code: Optional[int] = None
+        self._now = now
+        self._next_heartbeat = now
+        self._next_garbage_collect = now + settings.garbage_collect_interval_seconds
+        self._next_connect: Optional[float] = None  # when to say Hello again on a new connection
+        self._reconnect_delay = RECONNECT_FIRST_SECONDS
+        self._to_request: Set[bytes] = set()
+        self._requested: Set[bytes] = set()  # asked for, not (completely) received yet
+        self._outgoing: List[Tuple[object, int]] = []  # (message, payload bytes)
+        self._instructions: List[object] = [Connect()]
+        self._processor_count = 0
+        self.active = self._start_processor()
+        self._handlers: Dict[type, Callable] = {
+            HelloReply: self._on_hello_reply,
+            HeartbeatEcho: self._on_heartbeat_echo,
+            Task: self._on_task,
+            TaskCancel: self._on_task_cancel,
+            ObjectResponse: self._on_object_response,
+            ObjectDelete: self._on_object_delete,
+            BalanceRequest: self._on_balance_request,
+            Goodbye: self._on_goodbye,
+        }
+
+    # --- stimuli --------------------------------------------------------------------------------------------------
+
+    def connecting(self, identity: str, now: float) -> None:
+        """The shell opened the connection a Connect asked for, under `identity`: say Hello on it."""
+        self._now = now
+        self.identity = identity
+        self._outgoing.append(
+            (
+                Hello(
+                    protocol_version=PROTOCOL_VERSION,
+                    role=Role.worker,
+                    name=identity,
+                    hostname=self._hostname,
+                    pid=self._pid,
+                    capacity=self.settings.queue_size,
+                ),
+                0,
+            )
+        )
+
+    def receive(self, messages: list, now: float) -> None:
+        """Messages decoded from one frame of the scheduler."""
+        self._now = now
+        self.last_heard = now
+        handlers = self._handlers
+        for message in messages:
+            if self.exit_code is not None:
+                return
+            handler = handlers.get(type(message))
+            if handler is None or not (self.connection == CONNECTED or type(message) in (HelloReply, Goodbye)):
+                logger.debug("%s: ignored %s", self.name, type(message).__name__)
+                continue
+            handler(message)
+        self._dispatch()
+
+    def connection_dropped(self, now: float) -> None:
+        """The connection to the scheduler closed (it died or restarted): whatever we send on it now would reach a
+        scheduler that does not know us, so register again at once, on a new connection."""
+        self._now = now
+        if self.exit_code is not None:
+            return
+        if self.connection == CONNECTED:
+            self._lose_scheduler("the connection to the scheduler closed")
+        else:
+            self._connect_again()  # our Hello may have gone with it
+
+    def receive_malformed(self, reason: str, now: float) -> None:
+        self.last_heard = now  # the scheduler is there, even if this frame was garbled
+        self.malformed += 1
+        if self.malformed == 1:
+            logger.warning(
+                "%s: dropped a malformed frame from the scheduler (further ones counted): %s", self.name, reason
+            )
+
+    def observe(self, number: int, started: int, done: int) -> None:
+        """Processor `number`'s shared progress: the seq of the task it started last and of the one it finished."""
+        processor = self.processors.get(number)
+        if processor is None:
+            return
+        processor.started = started
+        processor.done = done
+        if processor.canceled:
+            running = processor.running()
+            if running is not None and running.state == CANCELED:
+                self._cancel_running(processor, running)  # it started before our drop order reached it
+                self._dispatch()
+
+    def processor_report(self, number: int, report: ProcessorReport, now: float) -> None:
+        self._now = now
+        processor = self.processors.get(number)
+        if processor is None:
+            return  # killed meanwhile: what it says no longer counts
+        for result in report.results:
+            self._on_result(processor, result)
+        for task_id in report.dropped:
+            # Only a drop we ordered: a task of that id in the pipe is otherwise a newer hand-off that must run.
+            task = processor.pipe.get(task_id)
+            if task is not None and task.state == CANCELED:
+                self._take_from_pipe(processor, task)
+                processor.canceled -= 1
+                self._forget(task, "dropped")
+        if report.blocked is not None:
+            self._park(processor, report.blocked)
+        if processor.role == PARKED_PROCESSOR and not processor.pipe:
+            self._unpark(processor)
+        self._dispatch()
+
+    def processor_died(self, number: int, how: str, now: float) -> None:
+        """Processor `number` ended on its own (the shell reaped it and observed its last progress)."""
+        self._now = now
+        processor = self.processors.get(number)
+        if processor is None:
+            return
+        was_active = processor is self.active
+        self._remove_processor(processor, kill=False)
+        running = processor.running()
+        if running is None:
+            logger.warning("%s: processor %d died with %s between tasks, starting a new one", self.name, number, how)
+        elif running.state == CANCELED:
+            self._take_from_pipe(processor, running)
+            self._forget(running, "processor died")
+        else:
+            self._take_from_pipe(processor, running)
+            text = f"processor died with {how} while running task {running.task_id.hex()}"
+            logger.warning("%s: %s, starting a new processor", self.name, text)
+            self._answer(
+                running, "processor died", TaskStatus.failed, cloudpickle.dumps(ProcessorDiedError(text)), text
+            )
+        self._recover_pipe(processor)
+        if was_active:
+            self.active = self._start_processor()
+        self._dispatch()
+
+    def tick(self, now: float) -> None:
+        """Timers: the scheduler's silence, heartbeats, reconnection, spares, object retention."""
+        self._now = now
+        silent = now - self.last_heard
+        if silent >= self.settings.death_timeout_seconds:
+            if self.registrations:
+                reason = f"nothing heard from the scheduler for {self.settings.death_timeout_seconds:g}s"
+            else:
+                reason = f"no answer from {self.settings.address} within {self.settings.death_timeout_seconds:g}s"
+            self._exit(EXIT_SCHEDULER_LOST, reason)
+            return
+        if self.connection == CONNECTED:
+            if silent >= self.lost_after:
+                self._lose_scheduler(f"nothing heard from the scheduler for {silent:.1f}s")
+            elif now >= self._next_heartbeat:
+                self._send_heartbeat()
+                self._next_heartbeat = now + self.heartbeat_interval
+        elif self._next_connect is not None and now >= self._next_connect:
+            logger.info("%s: no answer to Hello yet, connecting again", self.name)
+            self._connect_again()
+        for spare in [spare for spare in self.spares if now - spare.idle_since > SPARE_IDLE_SECONDS]:
+            self._remove_processor(spare, kill=True)
+        if now >= self._next_garbage_collect:
+            self._forget_objects(self.cache.evict_unused(now))
+            self._next_garbage_collect = now + self.settings.garbage_collect_interval_seconds
+        self._dispatch()
+
+    def stop(self, code: int, reason: str, disconnect: bool = False) -> None:
+        """Leave (a signal, the launcher gone, the processors impossible to start)."""
+        self._exit(code, reason, disconnect)
+
+    def next_deadline(self) -> float:
+        """When `tick` has something to do at the latest."""
+        deadline = min(self.last_heard + self.settings.death_timeout_seconds, self._next_garbage_collect)
+        if self.connection == CONNECTED:
+            deadline = min(deadline, self._next_heartbeat, self.last_heard + self.lost_after)
+        elif self._next_connect is not None:
+            deadline = min(deadline, self._next_connect)
+        if self.spares:
+            deadline = min(deadline, min(spare.idle_since for spare in self.spares) + SPARE_IDLE_SECONDS)
+        if any(processor.canceled for processor in self.processors.values()):
+            deadline = min(deadline, self._now + CANCELED_CHECK_SECONDS)
+        return deadline
+
+    # --- outputs --------------------------------------------------------------------------------------------------
+
+    def take_outgoing(self) -> List[Tuple[object, int]]:
+        """Messages for the scheduler since the last call, with the payload bytes each carries (for framing)."""
+        outgoing = self._outgoing
+        to_request = self._to_request
+        if to_request:
+            to_request -= self._requested
+            if to_request:
+                self._requested |= to_request
+                outgoing.append((ObjectRequest(object_ids=list(to_request)), 0))
+            self._to_request = set()
+        self._outgoing = []
+        return outgoing
+
+    def objects_asked(self) -> Set[bytes]:
+        """Object ids requested from the scheduler, or to be, and not received yet."""
+        return self._requested | self._to_request
+
+    def take_instructions(self) -> List[object]:
+        instructions = self._instructions
+        self._instructions = []
+        return instructions
+
+    # --- the scheduler --------------------------------------------------------------------------------------------
+
+    def _on_hello_reply(self, reply: HelloReply) -> None:
+        if self.connection == CONNECTED:
+            return
+        if not reply.accepted:
+            self._exit(EXIT_REFUSED, f"scheduler refused this worker: {reply.reason}")
+            return
+        self.connection = CONNECTED
+        self._next_connect = None
+        self._reconnect_delay = RECONNECT_FIRST_SECONDS
+        self.registrations += 1
+        if reply.heartbeat_interval_ms:  # the scheduler times peers out by its own interval, so it decides
+            self.heartbeat_interval = reply.heartbeat_interval_ms / 1000
+        if reply.peer_timeout_ms:
+            self.lost_after = reply.peer_timeout_ms / 1000
+        self._next_heartbeat = self._now
+        logger.info(
+            "%s: %s %s as %s, capacity %d, heartbeat every %gs",
+            self.name,
+            "connected to" if self.registrations == 1 else "registered again, as a new worker, with",
+            self.settings.address,
+            self.identity,
+            self.settings.queue_size,
+            self.heartbeat_interval,
+        )
+
+    def _on_heartbeat_echo(self, echo: HeartbeatEcho) -> None:
+        self.lag_us = max(0, int(self._now * 1_000_000) - echo.sent_at_us)
+
+    def _on_goodbye(self, goodbye: Goodbye) -> None:
+        self._exit(EXIT_OK, f"scheduler said goodbye: {goodbye.reason}")
+
+    def _lose_scheduler(self, why: str) -> None:
+        """The scheduler is gone (its connection closed), or dropped us (nothing heard for its peer timeout). Forget
+        its tasks and register again on a new connection: a restarted scheduler, or the same one, takes us as a new
+        worker."""
+        logger.warning(
+            "%s: %s: %d task(s) dropped, registering again (exit if nothing is heard for %gs)",
+            self.name,
+            why,
+            len(self.tasks),
+            self.settings.death_timeout_seconds,
+        )
+        for processor in [*self.parked, *([self.active] if self.active is not None else [])]:
+            if processor.pipe:  # their results would go to a scheduler that no longer waits for them
+                self._remove_processor(processor, kill=True)
+                for task in list(processor.pipe.values()):
+                    self._take_from_pipe(processor, task)
+                    self._forget(task, "scheduler lost")
+        for task in list(self.queue):
+            self._forget(task, "scheduler lost")
+        self.queue = TaskQueue()
+        self._to_request = set()
+        self._requested = set()
+        self._outgoing = []
+        if self.active is None:
+            self.active = self.spares.pop() if self.spares else self._start_processor()
+            self.active.role = ACTIVE
+        self.connection = CONNECTING
+        self._reconnect_delay = RECONNECT_FIRST_SECONDS
+        self._connect_again()
+
+    def _connect_again(self) -> None:
+        self._instructions.append(Connect())
+        self._next_connect = self._now + self._reconnect_delay
+        self._reconnect_delay = min(RECONNECT_MAX_SECONDS, self._reconnect_delay * 2)
+
+    def _exit(self, code: int, reason: str, disconnect: bool = False) -> None:
+        if self.exit_code is not None:
+            return
+        self.exit_code = code
+        (logger.info if code == EXIT_OK else logger.error)("%s: exiting: %s", self.name, reason)
+        if self.connection != CONNECTED or code == EXIT_SCHEDULER_LOST:
+            self._outgoing = []  # nobody listens
+        elif disconnect:
+            self._outgoing.append((WorkerDisconnect(reason=reason), 0))
+        self._instructions.append(Exit(code, reason, disconnect and self.connection == CONNECTED))
+
+    def _send_heartbeat(self) -> None:
+        active = self.active
+        active_running = 0
+        queued = len(self.queue)
+        if active is not None:
+            active_running = 1 if active.running() is not None else 0
+            queued += sum(1 for task in active.pipe.values() if task.state == HANDED) - active_running
+        running = active_running + len(self.parked)  # a parked task is still running: it waits on its children
+        flags = (
+            (heartbeat_flags.PROCESSOR_INITIALIZED if active is not None else 0)
+            | (heartbeat_flags.HAS_TASK if running or queued else 0)
+            | (heartbeat_flags.TASK_LOCK if active_running else 0)
+        )
+        heartbeat = WorkerHeartbeat(
+            sent_at_us=int(self._now * 1_000_000), queued=queued, lag_us=self.lag_us, flags=flags, running=running
+        )
+        self._instructions.append(SendHeartbeat(heartbeat, active.number if active is not None else -1))
+
+    # --- tasks ----------------------------------------------------------------------------------------------------
+
+    def _on_task(self, message: Task) -> None:
+        if message.task_id in self.tasks:
+            logger.warning("%s: ignored task %s, received twice", self.name, message.task_id.hex())
+            return
+        needs = [message.function_id]
+        if message.serializer_id:
+            needs.append(message.serializer_id)
+        for argument in message.args:
+            if argument.kind != _INLINE:
+                needs.append(argument.data)
+        cache = self.cache
+        cache.pin(needs)
+        missing = _NOTHING_MISSING
+        for object_id in needs:
+            if object_id not in cache:
+                missing = {object_id for object_id in needs if object_id not in cache}
+                break
+        task = WorkerTask(message, tuple(needs), missing)
+        self.tasks[task.task_id] = task
+        self.queue.add(task)
+        if missing:
+            self._to_request |= missing
+
+    def _on_task_cancel(self, cancel: TaskCancel) -> None:
+        drops: Dict[int, List[bytes]] = {}
+        for task_id in cancel.task_ids:
+            task = self.tasks.get(task_id)
+            if task is None:
+                self._outgoing.append((TaskResult(task_id=task_id, status=TaskStatus.not_found), 0))
+                continue
+            state = task.state
+            if state == WAITING or state == READY:
+                self.queue.remove(task)
+                self._answer(task, "cancel", TaskStatus.canceled)
+            elif state == PARKED:
+                self._cancel_running(task.processor, task)
+            elif state == HANDED:
+                processor = task.processor
+                if task.seq <= processor.done:
+                    continue  # it finished: its result is on its way, and answers the cancel
+                if task.seq == processor.started:
+                    self._cancel_running(processor, task)
+                    continue
+                # Handed ahead, not started: answered now, dropped by the processor before its turn (it reads orders
+                # between tasks), or killed should it start before the order arrives (see observe).
+                self._send_result(task, TaskStatus.canceled)
+                task.move("cancel", CANCELED)
+                processor.canceled += 1
+                drops.setdefault(processor.number, []).append(task_id)
+            # CANCELED: answered already
+        for number, task_ids in drops.items():
+            self._instructions.append(DropTasks(number, task_ids))
+
+    def _on_balance_request(self, request: BalanceRequest) -> None:
+        taken = self.queue.take_newest(request.count)
+        for task in taken:
+            self._forget(task, "balance")
+        self._outgoing.append((BalanceResponse(task_ids=[task.task_id for task in taken]), 0))
+
+    def _on_result(self, processor: ProcessorState, result: ProcessorResult) -> None:
+        pipe = processor.pipe
+        task = pipe.pop(result.task_id, None)
+        if task is None:
+            return  # taken back meanwhile (a parking), or from before a restart of this worker's connection
+        # as _take_from_pipe does (reset when empty so float drift never accumulates)
+        processor.pipe_expected_seconds = processor.pipe_expected_seconds - task.expected_seconds if pipe else 0.0
+        task.processor = None
+        if task.state == CANCELED:
+            processor.canceled -= 1
+            self._forget(task, "result")  # it ran before our drop order reached the processor; answered already
+            return
+        message = task.task
+        function_id = message.function_id
+        seconds = result.duration_us / 1_000_000
+        previous = self.durations.get(function_id)
+        self.durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
+        payload = result.payload
+        if result.succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling:
+            # the common case, spelled out: a small value, no profile
+            self._outgoing.append((TaskResult(task_id=task.task_id, status=_SUCCESS, payload=payload), len(payload)))
+            self._forget(task, "result")
+            return
+        status = _SUCCESS if result.succeeded else TaskStatus.failed
+        self._answer(task, "result", status, payload, result.error_text, result)
+
+    def _answer(
+        self,
+        task: WorkerTask,
+        stimulus: str,
+        status: TaskStatus,
+        payload: bytes = b"",
+        error_text: str = "",
+        profile: Optional[ProcessorResult] = None,
+    ) -> None:
+        self._send_result(task, status, payload, error_text, profile)
+        self._forget(task, stimulus)
+
+    def _send_result(
+        self,
+        task: WorkerTask,
+        status: TaskStatus,
+        payload: bytes = b"",
+        error_text: str = "",
+        profile: Optional[ProcessorResult] = None,
+    ) -> None:
+        """The one TaskResult of a task, after its payload as an object if it is large."""
+        task_id = task.task_id
+        size = len(payload)
+        in_object = False
+        if size > config.DEFAULT_INLINE_LIMIT_BYTES:
+            if status != _SUCCESS and size > config.DEFAULT_OBJECT_CHUNK_BYTES:
+                # Failures stay inline (clients read them from the TaskResult); one this big could not be encoded.
+                too_large = RuntimeError(f"the task's exception was too large to send ({size} bytes serialized)")
+                payload = cloudpickle.dumps(too_large)
+                size = len(payload)
+            elif status == _SUCCESS:
+                self._put_result_object(task_id, payload)
+                in_object = True
+                payload = b""
+                size = 0
+        result = TaskResult(task_id=task_id, status=status, payload=payload, in_object=in_object, error_text=error_text)
+        if profile is not None and task.task.profiling:
+            result.duration_us = profile.duration_us
+            result.cpu_time_us = profile.cpu_time_us
+            result.peak_memory = profile.peak_memory
+        self._outgoing.append((result, size))
+
+    def _put_result_object(self, task_id: bytes, payload: bytes) -> None:
+        """A large result, as ObjectPut chunks with the task's id, to go before its TaskResult."""
+        chunk_bytes = config.DEFAULT_OBJECT_CHUNK_BYTES
+        chunk_count = max(1, -(-len(payload) // chunk_bytes))
+        for index in range(chunk_count):
+            chunk = payload[index * chunk_bytes : (index + 1) * chunk_bytes] if chunk_count > 1 else payload
+            put = ObjectPut(
+                object_id=task_id,
+                kind=ObjectKind.result,
+                payload=chunk,
+                chunk_index=index,
+                chunk_count=chunk_count,
+                total_size=len(payload),
+            )
+            self._outgoing.append((put, len(chunk)))
+
+    def _forget(self, task: WorkerTask, stimulus: str) -> None:
+        task.move(stimulus, DONE)
+        del self.tasks[task.task_id]
+        self.cache.unpin(task.needs, self._now)
+
+    # --- objects --------------------------------------------------------------------------------------------------
+
+    def _on_object_response(self, response: ObjectResponse) -> None:
+        object_id = response.object_id
+        if not response.found:
+            self._requested.discard(object_id)
+            self.cache.discard_partial(object_id)
+            for task in self.queue.object_unavailable(object_id):
+                error = ScalerError(f"object {object_id.hex()} needed by task {task.task_id.hex()} was not found")
+                self._answer(task, "object not found", TaskStatus.failed, cloudpickle.dumps(error), str(error))
+            return
+        try:
+            complete = self.cache.add_chunk(
+                object_id, response.payload, response.chunk_index, response.chunk_count, self._now
+            )
+        except ValueError as error:
+            logger.warning("%s: dropped a bad object chunk: %s", self.name, error)
+            return
+        if complete:
+            self._requested.discard(object_id)
+            for task in self.queue.object_arrived(object_id):
+                task.move("object arrived", READY)
+
+    def _on_object_delete(self, delete: ObjectDelete) -> None:
+        self._forget_objects(self.cache.delete(delete.object_ids))
+
+    def _forget_objects(self, object_ids: List[bytes]) -> None:
+        if not object_ids:
+            return
+        for processor in self.processors.values():
+            processor.forget.extend(object_ids)  # it drops its copies with the next task it is handed
+        for object_id in object_ids:
+            self.durations.pop(object_id, None)
+
+    # --- processors -----------------------------------------------------------------------------------------------
+
+    def _start_processor(self) -> ProcessorState:
+        self._processor_count += 1
+        processor = ProcessorState(self._processor_count)
+        self.processors[processor.number] = processor
+        self._instructions.append(StartProcessor(processor.number))
+        return processor
+
+    def _remove_processor(self, processor: ProcessorState, kill: bool) -> None:
+        """Forget a processor wherever it is (active, parked or spare); its pipe is left for the caller."""
+        del self.processors[processor.number]
+        if processor is self.active:
+            self.active = None
+        elif processor.role == PARKED_PROCESSOR:
+            self.parked.remove(processor)
+        else:
+            self.spares.remove(processor)
+        if kill:
+            self._instructions.append(KillProcessor(processor.number))
+
+    def _take_from_pipe(self, processor: ProcessorState, task: WorkerTask) -> None:
+        del processor.pipe[task.task_id]
+        # Reset when empty so float drift never accumulates.
+        processor.pipe_expected_seconds = (
+            processor.pipe_expected_seconds - task.expected_seconds if processor.pipe else 0.0
+        )
+        task.processor = None
+
+    def _recover_pipe(self, processor: ProcessorState) -> None:
+        """Tasks handed to a processor that is gone (or parked) and not running them: back to the head of the line."""
+        back = []
+        for task in list(processor.pipe.values()):
+            self._take_from_pipe(processor, task)
+            if task.state == CANCELED:
+                processor.canceled -= 1
+                self._forget(task, "taken back")
+            else:
+                task.move("taken back", READY)
+                back.append(task)
+        self.queue.put_back(back)
+
+    def _cancel_running(self, processor: ProcessorState, task: WorkerTask) -> None:
+        """Stop a running task the only way there is: kill its processor (the active one is replaced)."""
+        was_active = processor is self.active
+        self._remove_processor(processor, kill=True)
+        logger.info("%s: canceled running task %s, its processor killed", self.name, task.task_id.hex())
+        self._take_from_pipe(processor, task)
+        if task.state == CANCELED:
+            processor.canceled -= 1
+            self._forget(task, "cancel running")
+        else:
+            self._answer(task, "cancel running", TaskStatus.canceled)
+        self._recover_pipe(processor)
+        if was_active:
+            self.active = self._start_processor()
+
+    def _park(self, processor: ProcessorState, task_id: bytes) -> None:
+        """The processor's running task waits on a future: take back what it was handed ahead, feed another one."""
+        task = processor.pipe.get(task_id)
+        if processor is not self.active or task is None:
+            return  # not the processor tasks are handed to (cannot happen: only it runs tasks it was handed)
+        if task.state == CANCELED:
+            self._cancel_running(processor, task)  # it started before our drop order reached it
+            return
+        self._take_from_pipe(processor, task)
+        self._recover_pipe(processor)  # the results of the tasks before it came with the report
+        processor.pipe[task_id] = task
+        processor.pipe_expected_seconds = task.expected_seconds
+        task.processor = processor
+        task.move("blocked", PARKED)
+        self._instructions.append(EndParking(processor.number))
+        processor.role = PARKED_PROCESSOR
+        self.parked.append(processor)
+        logger.debug("%s: task %s waits on a future, parked processor %d", self.name, task_id.hex(), processor.number)
+        if self.spares:
+            self.active = self.spares.pop()
+            self.active.role = ACTIVE
+        else:
+            self.active = self._start_processor()
+
+    def _unpark(self, processor: ProcessorState) -> None:
+        """A parked processor's task is done: it becomes a spare, or goes if there are enough."""
+        self.parked.remove(processor)
+        processor.role = SPARE
+        processor.idle_since = self._now
+        self.spares.append(processor)
+        if len(self.spares) > MAX_SPARE_PROCESSORS:
+            self._remove_processor(self.spares[0], kill=True)
+
+    def _dispatch(self) -> None:
+        """Hand ready tasks to the processor: one if it is idle, more while their expected run time is short.
+
+        Tasks in the pipe cannot be balanced away, so a function is trusted to be short only once it was seen to be.
+        """
+        processor = self.active
+        if processor is None or self.exit_code is not None:
+            return
+        pipe = processor.pipe
+        queue = self.queue
+        durations = self.durations
+        budget = config.DEFAULT_PREFETCH_SECONDS
+        room = config.DEFAULT_PREFETCH_TASKS - len(pipe)
+        planned_seconds = processor.pipe_expected_seconds
+        handed: List[ProcessorTask] = []
+        while room > 0:
+            task = queue.first_ready()
+            if task is None:
+                break
+            expected = durations.get(task.task.function_id, budget)
+            if expected > budget:
+                expected = budget
+            if (pipe or handed) and planned_seconds + expected > budget:
+                break
+            queue.pop_ready()
+            task.move("dispatch", HANDED)
+            processor.handed_count += 1
+            task.seq = processor.handed_count
+            task.processor = processor
+            task.expected_seconds = expected
+            planned_seconds += expected
+            pipe[task.task_id] = task
+            handed.append(self._processor_task(task, processor))
+            room -= 1
+        if handed:
+            processor.pipe_expected_seconds = planned_seconds
+            instructions = self._instructions
+            last = instructions[-1] if instructions else None
+            if type(last) is HandTasks and last.number == processor.number:
+                last.tasks.extend(handed)  # one message to the processor per turn of the shell's loop
+            else:
+                instructions.append(HandTasks(processor.number, handed))
+
+    def _processor_task(self, task: WorkerTask, processor: ProcessorState) -> ProcessorTask:
+        forget = processor.forget
+        if forget:
+            # Forgetting goes first on both sides: an evicted object fetched again must be sent again.
+            processor.forget = []
+            forgotten = set(forget)
+            processor.held = {key for key in processor.held if key[1] not in forgotten}
+        message = task.task
+        serializer_id = message.serializer_id
+        serializer_payload = self._payload_for(processor, b"", serializer_id) if serializer_id else None
+        # Plain tuples of ProcessorArgument's and ProcessorTask's shapes: pickled as they are, at a fraction of the
+        # cost of NamedTuples (which the processor makes of them, see channel.py).
+        arguments = []
+        for argument in message.args:
+            kind = argument.kind
+            if kind == _INLINE:
+                arguments.append((argument.name, b"", argument.data, False))
+            elif kind == _OBJECT_REF:
+                payload = self._payload_for(processor, serializer_id, argument.data)
+                arguments.append((argument.name, argument.data, payload, True))
+            else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
+                arguments.append((argument.name, argument.data, self.cache.get(argument.data), False))
+        return (  # type: ignore[return-value]
+            task.seq,
+            task.task_id,
+            serializer_id,
+            serializer_payload,
+            message.function_id,
+            self._payload_for(processor, serializer_id, message.function_id),
+            arguments,
+            message.profiling,
+            forget,
+        )
+
+    def _payload_for(self, processor: ProcessorState, serializer_id: bytes, object_id: bytes) -> Optional[bytes]:
+        """The object's bytes, or None when this processor already has them (to deserialize with that serializer)."""
+        key = (serializer_id, object_id)
+        if key in processor.held:
+            return None
+        processor.held.add(key)
+        return self.cache.get(object_id)
+
+    # --- invariants -----------------------------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Check every invariant (invariants.py); tests call this after every step, production never does."""
+        check_invariants(self)

@@ -1,0 +1,57 @@
+"""What the worker core asks its shell to do, in order: plain records, no behaviour (see core.py and agent.py)."""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple
+
+from scaler.protocol import WorkerHeartbeat
+from scaler.worker.channel import ProcessorTask
+
+
+class Connect(NamedTuple):
+    """Open a new connection to the scheduler under a new identity (dropping whatever the old one still queued), then
+    tell the core its name with `WorkerCore.connecting`."""
+
+
+class StartProcessor(NamedTuple):
+    number: int  # the core's name for it from now on
+
+
+class HandTasks(NamedTuple):
+    number: int
+    tasks: List[ProcessorTask]
+
+
+class DropTasks(NamedTuple):
+    """Tell the processor to skip these tasks if it has not started them (they were canceled)."""
+
+    number: int
+    task_ids: List[bytes]
+
+
+class EndParking(NamedTuple):
+    """Tell a parked processor that every task handed to it before now was taken back."""
+
+    number: int
+
+
+class KillProcessor(NamedTuple):
+    """SIGKILL it and its process group; the core has already forgotten it."""
+
+    number: int
+
+
+class SendHeartbeat(NamedTuple):
+    """Fill in what only the shell can measure (CPU and memory of the agent and of processor `active`), then send."""
+
+    heartbeat: WorkerHeartbeat
+    active: int  # the active processor's number, or -1
+
+
+class Exit(NamedTuple):
+    code: int
+    reason: str
+    disconnect: bool  # tell the scheduler (WorkerDisconnect) before leaving
+
+
+Instruction = object  # one of the classes above

@@ -1,0 +1,68 @@
+"""What must hold between any two stimuli of WorkerCore: its tests check it after every step (core.validate())."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Dict, List
+
+from scaler.worker.state import (
+    ACTIVE,
+    CANCELED,
+    CONNECTED,
+    HANDED,
+    MAX_SPARE_PROCESSORS,
+    PARKED,
+    PARKED_PROCESSOR,
+    READY,
+    SPARE,
+    WAITING,
+    ProcessorState,
+)
+
+
+def check_invariants(core: Any) -> None:
+    """`core` is a WorkerCore (not imported: core.py imports this module)."""
+    queued = list(core.queue)
+    asked = core.objects_asked()
+    assert len(queued) == len(core.queue) == len({id(task) for task in queued})
+    assert all(task in queued for task in core.tasks.values() if task.state in (WAITING, READY))
+    for task in queued:
+        assert core.tasks.get(task.task_id) is task, task.task_id
+        assert task.state in (WAITING, READY) and task.processor is None, task.story
+        assert (task.state == WAITING) == bool(task.missing), task.story
+        for object_id in task.missing:
+            assert object_id not in core.cache and object_id in asked
+    in_pipes = 0
+    roles: Dict[int, List[ProcessorState]] = {ACTIVE: [], PARKED_PROCESSOR: [], SPARE: []}
+    for number, processor in core.processors.items():
+        assert processor.number == number
+        roles[processor.role].append(processor)
+        last_seq = 0
+        canceled = 0
+        for task_id, task in processor.pipe.items():
+            assert core.tasks.get(task_id) is task and task.processor is processor, task.story
+            assert task.state in (HANDED, PARKED, CANCELED), task.story
+            assert last_seq < task.seq <= processor.handed_count
+            last_seq = task.seq
+            canceled += task.state == CANCELED
+        in_pipes += len(processor.pipe)
+        assert canceled == processor.canceled
+        expected = sum(task.expected_seconds for task in processor.pipe.values())
+        assert abs(processor.pipe_expected_seconds - expected) < 1e-6
+        if processor.role == PARKED_PROCESSOR:
+            assert len(processor.pipe) <= 1 and all(t.state == PARKED for t in processor.pipe.values())
+        else:
+            assert all(task.state != PARKED for task in processor.pipe.values())
+        if processor.role == SPARE:
+            assert not processor.pipe
+    assert roles[ACTIVE] == ([core.active] if core.active is not None else [])
+    assert sorted(p.number for p in roles[PARKED_PROCESSOR]) == sorted(p.number for p in core.parked)
+    assert sorted(p.number for p in roles[SPARE]) == sorted(p.number for p in core.spares)
+    assert len(core.spares) <= MAX_SPARE_PROCESSORS
+    assert len(core.tasks) == len(queued) + in_pipes
+    if core.exit_code is None:
+        assert core.active is not None
+    if core.connection != CONNECTED:
+        assert not core.tasks
+    pins = Counter(object_id for task in core.tasks.values() for object_id in task.needs)
+    assert pins == Counter(core.cache.pins()), (pins, core.cache.pins())

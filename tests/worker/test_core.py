@@ -1,0 +1,375 @@
+"""WorkerCore without sockets or processes: each behaviour of the worker, step by step (see core_harness.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from scaler import config
+from scaler.errors import ProcessorDiedError
+from scaler.protocol import (
+    BalanceRequest,
+    BalanceResponse,
+    Goodbye,
+    HeartbeatEcho,
+    Hello,
+    HelloReply,
+    ObjectDelete,
+    ObjectPut,
+    ObjectRequest,
+    ObjectResponse,
+    TaskCancel,
+    TaskResult,
+    TaskStatus,
+    WorkerDisconnect,
+    heartbeat_flags,
+)
+from scaler.worker.core import EXIT_OK, EXIT_REFUSED, EXIT_SCHEDULER_LOST
+from scaler.worker.instructions import HandTasks
+from scaler.worker.state import InvalidTransition, WorkerTask, transitions_table
+from tests.worker.core_harness import FUNCTION, Harness, of_type
+
+
+def connected(**settings) -> Harness:
+    harness = Harness(**settings)
+    harness.connect()
+    harness.serve(FUNCTION)  # the function every test task calls, fetched once
+    return harness
+
+
+def teach_short(harness: Harness) -> None:
+    """A function seen to run fast is handed several at a time."""
+    task = harness.task()
+    harness.send(task)
+    harness.run(harness.core.active.number)
+
+
+def results(messages) -> dict:
+    return {message.task_id: message for message in of_type(messages, TaskResult)}
+
+
+def test_registers_with_hello_and_heartbeats_at_the_schedulers_interval():
+    harness = Harness()
+    (hello,) = of_type(harness.sent, Hello)
+    assert hello.name == "W|test|1" and hello.capacity == config.DEFAULT_WORKER_QUEUE_SIZE and hello.pid == 4242
+    assert list(harness.processors) == [1], "a processor is started before any task comes"
+    harness.tick(5)
+    assert not harness.heartbeats, "no heartbeat before the scheduler accepted us"
+    harness.send(HelloReply(protocol_version=1, accepted=True, heartbeat_interval_ms=200, peer_timeout_ms=2000))
+    harness.tick(0)
+    harness.tick(0.1)
+    harness.tick(0.1)
+    assert len(harness.heartbeats) == 2
+    heartbeat = harness.heartbeats[-1].heartbeat
+    assert heartbeat.flags == heartbeat_flags.PROCESSOR_INITIALIZED and harness.heartbeats[-1].active == 1
+    harness.send(HeartbeatEcho(sent_at_us=heartbeat.sent_at_us))
+    harness.now += 0.003
+    harness.send(HeartbeatEcho(sent_at_us=heartbeat.sent_at_us))
+    assert harness.core.lag_us == 3000
+
+
+def test_refused_hello_exits():
+    harness = Harness()
+    harness.send(HelloReply(protocol_version=1, accepted=False, reason="too old"))
+    assert harness.exit.code == EXIT_REFUSED and "too old" in harness.exit.reason
+
+
+def test_task_fetches_what_it_misses_once_then_runs():
+    harness = Harness()
+    harness.connect()
+    first, second = harness.task(b"o" * 32), harness.task(b"o" * 32)
+    sent = harness.send(first, second)
+    (request,) = of_type(sent, ObjectRequest)
+    assert sorted(request.object_ids) == sorted([FUNCTION, b"o" * 32])
+    assert not harness.hands
+    assert not of_type(harness.send(first), TaskResult), "a task received twice is ignored"
+    harness.serve(FUNCTION)
+    assert not harness.hands, "still waiting for the object"
+    harness.serve(b"o" * 32)
+    (hand,) = harness.hands
+    assert [task.task_id for task in hand.tasks] == [first.task_id], "an unknown function runs alone first"
+    assert hand.tasks[0].function_payload is not None
+    out = harness.run(1)
+    assert results(out)[first.task_id].status == TaskStatus.success
+    assert harness.hands[-1].tasks[0].task_id == second.task_id
+    assert harness.hands[-1].tasks[0].function_payload is None, "the processor holds the function already"
+    assert harness.hands[-1].tasks[0].arguments[1].payload is None, "and the object"
+
+
+def test_short_tasks_go_in_batches_and_their_results_leave_in_one_frame():
+    harness = connected()
+    teach_short(harness)
+    tasks = [harness.task() for _ in range(100)]
+    harness.hands.clear()
+    harness.send(*tasks)
+    (hand,) = harness.hands
+    assert len(hand.tasks) == config.DEFAULT_PREFETCH_TASKS
+    out = harness.run(1, count=100)
+    assert len(of_type(out, TaskResult)) == config.DEFAULT_PREFETCH_TASKS, "one report, one frame"
+    assert len(harness.hands[-1].tasks) == 100 - config.DEFAULT_PREFETCH_TASKS
+    out = harness.run(1, count=100)
+    assert len(harness.sent) and all(result.status == TaskStatus.success for result in of_type(out, TaskResult))
+    assert not harness.core.tasks
+
+
+def test_long_tasks_are_handed_one_at_a_time():
+    harness = connected()
+    harness.send(harness.task())
+    harness.run(1, duration_us=2_000_000)
+    harness.hands.clear()
+    harness.send(harness.task(), harness.task())
+    assert [len(hand.tasks) for hand in harness.hands] == [1]
+
+
+def test_cancel_queued_handed_and_running_tasks():
+    harness = connected()
+    teach_short(harness)
+    running, ahead, queued = harness.task(), harness.task(), harness.task(function_id=b"g" * 32)
+    harness.send(running, ahead, queued)
+    sim = harness.active
+    sim.read_orders()
+    sim.start_next()
+    out = harness.send(TaskCancel(task_ids=[queued.task_id, ahead.task_id, b"u" * 16]))
+    answered = results(out)
+    assert answered[queued.task_id].status == TaskStatus.canceled
+    assert answered[ahead.task_id].status == TaskStatus.canceled, "handed ahead, not started: answered at once"
+    assert answered[b"u" * 16].status == TaskStatus.not_found
+    assert not harness.killed
+    sim.finish()
+    sim.read_orders()
+    assert sim.start_next() is None and sim.dropped == [ahead.task_id]
+    out = harness.report(1)
+    assert list(results(out)) == [running.task_id], "the dropped task is not answered twice"
+    # running: its processor is killed and replaced
+    slow = harness.task()
+    harness.send(slow)
+    sim.read_orders()
+    sim.start_next()
+    out = harness.send(TaskCancel(task_ids=[slow.task_id]))
+    assert results(out)[slow.task_id].status == TaskStatus.canceled
+    assert harness.killed == [1] and harness.core.active.number == 2
+
+
+def test_cancel_of_a_finished_task_whose_result_is_unsent_lets_the_result_answer():
+    harness = connected()
+    task = harness.task()
+    harness.send(task)
+    sim = harness.active
+    sim.read_orders()
+    sim.start_next()
+    sim.finish()
+    assert not of_type(harness.send(TaskCancel(task_ids=[task.task_id])), TaskResult)
+    assert results(harness.report(1))[task.task_id].status == TaskStatus.success
+    assert not harness.killed
+
+
+def test_a_canceled_task_that_starts_before_its_drop_arrives_is_killed():
+    harness = connected()
+    teach_short(harness)
+    first, second = harness.task(), harness.task()
+    harness.send(first, second)
+    sim = harness.active
+    sim.read_orders()
+    sim.start_next()
+    assert results(harness.send(TaskCancel(task_ids=[second.task_id])))[second.task_id].status == TaskStatus.canceled
+    sim.finish()
+    sim.start_next()  # the drop order is still unread
+    assert sim.running.task_id == second.task_id
+    harness.tick(0.01)  # the shell observes its progress
+    assert harness.killed == [1]
+    # the first task's result died with the processor: it runs again on the new one, and is answered once
+    harness.run(2)
+    answers = [m for m in of_type(harness.sent, TaskResult) if m.task_id in (first.task_id, second.task_id)]
+    assert sorted((m.task_id, m.status) for m in answers) == sorted(
+        [(first.task_id, TaskStatus.success), (second.task_id, TaskStatus.canceled)]
+    )
+
+
+def test_balance_hands_back_the_newest_queued_tasks_never_the_handed_ones():
+    harness = connected()
+    tasks = [harness.task() for _ in range(4)]
+    harness.send(*tasks)
+    (response,) = of_type(harness.send(BalanceRequest(count=10)), BalanceResponse)
+    assert response.task_ids == [tasks[3].task_id, tasks[2].task_id, tasks[1].task_id]
+    assert list(harness.core.tasks) == [tasks[0].task_id]
+
+
+def test_parking_takes_back_what_was_handed_ahead_and_feeds_another_processor():
+    harness = connected()
+    teach_short(harness)
+    parent, after = harness.task(), harness.task()
+    harness.send(parent, after)
+    sim = harness.active
+    sim.read_orders()
+    sim.start_next()
+    harness.hands.clear()
+    harness.block(1)
+    core = harness.core
+    assert core.active.number == 2 and [p.number for p in core.parked] == [1]
+    assert [task.task_id for hand in harness.hands for task in hand.tasks] == [after.task_id]
+    assert harness.hands[0].number == 2
+    child = harness.task(parent=parent.task_id)
+    harness.send(child)
+    harness.run(2, count=5)
+    harness.tick(1)
+    heartbeat = harness.heartbeats[-1].heartbeat
+    assert heartbeat.running == 1 and not heartbeat.flags & heartbeat_flags.TASK_LOCK, "parked: running, no lock"
+    sim.finish()
+    out = harness.report(1)
+    assert results(out)[parent.task_id].status == TaskStatus.success
+    assert [p.number for p in core.spares] == [1]
+    # the next parking reuses the spare instead of forking
+    nested = harness.task()
+    harness.send(nested)
+    harness.active.read_orders()
+    harness.active.start_next()
+    harness.block(2)
+    assert core.active.number == 1 and 3 not in harness.processors
+    # a spare idle for long goes
+    harness.active.read_orders()
+    harness.processors[2].finish()
+    harness.report(2)
+    harness.tick(11)
+    assert 2 in harness.killed
+
+
+def test_processor_death_fails_the_running_task_and_requeues_the_rest():
+    harness = connected()
+    teach_short(harness)
+    done_unsent, crashing, later = harness.task(), harness.task(), harness.task()
+    harness.send(done_unsent, crashing, later)
+    sim = harness.active
+    sim.read_orders()
+    sim.start_next()
+    sim.finish()
+    sim.start_next()
+    out = harness.die(1)
+    failed = results(out)[crashing.task_id]
+    assert failed.status == TaskStatus.failed and "while running task" in failed.error_text
+    assert isinstance(cloudpickle.loads(failed.payload), ProcessorDiedError)
+    assert harness.core.active.number == 2
+    # the finished task's result died with the processor: it runs again, as do the tasks after the crash
+    out = harness.run(2, count=5)
+    assert set(results(out)) == {done_unsent.task_id, later.task_id}
+
+
+def test_object_not_found_fails_the_tasks_that_wait_for_it():
+    harness = connected()
+    task = harness.task(b"m" * 32)
+    harness.send(task)
+    out = harness.send(ObjectResponse(object_id=b"m" * 32, found=False))
+    assert results(out)[task.task_id].status == TaskStatus.failed
+    assert not harness.core.tasks
+
+
+def test_evicted_objects_are_forgotten_by_processors_with_the_next_task():
+    harness = connected(object_retention_seconds=60, garbage_collect_interval_seconds=30)
+    task = harness.task(b"o" * 32)
+    harness.send(task)
+    harness.serve(b"o" * 32)
+    harness.run(1)
+    harness.send(ObjectDelete(object_ids=[b"o" * 32]))
+    for _ in range(50):  # the function is evicted too: unused for the retention time
+        harness.send(HeartbeatEcho(sent_at_us=0))
+        harness.tick(2)
+    again = harness.task(b"o" * 32)
+    sent = harness.send(again)
+    assert sorted(of_type(sent, ObjectRequest)[0].object_ids) == sorted([FUNCTION, b"o" * 32])
+    harness.serve(FUNCTION)
+    harness.serve(b"o" * 32)
+    handed = harness.hands[-1].tasks[0]
+    assert set(handed.forget_object_ids) == {FUNCTION, b"o" * 32}
+    assert handed.function_payload is not None and handed.arguments[1].payload is not None
+
+
+def test_a_large_result_travels_as_an_object_before_its_task_result():
+    harness = connected()
+    task = harness.task()
+    harness.send(task)
+    big = b"x" * (config.DEFAULT_INLINE_LIMIT_BYTES + 1)
+    sim = harness.active
+    sim.read_orders()
+    sim.start_next()
+    sim.finish(payload=big)
+    out = harness.report(1)
+    assert [type(message) for message in out] == [ObjectPut, TaskResult]
+    assert out[0].payload == big and out[1].in_object and out[1].payload == b""
+
+
+def test_goodbye_and_signals_exit():
+    harness = connected()
+    harness.send(Goodbye(reason="stopping"))
+    assert harness.exit.code == EXIT_OK and "stopping" in harness.exit.reason
+    harness = connected()
+    harness.core.stop(EXIT_OK, "received SIGTERM", disconnect=True)
+    assert harness._step() and of_type(harness.sent, WorkerDisconnect) and harness.exit.disconnect
+
+
+def test_the_death_timeout_exits_with_what_was_heard():
+    harness = Harness(death_timeout_seconds=10)
+    harness.tick(10)
+    assert harness.exit.code == EXIT_SCHEDULER_LOST and "no answer from" in harness.exit.reason
+    harness = connected(death_timeout_seconds=3)
+    harness.tick(3)
+    assert harness.exit.code == EXIT_SCHEDULER_LOST and "nothing heard from the scheduler for 3s" in harness.exit.reason
+
+
+def test_a_lost_scheduler_is_a_state_the_worker_registers_again_as_a_new_worker():
+    harness = connected(death_timeout_seconds=60)
+    teach_short(harness)
+    busy, queued = harness.task(), harness.task(function_id=b"g" * 32)
+    harness.send(busy, queued)
+    harness.active.read_orders()
+    harness.active.start_next()
+    for _ in range(4):
+        harness.tick(1)
+    assert harness.connections == 1 and harness.core.tasks
+    harness.tick(1)  # 5 s of silence, the scheduler's peer timeout: it dropped us, or died
+    assert harness.connections == 2 and harness.exit is None
+    assert not harness.core.tasks and harness.killed == [1], "the busy processor goes, its result is useless"
+    hello = of_type(harness.sent, Hello)[-1]
+    assert hello.name == "W|test|2", "a new identity"
+    heartbeats = len(harness.heartbeats)
+    harness.tick(1)
+    assert harness.connections == 3, "no answer: Hello again, on a new connection"
+    harness.tick(1)
+    assert harness.connections == 3, "backing off"
+    assert len(harness.heartbeats) == heartbeats, "no heartbeat while not registered"
+    harness.connect()
+    assert harness.core.registrations == 2
+    task = harness.task()
+    harness.send(task)
+    harness.serve(FUNCTION)
+    out = harness.run(harness.core.active.number)
+    assert results(out)[task.task_id].status == TaskStatus.success
+
+
+def test_an_impossible_transition_raises_with_the_tasks_story():
+    harness = connected()
+    task = harness.task()
+    harness.send(task)
+    harness.active.read_orders()
+    state = harness.core.tasks[task.task_id]
+    with pytest.raises(InvalidTransition, match="handed.*dispatch"):
+        state.move("object arrived", 1)
+    assert isinstance(state, WorkerTask) and isinstance(harness.hands[-1], HandTasks)
+
+
+def test_a_closed_connection_means_registering_again_at_once():
+    harness = connected()
+    harness.send(harness.task(b"z" * 32))  # queued, waiting for its object: its processor has nothing to drop
+    harness.core.connection_dropped(harness.now)
+    harness._step()
+    assert harness.connections == 2 and not harness.core.tasks and harness.killed == [], "an idle processor stays"
+    harness.core.connection_dropped(harness.now)  # before the new scheduler answered: our Hello may be lost
+    harness._step()
+    assert harness.connections == 3
+    harness.connect()
+    assert harness.core.registrations == 2 and harness.exit is None
+
+
+def test_the_protocol_docs_show_the_transitions_the_core_checks():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    assert transitions_table() in docs, "docs/protocol.md: paste `python -m scaler.worker.state` under 'On the worker'"
