@@ -23,9 +23,12 @@ For each cell (workers x clients x task duration), in this order:
    slot (workers x capacity, plus a backlog); routed tasks/s and the scheduler's CPU time per task (its process: all
    its threads, heartbeats included), after a warm-up, and the CPU the simulated peers used (they share the machine
    with the scheduler).
-4. Latency at half that rate: clients together submit at 50% of the measured rate, paced every millisecond;
-   submit-to-result p50 and p99 as each client saw it, and the scheduler's CPU per task at that rate (tasks then come
-   a few per frame, not frames full). The same at 10% of the rate.
+4. Latency at half that rate: clients together submit at 50% of the measured rate, paced every millisecond (each
+   task stamped when it leaves); submit-to-result p50 and p99 as each client saw it, the scheduler's CPU per task at
+   that rate (tasks then come a few per frame, not frames full), the peers' CPU, and how late the pacing ran.
+   The same at 10% of the rate.
+In phases 3 and 4, the "run-queue wait" is the time the scheduler's threads were ready to run but waited for a CPU
+(Linux schedstat), per second: on a shared machine it is the other load's share of any latency measured.
 5. Idle: every task answered, only heartbeats flow; the scheduler's CPU in % of one core.
 Every result of every phase is checked (exactly once, a success, for a task that was submitted).
 
@@ -215,6 +218,8 @@ def measure_cell(
         figures["tasks_per_second"] = saturated["tasks_per_second"]
         figures["scheduler_cpu_us_per_task"] = saturated["scheduler_cpu_us_per_task"]
         figures["peers_cpu_cores"] = saturated["peers_cpu_cores"]
+        figures["scheduler_cpu_cores"] = saturated["scheduler_cpu_cores"]
+        figures["scheduler_waited_share"] = saturated["scheduler_waited_share"]
         figures["saturated_latency_p50_ms"] = saturated["latency_p50_ms"]
         client_host.ask({"cmd": "drain", "timeout": 120})
         client_host.expect("drained", timeout=130)
@@ -229,6 +234,11 @@ def measure_cell(
             figures["latency_p99_ms" + suffix] = paced["latency_p99_ms"]
             figures["paced_scheduler_cpu_us_per_task" + suffix] = paced["scheduler_cpu_us_per_task"]
             figures["paced_peers_cpu_cores" + suffix] = paced["peers_cpu_cores"]
+            # what else delayed the tasks: the machine's other load (run-queue waits) and the clients' own pacing
+            figures["paced_scheduler_waited_share" + suffix] = paced["scheduler_waited_share"]
+            figures["paced_peers_waited_share" + suffix] = paced["peers_waited_share"]
+            figures["pacing_lag_p99_ms" + suffix] = paced["pacing_lag_p99_ms"]
+            figures["paced_outstanding_at_end" + suffix] = paced["outstanding_at_end"]
             client_host.ask({"cmd": "drain", "timeout": 120})
             client_host.expect("drained", timeout=130)
 
@@ -262,9 +272,12 @@ COLUMNS = [
     ("tasks_per_second", "routed tasks/s", "{:,.0f}"),
     ("scheduler_cpu_us_per_task", "sched CPU µs/task", "{:.2f}"),
     ("peers_cpu_cores", "peers' CPU (cores)", "{:.2f}"),
+    ("scheduler_waited_share", "sched run-queue wait", "{:.0%}"),
     ("latency_p50_ms", "p50 ms @50%", "{:.2f}"),
     ("latency_p99_ms", "p99 ms @50%", "{:.2f}"),
     ("paced_scheduler_cpu_us_per_task", "sched µs/task @50%", "{:.2f}"),
+    ("paced_peers_cpu_cores", "peers' CPU @50%", "{:.2f}"),
+    ("paced_scheduler_waited_share", "sched run-queue wait @50%", "{:.0%}"),
     ("latency_p50_ms_10pct", "p50 ms @10%", "{:.2f}"),
     ("latency_p99_ms_10pct", "p99 ms @10%", "{:.2f}"),
     ("idle_cpu_percent", "idle CPU %", "{:.2f}"),

@@ -94,6 +94,22 @@ def cpu_seconds(pid: int) -> float:
     return times.user + times.system
 
 
+def run_queue_seconds(pid: int) -> float:
+    """Seconds the process's threads have waited for a CPU while runnable (Linux schedstat): how much the machine's
+    other load delayed it, which no latency figure can show apart from the scheduler's own work."""
+    total = 0
+    try:
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{thread}/schedstat") as file:
+                    total += int(file.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # a thread that ended meanwhile
+    except OSError:
+        return 0.0
+    return total / 1e9
+
+
 def emit(event: Dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
@@ -441,6 +457,7 @@ class ClientHost(Host):
         self.measuring = False
         self.answered = 0
         self.latencies = array("d")
+        self.pacing_lags = array("d")  # open mode: how late each tick submitted the task first due in it
         self.phase: Optional[Dict[str, Any]] = None
         self.unexpected = 0
         for client in self.clients:
@@ -475,6 +492,8 @@ class ClientHost(Host):
             due = int((now - self.paced_since) * self.rate) - self.paced_sent
             if due <= 0:
                 return
+            if self.measuring:  # task number paced_sent (0-based) was due at (paced_sent + 1) / rate
+                self.pacing_lags.append(now - self.paced_since - (self.paced_sent + 1) / self.rate)
             self.paced_sent += due
             share, extra = divmod(due, self.count)
             start = self.paced_sent % self.count  # rotate who gets the remainder
@@ -547,7 +566,7 @@ class ClientHost(Host):
 
     def timers(self, now: float) -> None:
         if self.mode == "open":
-            self.top_up(now)
+            self.top_up(time.monotonic())  # the time each task leaves: reading results may have taken a while
         phase = self.phase
         if phase is None or now < phase["next"]:
             return
@@ -558,6 +577,7 @@ class ClientHost(Host):
             self.measuring = True
             self.answered = 0
             self.latencies = array("d")
+            self.pacing_lags = array("d")
         elif phase["step"] == "measure":
             self.measuring = False
             end = self.sample(now)
@@ -576,11 +596,16 @@ class ClientHost(Host):
                 phase["next"] = now + 0.01
 
     def sample(self, now: float) -> Dict[str, Any]:
+        peers = [os.getpid(), *self.watch_pids]
         return {
             "time": now,
             "answered": self.answered,
+            "submitted": sum(client.next_number for client in self.clients),
             "scheduler_cpu": cpu_seconds(self.scheduler_pid),
-            "peers_cpu": cpu_seconds(os.getpid()) + sum(cpu_seconds(pid) for pid in self.watch_pids),
+            "scheduler_waited": run_queue_seconds(self.scheduler_pid),
+            "client_host_cpu": cpu_seconds(os.getpid()),
+            "peers_cpu": sum(cpu_seconds(pid) for pid in peers),
+            "peers_waited": sum(run_queue_seconds(pid) for pid in peers),
         }
 
     def figures(self, begin: Dict[str, Any], end: Dict[str, Any]) -> Dict[str, Any]:
@@ -588,8 +613,13 @@ class ClientHost(Host):
         routed = self.answered
         latencies = sorted(self.latencies)
 
-        def percentile(p: float) -> Optional[float]:
-            return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 if latencies else None
+        lags = sorted(self.pacing_lags)
+
+        def percentile(p: float, values: List[float] = latencies) -> Optional[float]:
+            return values[min(len(values) - 1, int(p * len(values)))] * 1000 if values else None
+
+        def per_second(key: str) -> float:
+            return (end[key] - begin[key]) / seconds
 
         return {
             "event": "measured",
@@ -598,9 +628,19 @@ class ClientHost(Host):
             "tasks_per_second": routed / seconds,
             "scheduler_cpu_seconds": end["scheduler_cpu"] - begin["scheduler_cpu"],
             "scheduler_cpu_us_per_task": (end["scheduler_cpu"] - begin["scheduler_cpu"]) / max(1, routed) * 1e6,
-            "peers_cpu_cores": (end["peers_cpu"] - begin["peers_cpu"]) / seconds,
+            "scheduler_cpu_cores": per_second("scheduler_cpu"),
+            # the share of the phase the scheduler's threads were runnable but waited for a CPU (the machine's load)
+            "scheduler_waited_share": per_second("scheduler_waited"),
+            "peers_cpu_cores": per_second("peers_cpu"),
+            "client_host_cpu_cores": per_second("client_host_cpu"),
+            "peers_waited_share": per_second("peers_waited"),
+            "submitted_per_second": per_second("submitted"),
+            "outstanding_at_end": sum(client.outstanding for client in self.clients),
             "latency_p50_ms": percentile(0.50),
+            "latency_p90_ms": percentile(0.90),
             "latency_p99_ms": percentile(0.99),
+            "latency_max_ms": latencies[-1] * 1000 if latencies else None,
+            "pacing_lag_p99_ms": percentile(0.99, lags),
         }
 
     def totals(self) -> Dict[str, Any]:
