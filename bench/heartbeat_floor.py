@@ -29,7 +29,7 @@ from tests.processes import free_tcp_address  # noqa: E402
 from tests.sim_peers import PeerHost  # noqa: E402
 
 
-def router(address: str, echo: bool) -> None:
+def router(address: str, echo: bool, interval: float) -> None:
     import zmq
 
     from scaler.protocol import PROTOCOL_VERSION, HeartbeatEcho, Hello, HelloReply, decode_frame, encode
@@ -38,7 +38,9 @@ def router(address: str, echo: bool) -> None:
     for option, value in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.BACKLOG, 4096)):
         sock.setsockopt(option, value)
     sock.bind(address)
-    reply = encode(HelloReply(protocol_version=PROTOCOL_VERSION, accepted=True, heartbeat_interval_ms=1000))
+    reply = encode(
+        HelloReply(protocol_version=PROTOCOL_VERSION, accepted=True, heartbeat_interval_ms=round(interval * 1000))
+    )
     poller = zmq.Poller()
     poller.register(sock, zmq.POLLIN)
     while True:
@@ -80,27 +82,42 @@ def main() -> None:
     parser.add_argument("--python", default=PYPY, help="runs the bare router and the scheduler")
     parser.add_argument("--workers", type=int, default=4096)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--interval", type=float, action="append", help="heartbeat interval in seconds, repeatable (default 1)"
+    )
     parser.add_argument("--router", metavar="ADDRESS", help=argparse.SUPPRESS)  # internal: be the bare router
     parser.add_argument("--no-echo", dest="echo", action="store_false", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    intervals = args.interval or [1.0]
     if args.router:
-        router(args.router, args.echo)
+        router(args.router, args.echo, intervals[0])
         return
     me = [str(Path(__file__).resolve())]
     with tempfile.TemporaryDirectory(prefix="scaler-floor-") as directory:
         path = Path(directory)
-        cells = [
-            ("bare router, heartbeats read and echoed", [*me, "--router"]),
-            ("bare router, heartbeats read only", [*me, "--no-echo", "--router"]),
-            (
-                "scaler scheduler",
-                ["-m", "scaler.scheduler", "--logging-level", "WARNING", "--monitor-address", f"ipc://{path}/monitor"],
-            ),
-        ]  # each gets its address last
-        print(f"{args.workers} idle simulated workers, one heartbeat a second each; CPU of the serving process:")
-        for label, command in cells:
-            cpu = idle_cpu(args.python, command, args.workers, args.seconds, path)
-            print(f"  {label:<45}{cpu:6.1f}% of a core", flush=True)
+        print(f"{args.workers} idle simulated workers; CPU of the serving process:")
+        for interval in intervals:
+            # the scheduler's worker timeout stays 5 heartbeats at least, as its default of 5 s is for 1 s
+            timeout = max(5.0, 5 * interval)
+            cells = [
+                ("bare router, heartbeats read and echoed", [*me, "--interval", str(interval), "--router"]),
+                ("bare router, heartbeats read only", [*me, "--interval", str(interval), "--no-echo", "--router"]),
+                (
+                    "scaler scheduler",
+                    [
+                        "-m",
+                        "scaler.scheduler",
+                        "--logging-level",
+                        "WARNING",
+                        "--monitor-address",
+                        f"ipc://{path}/monitor",
+                    ]
+                    + ["--heartbeat-interval", str(interval), "--worker-timeout", str(timeout)],
+                ),
+            ]  # each gets its address last
+            for label, command in cells:
+                cpu = idle_cpu(args.python, command, args.workers, args.seconds, path)
+                print(f"  heartbeat every {interval:g} s: {label:<42}{cpu:6.1f}% of a core", flush=True)
 
 
 if __name__ == "__main__":

@@ -362,7 +362,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="every run's figures")
     parser.add_argument("--table", type=Path, help="the markdown table")
     parser.add_argument("--plot", type=Path, help="a PNG of the table")
+    parser.add_argument("--render", type=Path, action="append", help="no run: table and plot from earlier --json files")
     args = parser.parse_args()
+    if args.render:
+        render([row for path in args.render for row in json.loads(path.read_text())], args)
+        return
     signal.signal(
         signal.SIGTERM, lambda signum, frame: sys.exit(f"scale_sim: {signal.Signals(signum).name}")
     )  # cleanup
@@ -412,8 +416,14 @@ def main() -> None:
         row["failed_runs"] = sum(1 for f in figures if "error" in f)
         row["runs"] = figures
         rows.append(row)
+    print(f"\nmedians of {args.repeat}, {capacity_text(args)}")
+    render(rows, args)
+
+
+def render(rows: List[Dict[str, Any]], args: argparse.Namespace) -> None:
+    """The table (stdout, --table), every run's figures (--json) and the plot (--plot) of these rows."""
     rows.sort(key=lambda r: (r["task_ms"], r["clients"], r["workers"], r["scheduler"]))
-    text = table(rows, pythons)
+    text = table(rows, sorted({row["scheduler"] for row in rows}))
     failures = [row for row in rows if row["failed_runs"]]
     if failures:
         text += "\n\n" + "\n".join(
@@ -421,7 +431,7 @@ def main() -> None:
             f"{len(row['runs'])} runs failed ({next(f['error'] for f in row['runs'] if 'error' in f)[:200]})"
             for row in failures
         )
-    print(f"\nmedians of {args.repeat}, {capacity_text(args)}\n{text}")
+    print(text)
     if args.table:
         args.table.write_text(text + "\n")
     if args.json:
