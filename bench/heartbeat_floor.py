@@ -32,7 +32,15 @@ from tests.sim_peers import PeerHost  # noqa: E402
 def router(address: str, echo: bool, interval: float) -> None:
     import zmq
 
-    from scaler.protocol import PROTOCOL_VERSION, HeartbeatEcho, Hello, HelloReply, decode_frame, encode
+    from scaler.protocol import (
+        PROTOCOL_VERSION,
+        HeartbeatEcho,
+        Hello,
+        HelloReply,
+        WorkerHeartbeat,
+        decode_frame,
+        encode,
+    )
 
     sock = zmq.Context().socket(zmq.ROUTER)
     for option, value in ((zmq.SNDHWM, 0), (zmq.RCVHWM, 0), (zmq.BACKLOG, 4096)):
@@ -53,7 +61,7 @@ def router(address: str, echo: bool, interval: float) -> None:
             (message,) = decode_frame(sock.recv())
             if isinstance(message, Hello):
                 sock.send_multipart([peer, reply])
-            elif echo:
+            elif echo and isinstance(message, WorkerHeartbeat):  # not the WorkerDisconnects at the end
                 sock.send_multipart([peer, encode(HeartbeatEcho(sent_at_us=message.sent_at_us))])
 
 

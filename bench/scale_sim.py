@@ -307,8 +307,9 @@ def plot(rows: List[Dict[str, Any]], path: Path, title: str) -> None:
     panels = [
         ("tasks_per_second", "routed tasks/s (saturated)"),
         ("scheduler_cpu_us_per_task", "scheduler CPU µs per task"),
-        ("latency_p99_ms", "p99 submit-to-result ms at 50% rate"),
         ("idle_cpu_percent", "scheduler CPU % of a core, idle"),
+        # beside throughput: how much of the time the scheduler was ready to run but got no CPU (the machine's load)
+        ("scheduler_waited_share", "scheduler run-queue wait, saturated (1 = 1 s/s)"),
     ]
     figure, axes = plt.subplots(2, 2, figsize=(11, 8))
     series: Dict[Tuple[str, int, float], List[Dict[str, Any]]] = {}
