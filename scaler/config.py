@@ -103,6 +103,11 @@ GARBAGE_COLLECT_INTERVAL = SETTINGS.declare(
     "garbage_collect_interval_seconds", float, 30.0, "seconds between a worker's looks for objects past retention",
     flags=("--garbage-collect-interval", "-gc"), check=positive, used_by=(WORKER,),
 )  # fmt: skip
+TASK_OUTPUT_LIMIT = SETTINGS.declare(
+    "task_output_limit_bytes", int, 1024 * 1024,
+    "most bytes of a task's stdout and stderr sent to a Client(stream_output=True); the rest is dropped, counted",
+    flags=("--task-output-limit", "-ol"), check=at_least(0), used_by=(WORKER,),
+)  # fmt: skip
 
 # --- every process ----------------------------------------------------------------------------------------------------
 LOGGING_PATHS = SETTINGS.declare(
@@ -112,6 +117,25 @@ LOGGING_PATHS = SETTINGS.declare(
 LOGGING_LEVEL = SETTINGS.declare(
     "logging_level", str, "INFO", "the least severe level logged",
     flags=("--logging-level", "-ll"), choices=LOGGING_LEVELS, used_by=(SCHEDULER, WORKER),
+)  # fmt: skip
+
+# --- TCP keepalive, on every ZeroMQ TCP socket (see README, Failures and recovery) ------------------------------------
+TCP_KEEPALIVE = SETTINGS.declare(
+    "tcp_keepalive", bool, True,
+    "probe idle TCP connections, so that firewalls and NAT do not drop them",
+    flags=("--tcp-keepalive",), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+TCP_KEEPALIVE_IDLE = SETTINGS.declare(
+    "tcp_keepalive_idle_seconds", int, 60, "seconds a connection is idle before the first keepalive probe",
+    flags=("--tcp-keepalive-idle",), check=at_least(1), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+TCP_KEEPALIVE_INTERVAL = SETTINGS.declare(
+    "tcp_keepalive_interval_seconds", int, 10, "seconds between unanswered keepalive probes",
+    flags=("--tcp-keepalive-interval",), check=at_least(1), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+TCP_KEEPALIVE_COUNT = SETTINGS.declare(
+    "tcp_keepalive_count", int, 6, "unanswered keepalive probes after which the connection is closed",
+    flags=("--tcp-keepalive-count",), check=at_least(1), used_by=(SCHEDULER, WORKER, MONITOR),
 )  # fmt: skip
 
 # --- monitors ---------------------------------------------------------------------------------------------------------
@@ -159,6 +183,12 @@ DEFAULT_OBJECT_RETENTION_SECONDS = OBJECT_RETENTION.default
 DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS = GARBAGE_COLLECT_INTERVAL.default
 
 # --- defaults that are not user settings ------------------------------------------------------------------------------
+# warnings that peers cause (malformed frames, refused peers, dying processors): see scaler.rate_limit
+DEFAULT_PEER_WARNINGS_PER_PEER = 5  # logged per peer (or kind of event) and interval; the rest are counted...
+DEFAULT_PEER_WARNINGS_PER_INTERVAL = 50  # ...as are those beyond this many in all...
+DEFAULT_PEER_WARNINGS_INTERVAL_SECONDS = 10.0  # ...and summed up in one line per interval
+DEFAULT_PEER_EVENTS_PER_INTERVAL = 1000  # lines on peers connecting and leaving, in all (per peer as warnings)
+
 # worker
 DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS = 5.0  # after SIGTERM, workers get this long to disconnect, then SIGKILL
 DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS = 1.0  # fallback to PR_SET_PDEATHSIG: how often a child checks its parent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple, Union
@@ -22,10 +23,17 @@ from scaler.client.graph_encoding import submit_plan
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts
 from scaler.client.tasks import TaskFactory
-from scaler.config import DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
+from scaler.config import (
+    DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_TASKS_PER_FRAME,
+    TCP_KEEPALIVE,
+    TCP_KEEPALIVE_COUNT,
+    TCP_KEEPALIVE_IDLE,
+    TCP_KEEPALIVE_INTERVAL,
+)
 from scaler.errors import DisconnectedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
-from scaler.io.sockets import validate_address
+from scaler.io.sockets import TcpKeepalive, validate_address
 from scaler.protocol import ObjectKind
 from scaler.serializer import DefaultSerializer, SerializerLike
 
@@ -34,10 +42,11 @@ if TYPE_CHECKING:
     from scaler.client.progress import ProgressBar
 
 _KIND_OBJECT = int(ObjectKind.object)
+logger = logging.getLogger(__name__)
 
 # Clients unpickled in one process (nested tasks) share one connection per scheduler address: a connection per task
 # would leave a thread and a socket behind for every task a worker runs.
-_shared_connections: Dict[Tuple[int, str, Optional[CurvePeerKeys]], Connection] = {}
+_shared_connections: Dict[Tuple[int, str, Optional[CurvePeerKeys], TcpKeepalive], Connection] = {}
 _shared_lock = threading.Lock()
 
 
@@ -49,7 +58,13 @@ class Client:
     `timeout_seconds` bounds the wait for the scheduler's handshake (TimeoutError after it), and how long a connected
     scheduler may be silent before unfinished futures fail with SchedulerGoneError, a TimeoutError. On a scheduler with
     CurveZMQ on, pass this client's key pair file (`NAME.key_secret` from scaler_keygen) and the scheduler's public
-    key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`.
+    key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`. `tcp_keepalive` and its
+    `tcp_keepalive_idle_seconds`, `tcp_keepalive_interval_seconds` and `tcp_keepalive_count` set the TCP keepalive of
+    the connection, as the options of the same names do for the scheduler and workers (README has the table).
+
+    `stream_output=True` prints what its tasks write to stdout and stderr (print, logging to the standard streams,
+    C code, subprocesses) on this process's stdout and stderr as they run, each line marked "[function#n]", a task's
+    lines before its result() returns; the workers' task_output_limit_bytes caps each task (see README, Task output).
 
     A Client is picklable, so a task can receive one and submit nested tasks: in the worker it connects on first use,
     to the same address (which must be reachable from there), and tags what it submits as children of the running task.
@@ -63,10 +78,24 @@ class Client:
         timeout_seconds: float = DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
         curve_secret_key_file: Optional[str] = None,
         curve_server_key_file: Optional[str] = None,
+        stream_output: bool = False,
+        tcp_keepalive: bool = TCP_KEEPALIVE.default,
+        tcp_keepalive_idle_seconds: int = TCP_KEEPALIVE_IDLE.default,
+        tcp_keepalive_interval_seconds: int = TCP_KEEPALIVE_INTERVAL.default,
+        tcp_keepalive_count: int = TCP_KEEPALIVE_COUNT.default,
     ) -> None:
-        self._configure(address, serializer, profiling, timeout_seconds, curve_secret_key_file, curve_server_key_file)
+        self._configure(
+            address, serializer, profiling, timeout_seconds, curve_secret_key_file, curve_server_key_file, stream_output
+        )
+        self._keepalive = TcpKeepalive.checked(
+            tcp_keepalive, tcp_keepalive_idle_seconds, tcp_keepalive_interval_seconds, tcp_keepalive_count
+        )
         self._shared = False
-        self._connection: Optional[Connection] = Connection(self._address, self._timeout_seconds, self._curve)
+        self._connection: Optional[Connection] = Connection(
+            self._address, self._timeout_seconds, self._curve, self._keepalive
+        )
+        if stream_output and not self._connection.forwards_task_output:
+            logger.warning("the scheduler at %s does not forward task output (an older version): none shown", address)
 
     def _configure(
         self,
@@ -76,11 +105,14 @@ class Client:
         timeout_seconds: Any,
         curve_secret_key_file: Optional[str],
         curve_server_key_file: Optional[str],
+        stream_output: Any,
     ) -> None:
         self._address = validate_address(address)
         self._curve_files = (curve_secret_key_file, curve_server_key_file)
         self._curve = load_peer_keys(curve_secret_key_file, curve_server_key_file)
-        self._factory = TaskFactory(serializer)
+        if not isinstance(stream_output, bool):
+            raise TypeError(f"stream_output must be a bool, got {stream_output!r}")
+        self._factory = TaskFactory(serializer, stream_output)
         self._profiling = _check_profiling(profiling)
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
             raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
@@ -96,12 +128,20 @@ class Client:
             "profiling": self._profiling,
             "timeout_seconds": self._timeout_seconds,
             "curve_files": self._curve_files,  # paths, never the keys: the files must exist where the task runs
+            "stream_output": self._factory.stream_output,  # children's lines join the parent's output (output.py)
+            "keepalive": tuple(self._keepalive),
         }
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self._configure(
-            state["address"], state["serializer"], state["profiling"], state["timeout_seconds"], *state["curve_files"]
+            state["address"],
+            state["serializer"],
+            state["profiling"],
+            state["timeout_seconds"],
+            *state["curve_files"],
+            state.get("stream_output", False),
         )
+        self._keepalive = TcpKeepalive(*state["keepalive"])
         self._shared = True
         self._connection = None  # connects on first use: unpickling must stay cheap and never block
 
@@ -322,11 +362,11 @@ class Client:
         return connection
 
     def _connect_shared(self) -> Connection:
-        key = (os.getpid(), self._address, self._curve)
+        key = (os.getpid(), self._address, self._curve, self._keepalive)
         with _shared_lock:
             connection = _shared_connections.get(key)
             if connection is None or connection.closed_reason is not None:
-                connection = Connection(self._address, self._timeout_seconds, self._curve)
+                connection = Connection(self._address, self._timeout_seconds, self._curve, self._keepalive)
                 _shared_connections[key] = connection
         self._connection = connection
         return connection

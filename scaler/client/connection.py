@@ -18,6 +18,7 @@ import threading
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
+from scaler.client import output
 from scaler.client.future import ScalerFuture
 from scaler.client.io_thread import IOThread
 from scaler.client.ledger import ObjectLedger, ObjectNeed
@@ -26,7 +27,7 @@ from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
-from scaler.io.sockets import make_identity
+from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, make_identity
 from scaler.protocol import (
     PROTOCOL_VERSION,
     ClientDisconnect,
@@ -39,6 +40,7 @@ from scaler.protocol import (
     ObjectResponse,
     Role,
     TaskCancel,
+    TaskOutput,
     TaskResult,
     encode,
 )
@@ -62,7 +64,13 @@ class _ResultFetch:
 class Connection:
     """One client identity at the scheduler; raises TimeoutError or ProtocolVersionError if the handshake fails."""
 
-    def __init__(self, address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout_seconds: float,
+        curve: Optional[CurvePeerKeys] = None,
+        keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
+    ) -> None:
         self.address = address
         # The one place that decides how long the scheduler may be silent (killed, host lost, network cut) before
         # every pending future fails with SchedulerGoneError, a TimeoutError: the client's timeout_seconds, whatever
@@ -73,6 +81,7 @@ class Connection:
         self.content_ids = ContentIds(os.urandom(32))
         self.pid = os.getpid()
         self.closed_reason: Optional[str] = None  # set once: the connection is unusable from then on
+        self.forwards_task_output = False  # the scheduler said it forwards TaskOutput (Client(stream_output=True))
 
         self._lock = threading.Lock()
         self._outgoing: List[Outgoing] = []
@@ -99,6 +108,7 @@ class Connection:
             self._take_outgoing,
             {
                 TaskResult: self._on_task_result,
+                TaskOutput: self._on_task_output,
                 ObjectResponse: self._on_object_response,
                 HelloReply: self._on_hello_reply,
                 DisconnectReply: self._on_disconnect_reply,
@@ -109,6 +119,7 @@ class Connection:
             self._on_crash,
             curve,
             self._on_refused,
+            keepalive,
         )
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)
@@ -124,6 +135,11 @@ class Connection:
     def new_task_id(self) -> bytes:
         # A random per-connection prefix and a counter: unique like random ids, at a fraction of the cost.
         return self._task_prefix + next(self._task_counter).to_bytes(8, "little")
+
+    @staticmethod
+    def task_number(task_id: bytes) -> int:
+        """The counter of one of our task ids: 0, 1, 2... in the order this connection made them."""
+        return int.from_bytes(task_id[8:], "little")
 
     def check_open(self) -> None:
         if self.closed_reason is not None:
@@ -248,6 +264,7 @@ class Connection:
         if not reply.accepted:
             self._abandon("refused by the scheduler")
             raise ProtocolVersionError(reply.reason or "the scheduler refused this client")
+        self.forwards_task_output = reply.forwards_task_output
 
     def _abandon(self, reason: str) -> None:
         self._terminate(reason)
@@ -335,8 +352,13 @@ class Connection:
         if future is not None:
             future._settle(ScalerError(f"task could not be encoded: {error}"), True, None)
 
+    def _on_task_output(self, message: TaskOutput) -> None:
+        output.on_task_output(message.task_id, message.stream, message.data, self.task_number(message.task_id))
+
     def _on_task_result(self, result: TaskResult) -> None:
         task_id = result.task_id
+        if output.labels:
+            output.forget_task(task_id)
         with self._lock:
             future = self._pending.pop(task_id, None)
             if future is not None and future._held_objects:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Protocol
 
 from scaler import task_context
+from scaler.client import output
 from scaler.errors import ProfilingInfoError
 
 
@@ -149,6 +150,8 @@ class ScalerFuture(concurrent.futures.Future):
         self._before_blocking()
         with _LOCK:
             self._wait_until_done(timeout)
+            if output.unprinted:
+                self._wait_printed()
             if self._state != FINISHED:
                 raise concurrent.futures.CancelledError()
             if self._exception is not None:
@@ -162,6 +165,8 @@ class ScalerFuture(concurrent.futures.Future):
         self._before_blocking()
         with _LOCK:
             self._wait_until_done(timeout)
+            if output.unprinted:
+                self._wait_printed()
             if self._state != FINISHED:
                 raise concurrent.futures.CancelledError()
             return self._exception
@@ -264,6 +269,14 @@ class ScalerFuture(concurrent.futures.Future):
                 if remaining <= 0:
                     raise concurrent.futures.TimeoutError()
             self._sleep(remaining)
+
+    def _wait_printed(self) -> None:
+        """With _LOCK held once: let the task's output be printed before its result is seen (output.py)."""
+        _LOCK.release()
+        try:
+            output.wait_printed(self._task_id)
+        finally:
+            _LOCK.acquire()
 
     def _sleep(self, timeout: float) -> None:
         """With _LOCK held once: release it until woken by _wake_sleepers() or `timeout` (-1: none) passed."""

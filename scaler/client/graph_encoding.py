@@ -58,18 +58,19 @@ def submit_plan(
             for name, expression in planned.kwargs.items():
                 arguments.append(_argument(connection, expression, name, task_ids, constants, dependencies))
         task_id = task_ids[planned.node]
-        tasks.append(
-            Task(
-                task_id=task_id,
-                function_id=function_need[0],
-                args=arguments,
-                dependencies=list(dependencies),
-                profiling=profiling,
-                report_result=planned.requested,
-                parent_task_id=parent,
-                serializer_id=factory.serializer_id,
-            )
+        task = Task(
+            task_id=task_id,
+            function_id=function_need[0],
+            args=arguments,
+            dependencies=list(dependencies),
+            profiling=profiling,
+            report_result=planned.requested,
+            parent_task_id=parent,
+            serializer_id=factory.serializer_id,
         )
+        if factory.stream_output:
+            factory.stream(connection, task)
+        tasks.append(task)
         if planned.requested:
             futures[planned.node] = ScalerFuture(task_id, connection, profiling, factory.deserialize)
         else:

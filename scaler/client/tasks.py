@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
+from scaler.client import output
 from scaler.client.connection import Connection
 from scaler.client.future import ScalerFuture
 from scaler.client.ledger import ObjectNeed
@@ -31,8 +32,10 @@ _KIND_SERIALIZER = int(ObjectKind.serializer)
 class TaskFactory:
     """One client's serializer and function cache; builds its tasks and hands them to a connection."""
 
-    def __init__(self, serializer: Any) -> None:
+    def __init__(self, serializer: Any, stream_output: bool = False) -> None:
         self.serializer = check_serializer(serializer)
+        self.stream_output = stream_output  # tasks ask workers for their output (output.py prints it)
+        self._function_names: Dict[bytes, str] = {}  # function id -> its name, to mark output lines (streaming only)
         self.serialize = self.serializer.serialize
         self.deserialize = self.serializer.deserialize
         self.serializer_id = b""  # empty: cloudpickle, nothing to ship
@@ -75,7 +78,22 @@ class TaskFactory:
                 pass  # another thread evicted meanwhile
         # The entry keeps fn alive, so its id() cannot be reused by another object while the entry exists.
         functions[identity_key(fn)] = (fn, function_id)
+        if self.stream_output:
+            names = self._function_names
+            if len(names) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
+                try:
+                    del names[next(iter(names))]
+                except (KeyError, RuntimeError, StopIteration):
+                    pass  # another thread evicted meanwhile
+            short_name = getattr(fn, "__name__", None)
+            names[function_id] = short_name if isinstance(short_name, str) else qualified_name(fn)
         return function_id, object_puts(function_id, _KIND_FUNCTION, qualified_name(fn), payload)
+
+    def stream(self, connection: Connection, task: Task) -> None:
+        """Ask for the task's output, and name its lines after its function and number."""
+        task.stream_output = True
+        name = self._function_names.get(task.function_id, "task")
+        output.label_task(task.task_id, f"{name}#{connection.task_number(task.task_id)}")
 
     # ---- tasks -------------------------------------------------------------------------------------------------------
 
@@ -119,6 +137,8 @@ class TaskFactory:
             parent_task_id=parent,
             serializer_id=self.serializer_id,
         )
+        if self.stream_output:
+            self.stream(connection, task)
         future = ScalerFuture(task_id, connection, profiling, self.deserialize)
         if held:
             future._held_objects = held

@@ -42,6 +42,7 @@ __all__ = [
     "ArgumentKind",
     "TaskStatus",
     "ObjectKind",
+    "OutputStream",
     "Hello",
     "HelloReply",
     "ClientHeartbeat",
@@ -50,6 +51,7 @@ __all__ = [
     "Argument",
     "Task",
     "TaskResult",
+    "TaskOutput",
     "TaskCancel",
     "ObjectPut",
     "ObjectRequest",
@@ -104,6 +106,11 @@ class ObjectKind(IntEnum):
     function = 1
     result = 2
     serializer = 3
+
+
+class OutputStream(IntEnum):
+    stdout = 0
+    stderr = 1
 
 
 class Hello:
@@ -180,6 +187,7 @@ class HelloReply:
         "reason",
         "heartbeat_interval_ms",
         "peer_timeout_ms",
+        "forwards_task_output",
         "raw",
     )
     WHICH = 1
@@ -189,6 +197,7 @@ class HelloReply:
     reason: str
     heartbeat_interval_ms: int
     peer_timeout_ms: int
+    forwards_task_output: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -199,12 +208,14 @@ class HelloReply:
         reason: str = "",
         heartbeat_interval_ms: int = 0,
         peer_timeout_ms: int = 0,
+        forwards_task_output: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
         self.reason = reason
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.peer_timeout_ms = peer_timeout_ms
+        self.forwards_task_output = forwards_task_output
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -216,6 +227,7 @@ class HelloReply:
             and self.reason == other.reason
             and self.heartbeat_interval_ms == other.heartbeat_interval_ms
             and self.peer_timeout_ms == other.peer_timeout_ms
+            and self.forwards_task_output == other.forwards_task_output
         )
 
     def __repr__(self) -> str:
@@ -226,6 +238,7 @@ class HelloReply:
             + ", reason=" + short_repr(self.reason)
             + ", heartbeat_interval_ms=" + short_repr(self.heartbeat_interval_ms)
             + ", peer_timeout_ms=" + short_repr(self.peer_timeout_ms)
+            + ", forwards_task_output=" + short_repr(self.forwards_task_output)
             + ")"
         )
 
@@ -450,6 +463,7 @@ class Task:
         "report_result",
         "parent_task_id",
         "serializer_id",
+        "stream_output",
         "raw",
     )
     WHICH = 5
@@ -462,6 +476,7 @@ class Task:
     report_result: bool
     parent_task_id: bytes
     serializer_id: bytes
+    stream_output: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -475,6 +490,7 @@ class Task:
         report_result: bool = True,
         parent_task_id: bytes = b"",
         serializer_id: bytes = b"",
+        stream_output: bool = False,
     ) -> None:
         self.task_id = task_id
         self.function_id = function_id
@@ -484,6 +500,7 @@ class Task:
         self.report_result = report_result
         self.parent_task_id = parent_task_id
         self.serializer_id = serializer_id
+        self.stream_output = stream_output
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -498,6 +515,7 @@ class Task:
             and self.report_result == other.report_result
             and self.parent_task_id == other.parent_task_id
             and self.serializer_id == other.serializer_id
+            and self.stream_output == other.stream_output
         )
 
     def __repr__(self) -> str:
@@ -511,6 +529,7 @@ class Task:
             + ", report_result=" + short_repr(self.report_result)
             + ", parent_task_id=" + short_repr(self.parent_task_id)
             + ", serializer_id=" + short_repr(self.serializer_id)
+            + ", stream_output=" + short_repr(self.stream_output)
             + ")"
         )
 
@@ -588,6 +607,53 @@ class TaskResult:
             + ", duration_us=" + short_repr(self.duration_us)
             + ", cpu_time_us=" + short_repr(self.cpu_time_us)
             + ", peak_memory=" + short_repr(self.peak_memory)
+            + ")"
+        )
+
+
+class TaskOutput:
+    """Cap'n Proto struct TaskOutput (@0xb1199f56161747b7), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "task_id",
+        "stream",
+        "data",
+        "raw",
+    )
+    WHICH = 19
+
+    task_id: bytes
+    stream: int
+    data: bytes
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        task_id: bytes = b"",
+        stream: int = 0,
+        data: bytes = b"",
+    ) -> None:
+        self.task_id = task_id
+        self.stream = stream
+        self.data = data
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not TaskOutput:
+            return NotImplemented
+        return (
+            self.task_id == other.task_id
+            and self.stream == other.stream
+            and self.data == other.data
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "TaskOutput("
+            + "task_id=" + short_repr(self.task_id)
+            + ", stream=" + enum_repr(OutputStream, self.stream)
+            + ", data=" + short_repr(self.data)
             + ")"
         )
 
@@ -1345,6 +1411,7 @@ _DATA_HEARTBEAT_ECHO = struct.Struct("<Q")
 _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<B")
 _DATA_TASK_RESULT = struct.Struct("<HBxxxxxQQQ")
+_DATA_TASK_OUTPUT = struct.Struct("<H")
 _DATA_OBJECT_PUT = struct.Struct("<HxxIIxxxxQ")
 _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
 _DATA_BALANCE_REQUEST = struct.Struct("<I")
@@ -1394,6 +1461,8 @@ _HEAD_GOODBYE = bytes.fromhex("000000000100010011000000000000000000000000000100"
 _MESSAGE_GOODBYE = struct.Struct("<II24siI")
 _HEAD_SCHEDULER_STATUS = bytes.fromhex("00000000010001001200000000000000000000000d000500")
 _MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQiIiIiIiIiI")
+_HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000200")
+_MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
 
 
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
@@ -1428,6 +1497,7 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
     obj.protocol_version = u0
     obj.accepted = (u1 & 1) != 0
+    obj.forwards_task_output = (u1 & 2) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
@@ -1515,6 +1585,7 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
     u0 = buf[d] if dn >= 1 else 0
     obj.profiling = (u0 & 1) != 0
     obj.report_result = (u0 & 2) == 0
+    obj.stream_output = (u0 & 4) != 0
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.function_id = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.args = _read_list_argument(r, lo, hi, p + 16) if pn > 2 else []
@@ -1544,6 +1615,17 @@ def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.payload = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.error_text = read_text(r, lo, hi, p + 16) if pn > 2 else ""
+    obj.raw = None
+    return obj
+
+
+def _read_task_output(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> TaskOutput:
+    buf = r.buf
+    obj = _new(TaskOutput)
+    u0 = _UNIT_H.unpack_from(buf, d)[0] if dn >= 2 else 0
+    obj.stream = u0
+    obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    obj.data = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.raw = None
     return obj
 
@@ -1871,6 +1953,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
     obj = _new(HelloReply)
     obj.protocol_version = u0
     obj.accepted = (u1 & 1) != 0
+    obj.forwards_task_output = (u1 & 2) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     c = 56
@@ -1893,6 +1976,8 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
 def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
     v = msg.accepted
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+    v = msg.forwards_task_output
+    u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     base = len(parts)
     parts.append(b"")
     c = 56
@@ -2032,6 +2117,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     obj = _new(Task)
     obj.profiling = (u0 & 1) != 0
     obj.report_result = (u0 & 2) == 0
+    obj.stream_output = (u0 & 4) != 0
     c = 88
     blobs = None
     if b0:
@@ -2179,6 +2265,8 @@ def _encode_task(msg: Task, parts: list) -> int:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     v = msg.report_result
     u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
+    v = msg.stream_output
+    u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
     c = 88
@@ -3708,6 +3796,102 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     return c
 
 
+def _decode_task_output(frame: bytes, pos: int) -> TaskOutput:
+    segments, words, head, u0, a0, b0, a1, b1 = _MESSAGE_TASK_OUTPUT.unpack_from(frame, pos)
+    if segments or head != _HEAD_TASK_OUTPUT:
+        raise NotCanonical
+    end = pos + 8 + (words << 3)
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
+        raise NotCanonical  # truncated
+    obj = _new(TaskOutput)
+    obj.stream = u0
+    c = 56
+    blobs = None
+    if b0:
+        n = b0 >> 3
+        if a0 + a0 == c - 46 and b0 & 7 == 2:
+            obj.task_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
+            s = 48 + (a0 >> 2 << 3)
+            obj.task_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.task_id = b""
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 == c - 54 and b1 & 7 == 2:
+            obj.data = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
+            s = 56 + (a1 >> 2 << 3)
+            obj.data = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.data = b""
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
+    if c != end - pos:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _encode_task_output(msg: TaskOutput, parts: list) -> int:
+    base = len(parts)
+    parts.append(b"")
+    c = 56
+    blobs = None
+    v = msg.task_id
+    if v:
+        n = len(v)
+        if n < 1024:
+            a0 = c - 46 >> 1
+            b0 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a0 = b0 = 0
+            blobs = defer_blob(blobs, 40, v)
+    elif v.__class__ is bytes:
+        a0 = b0 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    v = msg.data
+    if v:
+        n = len(v)
+        if n < 1024:
+            a1 = c - 54 >> 1
+            b1 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a1 = b1 = 0
+            blobs = defer_blob(blobs, 48, v)
+    elif v.__class__ is bytes:
+        a1 = b1 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    parts[base] = _MESSAGE_TASK_OUTPUT.pack(0, c - 8 >> 3, _HEAD_TASK_OUTPUT, msg.stream, a0, b0, a1, b1)
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
+    return c
+
+
 def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     _DATA_HELLO.pack_into(buf, start, obj.protocol_version, obj.role, obj.pid, obj.capacity)
     write_text(buf, start + 16, obj.name)
@@ -3717,6 +3901,8 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
     v = obj.accepted
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+    v = obj.forwards_task_output
+    u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     _DATA_HELLO_REPLY.pack_into(buf, start, obj.protocol_version, u1, obj.heartbeat_interval_ms, obj.peer_timeout_ms)
     write_text(buf, start + 16, obj.reason)
 
@@ -3768,6 +3954,8 @@ def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     v = obj.report_result
     u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
+    v = obj.stream_output
+    u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     _DATA_TASK.pack_into(buf, start, u0)
     write_data(buf, blobs, start + 8, obj.task_id)
     write_data(buf, blobs, start + 16, obj.function_id)
@@ -3784,6 +3972,12 @@ def _fill_task_result(buf: bytearray, blobs: Blobs, start: int, obj: TaskResult)
     write_data(buf, blobs, start + 32, obj.task_id)
     write_data(buf, blobs, start + 40, obj.payload)
     write_text(buf, start + 48, obj.error_text)
+
+
+def _fill_task_output(buf: bytearray, blobs: Blobs, start: int, obj: TaskOutput) -> None:
+    _DATA_TASK_OUTPUT.pack_into(buf, start, obj.stream)
+    write_data(buf, blobs, start + 8, obj.task_id)
+    write_data(buf, blobs, start + 16, obj.data)
 
 
 def _fill_task_cancel(buf: bytearray, blobs: Blobs, start: int, obj: TaskCancel) -> None:
@@ -4107,6 +4301,16 @@ def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
+_PREFIX_TASK_OUTPUT = bytes.fromhex("0000000000000000000000000100010013000000000000000000000001000200") + bytes(24)
+
+
+def _build_task_output(msg: TaskOutput, parts: list) -> int:
+    buf = bytearray(_PREFIX_TASK_OUTPUT)
+    blobs: Blobs = []
+    _fill_task_output(buf, blobs, 32, msg)
+    return finish_message(parts, buf, blobs)
+
+
 ROOT_DISCRIMINANT_BYTE = 0
 ROOT_MEMBER_POINTER_BYTE = 0
 
@@ -4130,6 +4334,7 @@ MESSAGE_TYPES = (
     WorkerDisconnect,
     Goodbye,
     SchedulerStatus,
+    TaskOutput,
 )
 
 # By message type (the union's discriminant): the general reader of a message's body, its fast reader.
@@ -4153,6 +4358,7 @@ BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ..
     _read_worker_disconnect,
     _read_goodbye,
     _read_scheduler_status,
+    _read_task_output,
 )
 FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_hello,
@@ -4174,6 +4380,7 @@ FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_worker_disconnect,
     _decode_goodbye,
     _decode_scheduler_status,
+    _decode_task_output,
 )
 
 # Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out
@@ -4198,6 +4405,7 @@ PARTS_ENCODERS: dict[type, Callable[[object, list], int]] = {
     WorkerDisconnect: _encode_worker_disconnect,
     Goodbye: _encode_goodbye,
     SchedulerStatus: _encode_scheduler_status,
+    TaskOutput: _encode_task_output,
 }
 BYTEARRAY_ENCODERS: dict[type, Callable[[object, list], int]] = {
     Hello: _build_hello,
@@ -4219,6 +4427,7 @@ BYTEARRAY_ENCODERS: dict[type, Callable[[object, list], int]] = {
     WorkerDisconnect: _build_worker_disconnect,
     Goodbye: _build_goodbye,
     SchedulerStatus: _build_scheduler_status,
+    TaskOutput: _build_task_output,
 }
 ENCODERS = BYTEARRAY_ENCODERS if sys.implementation.name == "pypy" else PARTS_ENCODERS
 
@@ -4237,6 +4446,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("reason", "reason", "text", None),
         FieldInfo("heartbeat_interval_ms", "heartbeatIntervalMs", "uint32", None),
         FieldInfo("peer_timeout_ms", "peerTimeoutMs", "uint32", None),
+        FieldInfo("forwards_task_output", "forwardsTaskOutput", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -4271,6 +4481,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("report_result", "reportResult", "bool", None),
         FieldInfo("parent_task_id", "parentTaskId", "data", None),
         FieldInfo("serializer_id", "serializerId", "data", None),
+        FieldInfo("stream_output", "streamOutput", "bool", None),
     ),
     TaskResult: (
         FieldInfo("task_id", "taskId", "data", None),
@@ -4281,6 +4492,11 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("duration_us", "durationUs", "uint64", None),
         FieldInfo("cpu_time_us", "cpuTimeUs", "uint64", None),
         FieldInfo("peak_memory", "peakMemory", "uint64", None),
+    ),
+    TaskOutput: (
+        FieldInfo("task_id", "taskId", "data", None),
+        FieldInfo("stream", "stream", "enum", OutputStream),
+        FieldInfo("data", "data", "data", None),
     ),
     TaskCancel: (
         FieldInfo("task_ids", "taskIds", "data_list", None),

@@ -58,6 +58,8 @@ struct HelloReply {
   reason @2 :Text;             # why it was refused, for the peer to show its user
   heartbeatIntervalMs @3 :UInt32;
   peerTimeoutMs @4 :UInt32;    # a peer silent this long is considered gone
+  forwardsTaskOutput @5 :Bool; # the scheduler forwards TaskOutput: only then do workers send it (older ones would
+                               # drop the whole frame), and only then is a client's streamOutput honoured
 }
 
 struct ClientHeartbeat {
@@ -97,6 +99,7 @@ struct Task {
   reportResult @5 :Bool = true; # false for graph nodes the client did not ask for
   parentTaskId @6 :Data;        # set when submitted from inside a running task (nested tasks)
   serializerId @7 :Data;        # object id of the client's serializer; empty means cloudpickle
+  streamOutput @8 :Bool;        # forward what the task writes to stdout and stderr to its client (TaskOutput)
 }
 
 struct TaskResult {
@@ -108,6 +111,20 @@ struct TaskResult {
   durationUs @5 :UInt64;    # profiling: wall time of the call
   cpuTimeUs @6 :UInt64;     # profiling: CPU time of the call
   peakMemory @7 :UInt64;    # profiling: peak RSS growth during the call, bytes
+}
+
+enum OutputStream {
+  stdout @0;
+  stderr @1;
+}
+
+struct TaskOutput {
+  # Worker to scheduler, forwarded as is to the task's client: what a task with streamOutput wrote, in order per
+  # stream, sent before the task's TaskResult. `data` holds whole lines, except a line longer than the worker's batch
+  # size (split) and the task's last output (which may not end with a newline).
+  taskId @0 :Data;
+  stream @1 :OutputStream;
+  data @2 :Data;
 }
 
 struct TaskCancel {
@@ -237,5 +254,6 @@ struct Message {
     workerDisconnect @16 :WorkerDisconnect;
     goodbye @17 :Goodbye;
     schedulerStatus @18 :SchedulerStatus;
+    taskOutput @19 :TaskOutput;
   }
 }

@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Set, Tuple, Union
 
+from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
 from scaler.protocol import (
     MESSAGE_TYPES,
     PROTOCOL_VERSION,
@@ -33,6 +34,7 @@ from scaler.protocol import (
     Role,
     Task,
     TaskCancel,
+    TaskOutput,
     TaskResult,
     TaskStatus,
     WorkerDisconnect,
@@ -40,6 +42,7 @@ from scaler.protocol import (
     encode,
     heartbeat_flags,
 )
+from scaler.rate_limit import LimitedLog, RateLimiter
 from scaler.scheduler.placement import WorkerLoads
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
@@ -100,6 +103,11 @@ class SchedulerCore:
         self.sent_counts = [0] * _N_TYPES
         self.received_counts = [0] * _N_TYPES
         self.malformed = 0
+        self.peer_warnings = LimitedLog(logger)  # what peers make us warn about: a few lines, then a summary
+        # peers connecting and leaving: every line while a cluster starts, not an endless stream when a peer loops
+        self.peer_events = LimitedLog(
+            logger, RateLimiter(overall=DEFAULT_PEER_EVENTS_PER_INTERVAL), level=logging.INFO, what="line(s) on peers"
+        )
         self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
         self.loads = WorkerLoads()
         self.tasks_running = 0  # sum of what each worker last said it runs
@@ -126,6 +134,7 @@ class SchedulerCore:
         for message_type, handler in (
             (WorkerHeartbeat, self._on_worker_heartbeat),
             (TaskResult, self._on_task_result),
+            (TaskOutput, self._on_task_output),
             (ObjectPut, self._on_object_put),
             (ObjectRequest, self._on_object_request),
             (BalanceResponse, self._on_balance_response),
@@ -162,22 +171,28 @@ class SchedulerCore:
         self._assign_ready()
 
     def receive_malformed(self, peer: bytes, reason: str, now: float) -> None:
-        """A frame of `peer` that did not decode: counted, logged once per peer, dropped."""
+        """A frame of `peer` that did not decode: counted, logged (rate limited, see scaler.rate_limit), dropped."""
         self.malformed += 1
         state = self.clients.get(peer) or self.workers.get(peer)
         if state is None:
-            logger.warning("dropped a malformed frame from unregistered peer %r: %s", peer, reason)
+            self.peer_warnings.log(peer, now, "dropped a malformed frame from unregistered peer %r: %s", peer, reason)
             return
         state.malformed += 1
         if state.malformed == 1:
-            logger.warning(
-                "dropped a malformed frame from %s (further ones counted, not logged): %s", state.name, reason
+            self.peer_warnings.log(
+                peer,
+                now,
+                "dropped a malformed frame from %s (further ones counted, not logged): %s",
+                state.name,
+                reason,
             )
         if state.malformed >= self.settings.max_malformed_per_peer:
             self._drop_peer(state, f"sent {state.malformed} malformed frames", now)
 
     def tick(self, now: float) -> None:
         """Timers: peers that went silent, and load balancing."""
+        self.peer_warnings.flush(now)
+        self.peer_events.flush(now)
         self._forgive_stall(now)
         self._drop_silent_peers(now)
         if now >= self._next_balance:
@@ -317,7 +332,7 @@ class SchedulerCore:
                 f"protocol version {message.protocol_version} is not supported: "
                 f"this scheduler speaks version {PROTOCOL_VERSION}"
             )
-            logger.warning("refused %s (%r): %s", message.name or "a peer", peer, reason)
+            self.peer_warnings.log(peer, now, "refused %s (%r): %s", message.name or "a peer", peer, reason)
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
             return
         name = message.name or peer.decode("utf-8", "replace")
@@ -334,12 +349,12 @@ class SchedulerCore:
             self.workers[peer] = worker
             self.loads.add(worker)
             self._watch(worker, now + self.settings.worker_timeout_seconds)
-            logger.info("worker %s connected, capacity %d", name, capacity)
+            self.peer_events.log(peer, now, "worker %s connected, capacity %d", name, capacity)
         elif message.role == Role.client:
             client = ClientState(peer, name, now)
             self.clients[peer] = client
             self._watch(client, now + self.settings.client_timeout_seconds)
-            logger.info("client %s connected", name)
+            self.peer_events.log(peer, now, "client %s connected", name)
         else:
             reason = f"role {message.role} does not connect to the scheduler address (monitors subscribe)"
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
@@ -356,6 +371,7 @@ class SchedulerCore:
                 accepted=True,
                 heartbeat_interval_ms=self._heartbeat_interval_ms,
                 peer_timeout_ms=min(int(timeout * 1000), _UINT32_MAX),  # a huge timeout must not break Hello
+                forwards_task_output=True,
             ),
         )
 
@@ -398,7 +414,14 @@ class SchedulerCore:
             return
         self.loads.remove(worker)
         self.tasks_running -= worker.running
-        logger.info("worker %s removed (%s), %d task(s) to reassign", worker.name, reason, len(worker.assigned))
+        self.peer_events.log(
+            worker.identity,
+            now,
+            "worker %s removed (%s), %d task(s) to reassign",
+            worker.name,
+            reason,
+            len(worker.assigned),
+        )
         retry_limit = self.settings.task_retry_limit
         suspects = self._likely_running(worker)
         for task_id in reversed(list(worker.assigned)):
@@ -450,7 +473,9 @@ class SchedulerCore:
             return
         if self.settings.protected:
             reason = "the scheduler is in protected mode: start it unprotected to allow client.shutdown()"
-            logger.info("client %s asked to shut the cluster down: refused, protected mode", client.name)
+            self.peer_events.log(
+                client.identity, now, "client %s asked to shut the cluster down: refused, protected mode", client.name
+            )
             self._send_message(client.identity, DisconnectReply(accepted=False, reason=reason))
             return
         logger.info("client %s shut the cluster down", client.name)
@@ -460,6 +485,8 @@ class SchedulerCore:
 
     def shutdown(self, reason: str) -> None:
         """Say Goodbye to every peer; the shell flushes the outgoing messages and stops."""
+        self.peer_warnings.flush(self._last_call, force=True)
+        self.peer_events.flush(self._last_call, force=True)
         for identity in list(self.workers) + list(self.clients):
             self._send_message(identity, Goodbye(reason=reason))
         self.stopping = True
@@ -468,7 +495,9 @@ class SchedulerCore:
         """Forget a client: cancel what it still has running and free its objects."""
         if self.clients.pop(client.identity, None) is None:
             return
-        logger.info(
+        self.peer_events.log(
+            client.identity,
+            self._last_call,
             "client %s removed (%s): %d unfinished task(s) canceled, %d object(s) freed",
             client.name,
             reason,
@@ -588,6 +617,12 @@ class SchedulerCore:
             return  # a result crossing a cancel or a reassignment: the task was settled already
         worker.row.processed += 1
         self._finish(task, message.status, message, message.raw)
+
+    def _on_task_output(self, worker: WorkerState, message: TaskOutput, now: float) -> None:
+        """What a task with streamOutput printed: to its client as the worker encoded it, like results."""
+        task = self.tasks.get(message.task_id)
+        if task is not None and task.worker == worker.identity and task.client in self.clients:
+            self._send(task.client, TaskOutput.WHICH, message.raw)
 
     def _finish_locally(self, task: TaskState, status: int, payload: bytes, error_text: str) -> None:
         """Finish a task the scheduler settles itself (cancel, failed dependency, dead workers)."""
@@ -735,8 +770,12 @@ class SchedulerCore:
             if client is None:
                 return
             if len(client.objects) >= self.settings.max_objects_per_client:
-                logger.warning(
-                    "client %s holds %d objects, the limit: object dropped", client.name, len(client.objects)
+                self.peer_warnings.log(
+                    owner,
+                    now,
+                    "client %s holds %d objects, the limit: object dropped",
+                    client.name,
+                    len(client.objects),
                 )
                 return
             stored = StoredObject(object_id, owner, message.kind, message.name, message.chunk_count, message.total_size)

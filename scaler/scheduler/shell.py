@@ -20,7 +20,7 @@ import zmq
 
 from scaler.io.ipc_files import BoundIpcFile
 from scaler.io.limits import budget_for, listen_backlog, raise_open_files_limit, size_context
-from scaler.io.sockets import create_publisher, create_router, is_loopback
+from scaler.io.sockets import TcpKeepalive, create_publisher, create_router, is_loopback
 from scaler.protocol import (
     MESSAGE_TYPES,
     ClientDisconnect,
@@ -62,18 +62,28 @@ class SchedulerShell:
         size_context(self.context, self.open_files)
         curve = settings.curve_keys
         # the ZAP handler must be bound before any CURVE server socket exists, or libzmq has nobody to ask
-        self._zap: Optional[ZapHandler] = None if curve is None else ZapHandler(self.context, curve.authorized_keys)
+        warnings = self.core.peer_warnings
+        self._zap: Optional[ZapHandler] = (
+            None if curve is None else ZapHandler(self.context, curve.authorized_keys, warnings)
+        )
+        keepalive = TcpKeepalive.of(settings)
         backlog = listen_backlog(self.open_files)
-        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve, backlog)
-        self.monitor = create_publisher(self.context, settings.monitor_address, curve)
+        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve, keepalive, backlog)
+        self.monitor = create_publisher(self.context, settings.monitor_address, curve, keepalive)
         self.budget = budget_for(self.router, "scheduler address", self.open_files, backlog)
         self._ipc_files = [BoundIpcFile.after_bind(self.router), BoundIpcFile.after_bind(self.monitor)]
         router_watch = ConnectionWatch(
-            self.router, "scheduler address", curve is not None, self._goodbyes, settings.max_frame_bytes, self.budget
+            self.router,
+            "scheduler address",
+            curve is not None,
+            warnings,
+            self._goodbyes,
+            settings.max_frame_bytes,
+            self.budget,
         )
         self._watches = [router_watch]
         if curve is not None:
-            self._watches.append(ConnectionWatch(self.monitor, "monitor address", watch_handshakes=True))
+            self._watches.append(ConnectionWatch(self.monitor, "monitor address", True, warnings))
         self._process = psutil.Process()
         self._process.cpu_percent()
         self._stopped: Optional[asyncio.Future] = None

@@ -21,7 +21,7 @@ import select
 import socket
 import struct
 import tempfile
-from typing import Any, List, NamedTuple, Optional
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 _HEADER = struct.Struct("<Q")
 SMALL_MESSAGE_BYTES = 64 * 1024  # below this, header and body go in one syscall; above, concatenating would copy
@@ -49,6 +49,7 @@ class ProcessorTask(NamedTuple):
     arguments: List[ProcessorArgument]
     profiling: bool
     forget_object_ids: List[bytes]  # objects the agent evicted: the processor drops its copies
+    stream_output: bool = False  # capture what it writes to fds 1 and 2 for its client (capture.py)
 
 
 class ProcessorOrders(NamedTuple):
@@ -74,6 +75,7 @@ class ProcessorReport(NamedTuple):
     results: List[ProcessorResult]  # of the tasks finished since the last report, in the order they ran
     dropped: List[bytes]  # tasks dropped on the agent's drop orders, never started; nothing else
     blocked: Optional[bytes] = None  # the running task waits on a future: this processor runs nothing else for now
+    streamed: bool = False  # a task it answers had streamOutput: read the output pipes first (capture.py)
 
 
 # On the wire the NamedTuples travel as plain tuples: pickle writes a NamedTuple as a call of its class, which costs
@@ -86,10 +88,11 @@ def _to_wire(message: Any) -> tuple:
     if type(message) is ProcessorOrders:
         tasks = message.tasks
         if tasks and type(tasks[0]) is not tuple:  # NamedTuples (tests): as plain tuples, like the agent's own
-            tasks = [(*task[:6], [tuple(argument) for argument in task[6]], task[7], task[8]) for task in tasks]
+            tasks = [(*task[:6], [tuple(argument) for argument in task[6]], *task[7:]) for task in tasks]
         return (_ORDERS, tasks, message.drops, message.end_of_parking)
     if type(message) is ProcessorReport:
-        return (_REPORT, [tuple(result) for result in message.results], message.dropped, message.blocked)
+        results = [tuple(result) for result in message.results]
+        return (_REPORT, results, message.dropped, message.blocked, message.streamed)
     raise TypeError(f"not a message of the processor channel: {type(message).__name__}")
 
 
@@ -100,25 +103,29 @@ def _from_wire(wire: tuple) -> Any:
         tasks = [
             new(
                 ProcessorTask,
-                (t[0], t[1], t[2], t[3], t[4], t[5], [new(ProcessorArgument, a) for a in t[6]], t[7], t[8]),
+                (t[0], t[1], t[2], t[3], t[4], t[5], [new(ProcessorArgument, a) for a in t[6]], t[7], t[8], t[9]),
             )
             for t in wire[1]
         ]
         return new(ProcessorOrders, (tasks, wire[2], wire[3]))
-    return new(ProcessorReport, ([new(ProcessorResult, result) for result in wire[1]], wire[2], wire[3]))
+    return new(ProcessorReport, ([new(ProcessorResult, result) for result in wire[1]], wire[2], wire[3], wire[4]))
 
 
 def encode_message(message: Any) -> bytes:
     return pickle.dumps(_to_wire(message), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def send_encoded(sock: socket.socket, body: bytes) -> None:
+def frame_encoded(body: bytes) -> Tuple[bytes, ...]:
+    """The bytes to send for an encoded message: one piece if small, else two, since concatenating would copy."""
     header = _HEADER.pack(len(body))
     if len(body) < SMALL_MESSAGE_BYTES:
-        sock.sendall(header + body)
-    else:
-        sock.sendall(header)
-        sock.sendall(body)
+        return (header + body,)
+    return header, body
+
+
+def send_encoded(sock: socket.socket, body: bytes) -> None:
+    for part in frame_encoded(body):
+        sock.sendall(part)
 
 
 def send_message(sock: socket.socket, message: Any) -> None:

@@ -1,18 +1,19 @@
 """The worker's sans-IO core: decoded messages, processor reports and the time in; messages and commands out.
 
 No sockets, processes, psutil or clocks here. The shell (agent.py) feeds the stimuli: `receive` (messages from the
-scheduler), `processor_report`, `observe` (a processor's shared progress: which task it started and finished),
-`processor_died`, `connection_dropped`, `tick`, `stop`; and carries out, in order, what `take_instructions` returns
-(see instructions.py), then sends what `take_outgoing` returns as one frame. Each task has one state (state.py);
-every change is checked against state.TRANSITIONS.
+scheduler), `processor_report`, `processor_output` (what tasks with streamOutput wrote), `observe` (a processor's
+shared progress: which task it started and finished), `processor_died`, `connection_dropped`, `tick`, `stop`; and
+carries out, in order, what `take_instructions` returns (see instructions.py), then sends what `take_outgoing`
+returns as one frame. Each task has one state (state.py); every change is checked against state.TRANSITIONS.
 
 What the worker does: it registers with Hello and heartbeats; queues the tasks it is sent and fetches the objects
 they need, each once (cached while used, evicted after the retention time); feeds them to its processor, several
-at a time while they are known to be short; answers each with one TaskResult; answers cancels, balance requests and
-Goodbye. Nested tasks: a task that waits on a future "parks" its processor: the core takes back what it had handed
-that processor ahead, and from then on feeds another one (a spare, or a fresh fork), so the children a parent waits
-for never queue behind it. Tasks submitted from tasks run newest first (task_queue.py), which keeps the number of
-parked processors near the nesting depth. A parked processor finishes its task and becomes a spare.
+at a time while they are known to be short; answers each with one TaskResult, preceded by TaskOutput messages of
+what it wrote if it asked for them (task_output.py); answers cancels, balance requests and Goodbye. Nested tasks: a
+task that waits on a future "parks" its processor: the core takes back what it had handed that processor ahead, and
+from then on feeds another one (a spare, or a fresh fork), so the children a parent waits for never queue behind it.
+Tasks submitted from tasks run newest first (task_queue.py), which keeps the number of parked processors near the
+nesting depth. A parked processor finishes its task and becomes a spare.
 
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
@@ -52,6 +53,8 @@ from scaler.protocol import (
     WorkerHeartbeat,
     heartbeat_flags,
 )
+from scaler.rate_limit import LimitedLog
+from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
     Connect,
@@ -83,6 +86,7 @@ from scaler.worker.state import (
     ProcessorState,
     WorkerTask,
 )
+from scaler.worker.task_output import TaskOutputBuffer
 from scaler.worker.task_queue import TaskQueue
 
 logger = logging.getLogger(__name__)
@@ -124,8 +128,11 @@ class WorkerCore:
         self.heartbeat_interval = settings.heartbeat_interval_seconds
         self.lost_after = settings.death_timeout_seconds  # the scheduler's peer timeout, once it told us
         self.lag_us = 0
+        self.output_forwarded = False  # the scheduler forwards TaskOutput: only then is streamOutput honoured
         self.last_heard = now
         self.malformed = 0
+        # What the scheduler, or the tasks it sends, make us warn about: a few lines per kind, then a summary.
+        self.warnings = LimitedLog(logger, prefix=f"{name}: ")
         self.exit_code: Optional[int] = None
         self._now = now
         self._next_heartbeat = now
@@ -135,6 +142,7 @@ class WorkerCore:
         self._to_request: Set[bytes] = set()
         self._requested: Set[bytes] = set()  # asked for, not (completely) received yet
         self._outgoing: List[Tuple[object, int]] = []  # (message, payload bytes)
+        self.outputs: Dict[bytes, TaskOutputBuffer] = {}  # tasks with streamOutput that wrote something, by id
         self._instructions: List[object] = [Connect()]
         self._processor_count = 0
         self.active = self._start_processor()
@@ -199,8 +207,12 @@ class WorkerCore:
         self.last_heard = now  # the scheduler is there, even if this frame was garbled
         self.malformed += 1
         if self.malformed == 1:
-            logger.warning(
-                "%s: dropped a malformed frame from the scheduler (further ones counted): %s", self.name, reason
+            self.warnings.log(
+                "malformed frame",
+                now,
+                "%s: dropped a malformed frame from the scheduler (further ones counted): %s",
+                self.name,
+                reason,
             )
 
     def observe(self, number: int, started: int, done: int) -> None:
@@ -236,6 +248,24 @@ class WorkerCore:
             self._unpark(processor)
         self._dispatch()
 
+    def processor_output(self, number: int, chunks: List[OutputChunk], now: float) -> None:
+        """What processor `number`'s tasks with streamOutput wrote (capture.py). The shell reads it after the
+        processor's reports and feeds it before them, so a task's output always precedes its result."""
+        self._now = now
+        processor = self.processors.get(number)
+        if processor is None:
+            return
+        outputs = self.outputs
+        for seq, stream, data, dropped in chunks:
+            task = processor.task_with_seq(seq)
+            if task is None or task.state == CANCELED or not task.task.stream_output:
+                continue  # answered already
+            buffer = outputs.get(task.task_id)
+            if buffer is None:
+                buffer = outputs[task.task_id] = TaskOutputBuffer(task.task_id)
+            buffer.add(stream, data, dropped, now)
+        self._send_output(now)
+
     def processor_died(self, number: int, how: str, now: float) -> None:
         """Processor `number` ended on its own (the shell reaped it and observed its last progress)."""
         self._now = now
@@ -246,14 +276,21 @@ class WorkerCore:
         self._remove_processor(processor, kill=False)
         running = processor.running()
         if running is None:
-            logger.warning("%s: processor %d died with %s between tasks, starting a new one", self.name, number, how)
+            self.warnings.log(
+                "processor died",
+                now,
+                "%s: processor %d died with %s between tasks, starting a new one",
+                self.name,
+                number,
+                how,
+            )
         elif running.state == CANCELED:
             self._take_from_pipe(processor, running)
             self._forget(running, "processor died")
         else:
             self._take_from_pipe(processor, running)
             text = f"processor died with {how} while running task {running.task_id.hex()}"
-            logger.warning("%s: %s, starting a new processor", self.name, text)
+            self.warnings.log("processor died", now, "%s: %s, starting a new processor", self.name, text)
             self._answer(
                 running, "processor died", TaskStatus.failed, cloudpickle.dumps(ProcessorDiedError(text)), text
             )
@@ -265,6 +302,7 @@ class WorkerCore:
     def tick(self, now: float) -> None:
         """Timers: the scheduler's silence, heartbeats, reconnection, spares, object retention."""
         self._now = now
+        self.warnings.flush(now)
         silent = now - self.last_heard
         if silent >= self.settings.death_timeout_seconds:
             if self.registrations:
@@ -284,6 +322,8 @@ class WorkerCore:
             self._connect_again()
         for spare in [spare for spare in self.spares if now - spare.idle_since > SPARE_IDLE_SECONDS]:
             self._remove_processor(spare, kill=True)
+        if self.outputs:
+            self._send_output(now)
         if now >= self._next_garbage_collect:
             self._forget_objects(self.cache.evict_unused(now))
             self._next_garbage_collect = now + self.settings.garbage_collect_interval_seconds
@@ -304,6 +344,8 @@ class WorkerCore:
             deadline = min(deadline, min(spare.idle_since for spare in self.spares) + SPARE_IDLE_SECONDS)
         if any(processor.canceled for processor in self.processors.values()):
             deadline = min(deadline, self._now + CANCELED_CHECK_SECONDS)
+        if self.outputs:
+            deadline = min(deadline, min(buffer.due() for buffer in self.outputs.values()))
         return deadline
 
     # --- outputs --------------------------------------------------------------------------------------------------
@@ -346,6 +388,7 @@ class WorkerCore:
             self.heartbeat_interval = reply.heartbeat_interval_ms / 1000
         if reply.peer_timeout_ms:
             self.lost_after = reply.peer_timeout_ms / 1000
+        self.output_forwarded = reply.forwards_task_output
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
@@ -402,6 +445,7 @@ class WorkerCore:
         if self.exit_code is not None:
             return
         self.exit_code = code
+        self.warnings.flush(self._now, force=True)
         (logger.info if code == EXIT_OK else logger.error)("%s: exiting: %s", self.name, reason)
         if self.connection != CONNECTED or code == EXIT_SCHEDULER_LOST:
             self._outgoing = []  # nobody listens
@@ -431,7 +475,13 @@ class WorkerCore:
 
     def _on_task(self, message: Task) -> None:
         if message.task_id in self.tasks:
-            logger.warning("%s: ignored task %s, received twice", self.name, message.task_id.hex())
+            self.warnings.log(
+                "task received twice",
+                self._now,
+                "%s: ignored task %s, received twice",
+                self.name,
+                message.task_id.hex(),
+            )
             return
         needs = [message.function_id]
         if message.serializer_id:
@@ -506,8 +556,8 @@ class WorkerCore:
         previous = self.durations.get(function_id)
         self.durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
         payload = result.payload
-        if result.succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling:
-            # the common case, spelled out: a small value, no profile
+        if result.succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling and not self.outputs:
+            # the common case, spelled out: a small value, no profile, no output to send first
             self._outgoing.append((TaskResult(task_id=task.task_id, status=_SUCCESS, payload=payload), len(payload)))
             self._forget(task, "result")
             return
@@ -534,8 +584,12 @@ class WorkerCore:
         error_text: str = "",
         profile: Optional[ProcessorResult] = None,
     ) -> None:
-        """The one TaskResult of a task, after its payload as an object if it is large."""
+        """The one TaskResult of a task, after its output and its payload as an object if it is large."""
         task_id = task.task_id
+        if self.outputs:
+            buffer = self.outputs.pop(task_id, None)
+            if buffer is not None:
+                buffer.finish(self._outgoing)
         size = len(payload)
         in_object = False
         if size > config.DEFAULT_INLINE_LIMIT_BYTES:
@@ -576,6 +630,12 @@ class WorkerCore:
         task.move(stimulus, DONE)
         del self.tasks[task.task_id]
         self.cache.unpin(task.needs, self._now)
+        if self.outputs:
+            self.outputs.pop(task.task_id, None)  # not answered (balanced away, scheduler lost): nobody to tell
+
+    def _send_output(self, now: float) -> None:
+        for buffer in self.outputs.values():
+            buffer.take(now, self._outgoing)
 
     # --- objects --------------------------------------------------------------------------------------------------
 
@@ -593,7 +653,7 @@ class WorkerCore:
                 object_id, response.payload, response.chunk_index, response.chunk_count, self._now
             )
         except ValueError as error:
-            logger.warning("%s: dropped a bad object chunk: %s", self.name, error)
+            self.warnings.log("bad object chunk", self._now, "%s: dropped a bad object chunk: %s", self.name, error)
             return
         if complete:
             self._requested.discard(object_id)
@@ -776,6 +836,7 @@ class WorkerCore:
             arguments,
             message.profiling,
             forget,
+            message.stream_output and self.output_forwarded,  # an older scheduler would drop TaskOutput's frames
         )
 
     def _payload_for(self, processor: ProcessorState, serializer_id: bytes, object_id: bytes) -> Optional[bytes]:

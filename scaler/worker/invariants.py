@@ -64,5 +64,8 @@ def check_invariants(core: Any) -> None:
         assert core.active is not None
     if core.connection != CONNECTED:
         assert not core.tasks
+    for task_id, buffer in core.outputs.items():
+        assert buffer.task_id == task_id and task_id in core.tasks, task_id  # the output of answered tasks is sent
+        assert core.tasks[task_id].task.stream_output
     pins = Counter(object_id for task in core.tasks.values() for object_id in task.needs)
     assert pins == Counter(core.cache.pins()), (pins, core.cache.pins())

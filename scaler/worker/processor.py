@@ -21,7 +21,9 @@ import cloudpickle
 
 from scaler import config
 from scaler import task_context as context
+from scaler.logs import flush_logs
 from scaler.serializer import DefaultSerializer
+from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import (
     RESULT_DELAY_SECONDS,
     MessageReader,
@@ -75,12 +77,15 @@ class _LoadFailure:
         self.traceback = error.__traceback__
 
 
-def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool) -> None:
+def run_processor(
+    sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool, capture: OutputCapture
+) -> None:
     """Serve the agent on `sock` until it goes away: run its tasks in order, report their results in batches.
 
     `progress_fd`: the memory shared with the agent, where the processor writes which task it started and finished.
     `watch_parent`: poll for the parent's death from a thread, for systems without PR_SET_PDEATHSIG. Only then,
     because a thread here would make every os.fork() in user code warn (Python >= 3.12) and risk its locks.
+    `capture`: sends what a task with streamOutput writes to fds 1 and 2 to the agent, ended before its result.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when a processor stops, not Ctrl-C
     if watch_parent:
@@ -146,7 +151,13 @@ def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_
             continue
         reporter.flush_if_due(len(pending))
         progress.start(next_task.seq)
-        result = runner.run(next_task)
+        if next_task.stream_output:
+            capture.begin(next_task.seq)
+            result = runner.run(next_task)
+            capture.end(next_task.seq)  # before its result leaves: the agent reads the output first
+            reporter.streamed = True
+        else:
+            result = runner.run(next_task)
         progress.finish(next_task.seq)
         reporter.add(result)
 
@@ -165,6 +176,7 @@ class _Reporter:
         self._dropped: List[bytes] = []
         self._oldest = 0.0  # when the oldest unsent result was added
         self.parked = False
+        self.streamed = False  # a task with streamOutput ran since the last report
 
     def add(self, result: ProcessorResult) -> None:
         with self._lock:
@@ -202,9 +214,10 @@ class _Reporter:
             self._send(task_id)
 
     def _send(self, blocked: Optional[bytes]) -> None:
-        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked))
+        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked, self.streamed))
         self._results = []
         self._dropped = []
+        self.streamed = False
 
 
 def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Optional[List[ProcessorOrders]]:
@@ -228,6 +241,7 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     while not stop.wait(config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS):
         if not parent_alive(parent_pid):
             logging.error("processor: parent %d is gone, exiting", parent_pid)
+            flush_logs()  # os._exit skips the flush at exit
             os._exit(1)
 
 

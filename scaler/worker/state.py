@@ -164,16 +164,20 @@ class ProcessorState:
         self.forget: List[bytes] = []  # object ids evicted since it was last handed a task: it drops its copies
         self.idle_since = 0.0
 
+    def task_with_seq(self, seq: int) -> Optional[WorkerTask]:
+        """The task of its pipe it numbered `seq`, if it is still there."""
+        for task in self.pipe.values():
+            if task.seq == seq:
+                return task
+            if task.seq > seq:
+                break
+        return None
+
     def running(self) -> Optional[WorkerTask]:
         """The task it runs now, if it runs one of ours."""
         if self.started <= self.done:
             return None
-        for task in self.pipe.values():
-            if task.seq == self.started:
-                return task
-            if task.seq > self.started:
-                break
-        return None
+        return self.task_with_seq(self.started)
 
 
 # What each stimulus of TRANSITIONS is, for the table in docs/protocol.md.

@@ -237,7 +237,8 @@ def test_serializer_instances_work_and_abstract_ones_are_refused(peer: ProtocolP
 
 
 def test_a_client_pickles_its_settings_only(peer: ProtocolPeer) -> None:
-    with Client(peer.address, serializer=TaggingSerializer, profiling=True, timeout_seconds=7) as client:
+    options = dict(serializer=TaggingSerializer, profiling=True, timeout_seconds=7, tcp_keepalive_idle_seconds=30)
+    with Client(peer.address, **options) as client:
         copy = cloudpickle.loads(cloudpickle.dumps(client))
         assert copy.__getstate__() == {
             "address": peer.address,
@@ -245,6 +246,8 @@ def test_a_client_pickles_its_settings_only(peer: ProtocolPeer) -> None:
             "profiling": True,
             "timeout_seconds": 7.0,
             "curve_files": (None, None),
+            "stream_output": False,
+            "keepalive": (True, 30, 10, 6),
         }
         assert "not connected yet" in repr(copy)
 

@@ -70,6 +70,13 @@ def test_bag_map_filter_fold_and_frequencies(client: Client) -> None:
 
 
 def test_dataframe_groupby_merge_and_map_partitions(client: Client) -> None:
+    # off Dask distributed, dask shuffles through partd files on the local disk of whichever process runs the task,
+    # which only works on one host (and leaves them in /tmp): on a cluster the shuffle must go through tasks
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
+        _groupby_merge_and_map_partitions(client)
+
+
+def _groupby_merge_and_map_partitions(client: Client) -> None:
     pandas_frame = pd.DataFrame({"key": np.arange(1000) % 7, "value": np.arange(1000, dtype="float64")})
     frame = dd.from_pandas(pandas_frame, npartitions=5)
     names = dd.from_pandas(pd.DataFrame({"key": range(7), "name": list("abcdefg")}), npartitions=2)

@@ -26,6 +26,7 @@ from scaler.protocol import (
     decode_frame,
     encode_many,
 )
+from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import (
     ProcessorOrders,
     ProcessorReport,
@@ -154,6 +155,13 @@ class Harness:
         self.core.processor_report(number, self.processors[number].report(blocked), self.now)
         return self._step()
 
+    def output(self, number: int, *chunks: tuple) -> List[object]:
+        """What processor `number` wrote: (seq, stream, data) or (seq, stream, data, dropped) each."""
+        self._observe()
+        whole = [OutputChunk(*chunk, *(() if len(chunk) == 4 else (0,))) for chunk in chunks]
+        self.core.processor_output(number, whole, self.now)
+        return self._step()
+
     def block(self, number: int) -> List[object]:
         sim = self.processors[number]
         assert sim.running is not None and not sim.parked
@@ -178,13 +186,14 @@ class Harness:
 
     # --- helpers ------------------------------------------------------------------------------------------------------
 
-    def connect(self, peer_timeout_ms: int = 5000) -> None:
+    def connect(self, peer_timeout_ms: int = 5000, forwards_task_output: bool = True) -> None:
         self.send(
             HelloReply(
                 protocol_version=PROTOCOL_VERSION,
                 accepted=True,
                 heartbeat_interval_ms=1000,
                 peer_timeout_ms=peer_timeout_ms,
+                forwards_task_output=forwards_task_output,
             )
         )
 

@@ -31,6 +31,7 @@ ORDERS = ProcessorOrders(
             arguments=[ProcessorArgument("", b"", b"inline", False), ProcessorArgument("key", b"o" * 32, None, True)],
             profiling=True,
             forget_object_ids=[b"old"],
+            stream_output=True,
         ),
         ProcessorTask(2, b"u" * 16, b"", None, b"g" * 32, b"function", [], False, []),
     ],
@@ -45,6 +46,7 @@ REPORTS = [
         ],
         [b"d" * 16],
         None,
+        True,
     ),
     ProcessorReport([], [], b"t" * 16),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 import sys
 import time
@@ -56,7 +57,10 @@ def wait_on_a_pending_future_until(path: str) -> str:
 
 class Processor:
     def __init__(self, zygote: ProcessorZygote) -> None:
-        self.pid, self.sock, self.progress = zygote.fork_processor(10)
+        forked = zygote.fork_processor(10)
+        self.pid, self.sock, self.progress = forked.pid, forked.sock, forked.progress
+        for fd in forked.output_fds:  # no task here streams its output
+            os.close(fd)
         self.reader = MessageReader(self.sock)
         self.reports: List[ProcessorReport] = []  # read, not yet matched by wait_report
         self.history: List[ProcessorReport] = []  # every report read
