@@ -17,7 +17,7 @@ from scaler.client.dask_graph import (
     plan_dask_graph,
     shape_like,
 )
-from scaler.client.future import FailureLatch, ScalerFuture
+from scaler.client.future import FINISHED, FailureLatch, ScalerFuture
 from scaler.client.graph import GraphPlan, plan_graph
 from scaler.client.graph_encoding import submit_plan
 from scaler.client.ledger import ObjectNeed
@@ -34,7 +34,7 @@ from scaler.config import (
 from scaler.errors import DisconnectedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
 from scaler.io.sockets import TcpKeepalive, validate_address
-from scaler.protocol import ObjectKind
+from scaler.protocol import Encoded, ObjectKind
 from scaler.serializer import DefaultSerializer, SerializerLike
 
 if TYPE_CHECKING:
@@ -205,9 +205,9 @@ class Client:
         factory.signatures.check(fn, args, kwargs)
         function_need = factory.function_need(connection, fn)
         needs: List[ObjectNeed] = []
-        parent = task_context.current_task_id or b""
-        message, future = factory.task(connection, function_need[0], args, kwargs, profiling, parent, needs)
-        factory.send(connection, ((fn, function_need),), needs, [message], (future,))
+        encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"")
+        message, future, encoded = factory.call(connection, encoder, args, kwargs, needs)
+        factory.send(connection, ((fn, function_need),), needs, [Encoded(message) if encoded else message], (future,))
         return future
 
     def map(
@@ -249,8 +249,7 @@ class Client:
         no_kwargs: Dict[str, Any] = {}
         factory = self._factory
         function_need = factory.function_need(connection, fn)
-        function_id = function_need[0]
-        parent = task_context.current_task_id or b""
+        encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"")
         futures: List[ScalerFuture] = []
         latch = FailureLatch()
         try:
@@ -258,12 +257,21 @@ class Client:
             for start in range(0, len(all_args), DEFAULT_TASKS_PER_FRAME):
                 needs: List[ObjectNeed] = []
                 messages: List[Any] = []
+                encoded_tasks: List[bytes] = []  # joined into one frame
                 batch: List[ScalerFuture] = []
                 for args in all_args[start : start + DEFAULT_TASKS_PER_FRAME]:
-                    message, future = factory.task(connection, function_id, args, no_kwargs, profiling, parent, needs)
+                    message, future, encoded = factory.call(connection, encoder, args, no_kwargs, needs)
                     future._latch = latch
-                    messages.append(message)
+                    if encoded:
+                        encoded_tasks.append(message)
+                    else:
+                        if encoded_tasks:  # in order: the frame so far, then this one
+                            messages.append(b"".join(encoded_tasks))
+                            encoded_tasks = []
+                        messages.append(message)
                     batch.append(future)
+                if encoded_tasks:
+                    messages.append(b"".join(encoded_tasks))
                 factory.send(connection, ((fn, function_need),), needs, messages, batch)
                 futures.extend(batch)
         except BaseException:
@@ -404,22 +412,25 @@ def _results(
     """Every future's result in order. As soon as one fails (see FailureLatch), the rest are cancelled, with their
     graphs, and the exception of the first failed future in order is raised. A progress bar, if any, is moved to the
     count of settled futures while waiting."""
+    values = []
     try:
         for future in futures:
-            if bar is None:
-                future._wait_unless_failed(latch)
-            else:
-                while not future._wait_unless_failed(latch, _PROGRESS_REFRESH_SECONDS):
-                    bar.update_to(latch.settled)
+            if future._state != FINISHED or future._exception is not None:  # else settled: no lock, no wait
+                if bar is None:
+                    future._wait_unless_failed(latch)
+                else:
+                    while not future._wait_unless_failed(latch, _PROGRESS_REFRESH_SECONDS):
+                        bar.update_to(latch.settled)
+                if latch.failed:
+                    for failed in futures:
+                        if failed.done() and not failed.cancelled() and failed.exception() is not None:
+                            failed.result()  # raises its exception
+            if bar is not None:
                 bar.update_now_and_then(latch.settled)
-            if latch.failed:
-                for failed in futures:
-                    if failed.done() and not failed.cancelled() and failed.exception() is not None:
-                        failed.result()  # raises its exception
-            future.result()  # raises CancelledError if it was cancelled (clear(), disconnect)
+            values.append(future.result())  # raises CancelledError if it was cancelled (clear(), disconnect)
         if bar is not None:
             bar.update_to(latch.settled)
-        return [future.result() for future in futures]
+        return values
     except BaseException:
         _cancel(connection, futures)
         raise

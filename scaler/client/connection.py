@@ -23,7 +23,7 @@ from scaler.client.future import ScalerFuture
 from scaler.client.io_thread import IOThread
 from scaler.client.ledger import ObjectLedger, ObjectNeed
 from scaler.client.objects import ContentIds, Outgoing
-from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of
+from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of, settle_successes
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
@@ -120,6 +120,7 @@ class Connection:
             curve,
             self._on_refused,
             keepalive,
+            {TaskResult: self._on_task_results},
         )
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)
@@ -173,8 +174,9 @@ class Connection:
             was_empty = not outgoing
             outgoing.extend(puts)
             outgoing.extend(messages)
-            if was_empty and outgoing:
-                self._io.wake()
+            wake = was_empty and outgoing
+        if wake:  # after the lock: the IO thread, woken, takes it at once (it would wait for us otherwise)
+            self._io.wake()
         return True
 
     def holds_object(self, object_id: bytes) -> bool:
@@ -351,6 +353,28 @@ class Connection:
             future = self._pending.pop(getattr(message, "task_id", None), None)
         if future is not None:
             future._settle(ScalerError(f"task could not be encoded: {error}"), True, None)
+
+    def _on_task_results(self, results: List[TaskResult]) -> None:
+        """Results that came in one frame: those of plain successes (value inline, no objects to release) settle
+        together, under one lock each for the queue and the futures; any other goes through _on_task_result."""
+        plain = []
+        others = []
+        with self._lock:
+            pending = self._pending
+            for result in results:
+                if result.status == SUCCESS and not result.in_object:
+                    future = pending.get(result.task_id)
+                    if future is not None and not future._held_objects:
+                        del pending[result.task_id]
+                        plain.append((future, result))
+                        continue
+                others.append(result)
+        if output.labels:  # a streaming client's: no more output will come for these
+            for _, result in plain:
+                output.forget_task(result.task_id)
+        settle_successes(plain)
+        for result in others:
+            self._on_task_result(result)
 
     def _on_task_output(self, message: TaskOutput) -> None:
         output.on_task_output(message.task_id, message.stream, message.data, self.task_number(message.task_id))

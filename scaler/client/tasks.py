@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import cloudpickle
 
 from scaler.client import output
+from scaler.client.calls import CallEncoder
 from scaler.client.connection import Connection
 from scaler.client.future import ScalerFuture
 from scaler.client.ledger import ObjectNeed
@@ -43,6 +44,7 @@ class TaskFactory:
         self._serializer_need: Optional[ObjectNeed] = None
         self._functions: Dict[Any, Tuple[Any, bytes]] = {}  # identity key -> (what keeps it alive, function id)
         self.signatures = SignatureCache(DEFAULT_CLIENT_FUNCTION_CACHE_SIZE)
+        self._call_encoders: Dict[tuple, CallEncoder] = {}
 
     def prepare(self, connection: Connection) -> None:
         """Before the first task: a custom serializer gets its id, which every task names."""
@@ -97,6 +99,40 @@ class TaskFactory:
 
     # ---- tasks -------------------------------------------------------------------------------------------------------
 
+    def call_encoder(self, function_id: bytes, profiling: bool, parent: bytes) -> CallEncoder:
+        """The encoder of this function's calls with this profiling setting and parent task, kept for later calls."""
+        key = (function_id, profiling, parent, self.serializer_id)
+        encoder = self._call_encoders.get(key)
+        if encoder is None:
+            if len(self._call_encoders) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
+                self._call_encoders = {}  # a parent task id per nested call site: start over now and then
+            encoder = CallEncoder(function_id, parent, self.serializer_id, profiling, self.serialize)
+            self._call_encoders[key] = encoder
+        return encoder
+
+    def call(
+        self,
+        connection: Connection,
+        encoder: CallEncoder,
+        args: Sequence[Any],
+        kwargs: Dict[str, Any],
+        needs: List[ObjectNeed],
+    ) -> Tuple[Any, ScalerFuture, bool]:
+        """(the call's Task, its future, whether that Task is already encoded bytes): a call of positional arguments
+        that travel inline is encoded by template here; any other one is a Task message built by task()."""
+        datas: Sequence[bytes] = ()
+        if not kwargs and not self.stream_output:  # a streamed task is labeled and flagged: a Task message
+            datas, plain = encoder.serialize_args(args)
+            if plain:
+                task_id = connection.new_task_id()
+                encoded = encoder.encode(task_id, datas)
+                if encoded is not None:
+                    return encoded, ScalerFuture(task_id, connection, encoder.profiling, self.deserialize), True
+        message, future = self.task(
+            connection, encoder.function_id, args, kwargs, encoder.profiling, encoder.parent, needs, datas
+        )
+        return message, future, False
+
     def task(
         self,
         connection: Connection,
@@ -106,18 +142,20 @@ class TaskFactory:
         profiling: bool,
         parent: bytes,
         needs: List[ObjectNeed],
+        datas: Sequence[bytes] = (),
     ) -> Tuple[Any, ScalerFuture]:
-        """One task and its future; arguments too large to travel inline are added to `needs` as objects."""
+        """One task and its future; arguments too large to travel inline are added to `needs` as objects.
+        `datas`: the bytes of the first arguments, already serialized (CallEncoder.serialize_args)."""
         serialize = self.serialize
         arguments = []
         held: List[bytes] = []
         inline_bytes = 0
-        for arg in args:  # the hot loop of submit and map: the common case is kept inline
+        for index, arg in enumerate(args):
             if type(arg) is ObjectReference:
                 check_reference(connection, arg)
                 arguments.append(Argument(kind=OBJECT_REF, data=arg.object_id))
                 continue
-            data = serialize(arg)
+            data = datas[index] if index < len(datas) else serialize(arg)
             if len(data) <= DEFAULT_INLINE_LIMIT_BYTES:
                 inline_bytes += len(data)
                 arguments.append(Argument(data=data))

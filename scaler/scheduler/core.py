@@ -3,7 +3,8 @@
 No sockets, clocks or event loops here: `receive`, `receive_malformed` and `tick` change state and queue messages, and
 `take_outgoing` hands the queued bytes to whoever does the IO. Every message type is handled in exactly one method,
 reached through a per-role table indexed by the message's small-int `WHICH`. Tasks and results are forwarded as the
-bytes their sender encoded, so routing a task costs no re-encoding.
+bytes their sender encoded, so routing a task costs no re-encoding; only a graph node is encoded again, once, when the
+small results it reads are copied into it (_inline_results).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import logging
 from collections import deque
 from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Set, Tuple, Union
 
+from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
 from scaler.protocol import (
     MESSAGE_TYPES,
     PROTOCOL_VERSION,
+    Argument,
+    ArgumentKind,
     BalanceRequest,
     BalanceResponse,
     ClientDisconnect,
@@ -39,6 +43,7 @@ from scaler.protocol import (
     TaskStatus,
     WorkerDisconnect,
     WorkerHeartbeat,
+    decode_frame,
     encode,
     heartbeat_flags,
 )
@@ -67,6 +72,12 @@ _UINT32_MAX = 2**32 - 1
 _STALL_SECONDS = 1.0
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
+_KIND_RESULT = int(ObjectKind.result)
+_TASK_REF = int(ArgumentKind.task_ref)
+_INLINE = int(ArgumentKind.inline)
+# A graph node's dependency result is copied into the node's Task (see _inline_results) while all its copies, one per
+# unfinished consumer, add up to at most this: one small result may go to thousands of consumers, a large one to few.
+_INLINE_RESULT_BYTES = config.DEFAULT_INLINE_LIMIT_BYTES
 FINISHED_NAMES = tuple(status.name for status in TaskStatus)
 
 Handler = Callable[..., None]
@@ -551,6 +562,8 @@ class SchedulerCore:
         if task.pending_dependencies:
             self._set_state(task, WAITING)
         else:
+            if task.dependency_ids:
+                self._inline_results(task)
             self.ready.append(task)
 
     def _link_dependencies(self, task: TaskState) -> bool:
@@ -708,8 +721,45 @@ class SchedulerCore:
             dependent.pending_dependencies -= 1
             if dependent.pending_dependencies == 0 and dependent.state == WAITING:
                 self._set_state(dependent, READY)
+                self._inline_results(dependent)
                 dependent.ready_since = self._last_call
                 self.ready.append(dependent)
+
+    def _inline_results(self, task: TaskState) -> None:
+        """A graph node about to be ready: copy the small results it reads into its Task as inline arguments, so that
+        its worker runs it without fetching them (a fetch is a round trip and several messages for a few bytes).
+
+        A result goes inline while its copies, one per unfinished consumer, fit _INLINE_RESULT_BYTES together; a
+        larger one stays an object, fetched once per worker. An inlined result is no longer this task's to hold."""
+        objects = self.objects
+        inlined: Dict[bytes, bytes] = {}
+        for dependency_id in task.dependency_ids:
+            stored = objects.get(dependency_id)
+            if (
+                stored is not None
+                and stored.kind == _KIND_RESULT
+                and stored.chunk_count == 1
+                and len(stored.chunks) == 1
+                and stored.total_size * max(1, stored.consumers) <= _INLINE_RESULT_BYTES
+            ):
+                inlined[dependency_id] = stored.chunks[0]
+        if not inlined:
+            return
+        message = decode_frame(task.raw)[0]  # our own bytes of a Task that decoded once: the fast reader's layout
+        message.args = [
+            Argument(kind=_INLINE, name=argument.name, data=inlined[argument.data])
+            if argument.kind == _TASK_REF and argument.data in inlined
+            else argument
+            for argument in message.args
+        ]
+        message.dependencies = [dependency for dependency in message.dependencies if dependency not in inlined]
+        task.raw = encode(message)
+        task.dependency_ids = message.dependencies
+        for dependency_id in inlined:
+            stored = objects[dependency_id]
+            if stored.consumers:
+                stored.consumers -= 1
+                self._maybe_free(stored)
 
     def _fail_dependents(self, task: TaskState, status: int, result: TaskResult) -> None:
         """Every task downstream of a failed or canceled one finishes the same way, without running.

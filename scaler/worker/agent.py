@@ -153,7 +153,8 @@ class WorkerAgent:
             self._read_dealer_events(now)
         if self._dealer is not None and self._dealer in events:
             self._read_scheduler(now)
-        core.tick(now)
+        if now >= deadline:  # a timer is due (the stimuli above dispatch on their own)
+            core.tick(now)
         if self._parent_pid is not None and now >= self._next_orphan_check:
             self._next_orphan_check = now + config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS
             if not parent_alive(self._parent_pid):

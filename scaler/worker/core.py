@@ -68,6 +68,7 @@ from scaler.worker.instructions import (
 )
 from scaler.worker.invariants import check_invariants
 from scaler.worker.objects import ObjectCache
+from scaler.worker.outbox import SuccessResults
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.state import (
     ACTIVE,
@@ -141,7 +142,8 @@ class WorkerCore:
         self._reconnect_delay = RECONNECT_FIRST_SECONDS
         self._to_request: Set[bytes] = set()
         self._requested: Set[bytes] = set()  # asked for, not (completely) received yet
-        self._outgoing: List[Tuple[object, int]] = []  # (message, payload bytes)
+        self._outgoing: List[Tuple[object, int]] = []  # (message or Encoded message, payload bytes)
+        self._success_results = SuccessResults()
         self.outputs: Dict[bytes, TaskOutputBuffer] = {}  # tasks with streamOutput that wrote something, by id
         self._instructions: List[object] = [Connect()]
         self._processor_count = 0
@@ -539,8 +541,9 @@ class WorkerCore:
         self._outgoing.append((BalanceResponse(task_ids=[task.task_id for task in taken]), 0))
 
     def _on_result(self, processor: ProcessorState, result: ProcessorResult) -> None:
+        task_id, succeeded, payload, error_text, duration_us = result[:5]  # unpacked: runs once per task
         pipe = processor.pipe
-        task = pipe.pop(result.task_id, None)
+        task = pipe.pop(task_id, None)
         if task is None:
             return  # taken back meanwhile (a parking), or from before a restart of this worker's connection
         # as _take_from_pipe does (reset when empty so float drift never accumulates)
@@ -552,17 +555,17 @@ class WorkerCore:
             return
         message = task.task
         function_id = message.function_id
-        seconds = result.duration_us / 1_000_000
-        previous = self.durations.get(function_id)
-        self.durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
-        payload = result.payload
-        if result.succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling and not self.outputs:
+        durations = self.durations
+        previous = durations.get(function_id)
+        seconds = duration_us * 1e-6
+        durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
+        if succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling and not self.outputs:
             # the common case, spelled out: a small value, no profile, no output to send first
-            self._outgoing.append((TaskResult(task_id=task.task_id, status=_SUCCESS, payload=payload), len(payload)))
+            self._outgoing.append((self._success_results.encode(task_id, payload), len(payload)))
             self._forget(task, "result")
             return
-        status = _SUCCESS if result.succeeded else TaskStatus.failed
-        self._answer(task, "result", status, payload, result.error_text, result)
+        status = _SUCCESS if succeeded else TaskStatus.failed
+        self._answer(task, "result", status, payload, error_text, result)
 
     def _answer(
         self,

@@ -361,7 +361,7 @@ def test_function_names_feed_the_per_function_counts() -> None:
     assert harness.core.function_names[b"f" * 16] == "calculate"
 
 
-def test_graph_node_waits_for_its_dependency_and_reads_its_result_object() -> None:
+def test_graph_node_waits_for_its_dependency_and_reads_its_large_result_object() -> None:
     harness = Harness()
     harness.connect_client()
     harness.connect_worker()
@@ -369,11 +369,14 @@ def test_graph_node_waits_for_its_dependency_and_reads_its_result_object() -> No
     sink = harness.task(dependencies=[source.task_id])
     out = harness.send(CLIENT, source, sink)
     assert [t.task_id for t in out[WORKER_A]] == [source.task_id]
-    out = harness.send(WORKER_A, result(source, payload=b"3"))
+    large = b"3" * 100_000  # over the inline limit: the worker puts it as an object (small ones: test_graph_inline.py)
+    put = ObjectPut(object_id=source.task_id, kind=ObjectKind.result, payload=large, total_size=len(large))
+    out = harness.send(WORKER_A, put, result(source, payload=b"", in_object=True))
     assert CLIENT not in out  # not a requested key
-    assert [t.task_id for t in of_type(out[WORKER_A], Task)] == [sink.task_id]
+    (forwarded,) = of_type(out[WORKER_A], Task)
+    assert forwarded == sink, "a large result stays a taskRef, fetched by the worker"
     (stored,) = harness.send(WORKER_A, ObjectRequest(object_ids=[source.task_id]))[WORKER_A]
-    assert stored.found and stored.payload == b"3" and stored.kind == ObjectKind.result
+    assert stored.found and stored.payload == large and stored.kind == ObjectKind.result
     (final,) = harness.send(WORKER_A, result(sink, payload=b"4"))[CLIENT]
     assert final.payload == b"4"
     assert not harness.core.objects and not harness.core.tasks

@@ -51,7 +51,8 @@ def held_per_node(length: int) -> float:
         if not following:
             break
         (running,) = following
-        assert len(harness.core.objects) == 1, "only the result the next node reads is kept"
+        assert running.args[0].data == b"value", "the result the next node reads travels inside it..."
+        assert not harness.core.objects, "...so none is kept as an object"
     (answer,) = out[CLIENT]
     assert ran == length and answer.task_id == last_id and answer.payload == b"value"
     assert not harness.core.tasks and not harness.core.objects, "every intermediate result was freed"

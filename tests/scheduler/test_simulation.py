@@ -16,6 +16,7 @@ import pytest
 
 from scaler.protocol import (
     PROTOCOL_VERSION,
+    ArgumentKind,
     BalanceRequest,
     BalanceResponse,
     Goodbye,
@@ -71,6 +72,19 @@ class SimulatedWorker:
         self.outbox.append(result(task, status, payload=b"value:" + task.task_id))
 
 
+def check_graph_arguments(harness: Harness, submitted: Task, sent: Task) -> None:
+    """What a worker receives reads every dependency: as the result itself (inlined by the scheduler) or as a
+    taskRef to a result the scheduler holds."""
+    assert len(sent.args) == len(submitted.args)
+    for original, argument in zip(submitted.args, sent.args):
+        if original.kind != ArgumentKind.task_ref:
+            assert argument == original
+        elif argument.kind == ArgumentKind.task_ref:
+            assert argument == original and argument.data in harness.core.objects
+        else:
+            assert argument.kind == ArgumentKind.inline and argument.data == b"value:" + original.data
+
+
 def run(seed: int, steps: int) -> None:
     rng = random.Random(seed)
     harness = Harness(worker_timeout_seconds=5.0, client_timeout_seconds=1e9, balance_interval_seconds=0.5)
@@ -90,6 +104,9 @@ def run(seed: int, steps: int) -> None:
                     if isinstance(message, TaskResult):
                         answers.setdefault(message.task_id, []).append(message)
             elif peer in workers:
+                for message in messages:
+                    if isinstance(message, Task):
+                        check_graph_arguments(harness, submitted[message.task_id], message)
                 workers[peer].inbox.extend(m for m in messages if not isinstance(m, HeartbeatEcho))
 
     def add_worker() -> None:

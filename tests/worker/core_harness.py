@@ -28,6 +28,7 @@ from scaler.protocol import (
 )
 from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import (
+    ProcessorArgument,
     ProcessorOrders,
     ProcessorReport,
     ProcessorResult,
@@ -236,6 +237,12 @@ class Harness:
             elif kind is HandTasks:
                 # through the channel's own encoding, as the processor receives them
                 orders = _from_wire(pickle.loads(encode_message(ProcessorOrders(instruction.tasks, []))))
+                # read by name in tests (the processor unpacks the plain tuples)
+                tasks = [
+                    ProcessorTask(*task[:6], [ProcessorArgument(*a) for a in task[6]], *task[7:])
+                    for task in orders.tasks
+                ]
+                orders = orders._replace(tasks=tasks)
                 self.hands.append(HandTasks(instruction.number, orders.tasks))
                 self.processors[instruction.number].inbox.append(orders)
             elif kind is DropTasks:
