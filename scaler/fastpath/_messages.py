@@ -1294,6 +1294,15 @@ class SchedulerStatus:
         "clients",
         "malformed",
         "completed_tasks",
+        "tasks_waiting",
+        "tasks_ready",
+        "tasks_assigned",
+        "tasks_running",
+        "worker_count",
+        "idle_workers",
+        "worker_slots",
+        "free_slots",
+        "oldest_ready_wait_us",
         "registered_again",
         "raw",
     )
@@ -1310,6 +1319,15 @@ class SchedulerStatus:
     clients: int
     malformed: int
     completed_tasks: int
+    tasks_waiting: int
+    tasks_ready: int
+    tasks_assigned: int
+    tasks_running: int
+    worker_count: int
+    idle_workers: int
+    worker_slots: int
+    free_slots: int
+    oldest_ready_wait_us: int
     registered_again: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
@@ -1327,6 +1345,15 @@ class SchedulerStatus:
         clients: int = 0,
         malformed: int = 0,
         completed_tasks: int = 0,
+        tasks_waiting: int = 0,
+        tasks_ready: int = 0,
+        tasks_assigned: int = 0,
+        tasks_running: int = 0,
+        worker_count: int = 0,
+        idle_workers: int = 0,
+        worker_slots: int = 0,
+        free_slots: int = 0,
+        oldest_ready_wait_us: int = 0,
         registered_again: int = 0,
     ) -> None:
         self.time_us = time_us
@@ -1340,6 +1367,15 @@ class SchedulerStatus:
         self.clients = clients
         self.malformed = malformed
         self.completed_tasks = completed_tasks
+        self.tasks_waiting = tasks_waiting
+        self.tasks_ready = tasks_ready
+        self.tasks_assigned = tasks_assigned
+        self.tasks_running = tasks_running
+        self.worker_count = worker_count
+        self.idle_workers = idle_workers
+        self.worker_slots = worker_slots
+        self.free_slots = free_slots
+        self.oldest_ready_wait_us = oldest_ready_wait_us
         self.registered_again = registered_again
         self.raw = None
 
@@ -1358,6 +1394,15 @@ class SchedulerStatus:
             and self.clients == other.clients
             and self.malformed == other.malformed
             and self.completed_tasks == other.completed_tasks
+            and self.tasks_waiting == other.tasks_waiting
+            and self.tasks_ready == other.tasks_ready
+            and self.tasks_assigned == other.tasks_assigned
+            and self.tasks_running == other.tasks_running
+            and self.worker_count == other.worker_count
+            and self.idle_workers == other.idle_workers
+            and self.worker_slots == other.worker_slots
+            and self.free_slots == other.free_slots
+            and self.oldest_ready_wait_us == other.oldest_ready_wait_us
             and self.registered_again == other.registered_again
         )
 
@@ -1375,6 +1420,15 @@ class SchedulerStatus:
             + ", clients=" + short_repr(self.clients)
             + ", malformed=" + short_repr(self.malformed)
             + ", completed_tasks=" + short_repr(self.completed_tasks)
+            + ", tasks_waiting=" + short_repr(self.tasks_waiting)
+            + ", tasks_ready=" + short_repr(self.tasks_ready)
+            + ", tasks_assigned=" + short_repr(self.tasks_assigned)
+            + ", tasks_running=" + short_repr(self.tasks_running)
+            + ", worker_count=" + short_repr(self.worker_count)
+            + ", idle_workers=" + short_repr(self.idle_workers)
+            + ", worker_slots=" + short_repr(self.worker_slots)
+            + ", free_slots=" + short_repr(self.free_slots)
+            + ", oldest_ready_wait_us=" + short_repr(self.oldest_ready_wait_us)
             + ", registered_again=" + short_repr(self.registered_again)
             + ")"
         )
@@ -1396,7 +1450,7 @@ _DATA_DISCONNECT_REPLY = struct.Struct("<B")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQI")
-_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQ")
+_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQ")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
 _CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQIxxxxiI")
@@ -1436,8 +1490,8 @@ _HEAD_WORKER_DISCONNECT = bytes.fromhex("000000000100010010000000000000000000000
 _MESSAGE_WORKER_DISCONNECT = struct.Struct("<II24siI")
 _HEAD_GOODBYE = bytes.fromhex("000000000100010011000000000000000000000001000100")
 _MESSAGE_GOODBYE = struct.Struct("<II24sBxxxxxxxiI")
-_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000006000500")
-_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQiIiIiIiIiI")
+_HEAD_SCHEDULER_STATUS = bytes.fromhex("00000000010001001200000000000000000000000e000500")
+_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQiIiIiIiIiI")
 _HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000200")
 _MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
 
@@ -1793,8 +1847,8 @@ def _read_list_worker_status(r: Reader, lo: int, hi: int, at: int) -> list[Worke
 def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> SchedulerStatus:
     buf = r.buf
     obj = _new(SchedulerStatus)
-    if dn >= 48:
-        u0, u1, u2, u3, u4, u5, u6 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
+    if dn >= 112:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -1803,13 +1857,31 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u4 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
         u5 = _UNIT_Q.unpack_from(buf, d + 32)[0] if dn >= 40 else 0
         u6 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
+        u7 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
+        u8 = _UNIT_Q.unpack_from(buf, d + 56)[0] if dn >= 64 else 0
+        u9 = _UNIT_Q.unpack_from(buf, d + 64)[0] if dn >= 72 else 0
+        u10 = _UNIT_I.unpack_from(buf, d + 72)[0] if dn >= 76 else 0
+        u11 = _UNIT_I.unpack_from(buf, d + 76)[0] if dn >= 80 else 0
+        u12 = _UNIT_Q.unpack_from(buf, d + 80)[0] if dn >= 88 else 0
+        u13 = _UNIT_Q.unpack_from(buf, d + 88)[0] if dn >= 96 else 0
+        u14 = _UNIT_Q.unpack_from(buf, d + 96)[0] if dn >= 104 else 0
+        u15 = _UNIT_Q.unpack_from(buf, d + 104)[0] if dn >= 112 else 0
     obj.time_us = u0
     obj.cpu = u1
     obj.clients = u2
     obj.rss = u3
     obj.malformed = u4
     obj.completed_tasks = u5
-    obj.registered_again = u6
+    obj.tasks_waiting = u6
+    obj.tasks_ready = u7
+    obj.tasks_assigned = u8
+    obj.tasks_running = u9
+    obj.worker_count = u10
+    obj.idle_workers = u11
+    obj.worker_slots = u12
+    obj.free_slots = u13
+    obj.oldest_ready_wait_us = u14
+    obj.registered_again = u15
     obj.task_states = _read_list_counter(r, lo, hi, p) if pn > 0 else []
     obj.sent = _read_list_counter(r, lo, hi, p + 8) if pn > 1 else []
     obj.received = _read_list_counter(r, lo, hi, p + 16) if pn > 2 else []
@@ -3371,7 +3443,7 @@ def _encode_goodbye(msg: Goodbye, parts: list) -> int:
 
 
 def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -3388,10 +3460,19 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.rss = u3
     obj.malformed = u4
     obj.completed_tasks = u5
-    obj.registered_again = u6
-    c = 120
+    obj.tasks_waiting = u6
+    obj.tasks_ready = u7
+    obj.tasks_assigned = u8
+    obj.tasks_running = u9
+    obj.worker_count = u10
+    obj.idle_workers = u11
+    obj.worker_slots = u12
+    obj.free_slots = u13
+    obj.oldest_ready_wait_us = u14
+    obj.registered_again = u15
+    c = 184
     if b0:
-        if a0 + a0 != c - 86 or b0 & 7 != 7:
+        if a0 + a0 != c - 150 or b0 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
@@ -3420,7 +3501,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.task_states = []
     if b1:
-        if a1 + a1 != c - 94 or b1 & 7 != 7:
+        if a1 + a1 != c - 158 or b1 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b1 >> 3:
@@ -3449,7 +3530,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.sent = []
     if b2:
-        if a2 + a2 != c - 102 or b2 & 7 != 7:
+        if a2 + a2 != c - 166 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -3478,7 +3559,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.received = []
     if b3:
-        if a3 + a3 != c - 110 or b3 & 7 != 7:
+        if a3 + a3 != c - 174 or b3 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b3 >> 3:
@@ -3507,7 +3588,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.function_tasks = []
     if b4:
-        if a4 + a4 != c - 118 or b4 & 7 != 7:
+        if a4 + a4 != c - 182 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65544 or (t >> 2) * 9 != b4 >> 3:
@@ -3554,13 +3635,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
 def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     base = len(parts)
     parts.append(b"")
-    c = 120
+    c = 184
     items1 = msg.task_states
     if items1.__class__ is not list:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a0 = c - 86 >> 1
+        a0 = c - 150 >> 1
         b0 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3593,7 +3674,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a1 = c - 94 >> 1
+        a1 = c - 158 >> 1
         b1 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3626,7 +3707,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 102 >> 1
+        a2 = c - 166 >> 1
         b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3659,7 +3740,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a3 = c - 110 >> 1
+        a3 = c - 174 >> 1
         b3 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3692,7 +3773,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a4 = c - 118 >> 1
+        a4 = c - 182 >> 1
         b4 = count1 * 72 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3744,6 +3825,15 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         msg.rss,
         msg.malformed,
         msg.completed_tasks,
+        msg.tasks_waiting,
+        msg.tasks_ready,
+        msg.tasks_assigned,
+        msg.tasks_running,
+        msg.worker_count,
+        msg.idle_workers,
+        msg.worker_slots,
+        msg.free_slots,
+        msg.oldest_ready_wait_us,
         msg.registered_again,
         a0,
         b0,
@@ -4063,13 +4153,22 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
         obj.rss,
         obj.malformed,
         obj.completed_tasks,
+        obj.tasks_waiting,
+        obj.tasks_ready,
+        obj.tasks_assigned,
+        obj.tasks_running,
+        obj.worker_count,
+        obj.idle_workers,
+        obj.worker_slots,
+        obj.free_slots,
+        obj.oldest_ready_wait_us,
         obj.registered_again,
     )
-    _write_list_counter(buf, blobs, start + 48, obj.task_states)
-    _write_list_counter(buf, blobs, start + 56, obj.sent)
-    _write_list_counter(buf, blobs, start + 64, obj.received)
-    _write_list_counter(buf, blobs, start + 72, obj.function_tasks)
-    _write_list_worker_status(buf, blobs, start + 80, obj.workers)
+    _write_list_counter(buf, blobs, start + 112, obj.task_states)
+    _write_list_counter(buf, blobs, start + 120, obj.sent)
+    _write_list_counter(buf, blobs, start + 128, obj.received)
+    _write_list_counter(buf, blobs, start + 136, obj.function_tasks)
+    _write_list_worker_status(buf, blobs, start + 144, obj.workers)
 
 
 _PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000200") + bytes(40)
@@ -4252,7 +4351,7 @@ def _build_goodbye(msg: Goodbye, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000006000500") + bytes(88)
+_PREFIX_SCHEDULER_STATUS = bytes.fromhex("000000000000000000000000010001001200000000000000000000000e000500") + bytes(152)
 
 
 def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
@@ -4539,6 +4638,15 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("clients", "clients", "uint32", None),
         FieldInfo("malformed", "malformed", "uint64", None),
         FieldInfo("completed_tasks", "completedTasks", "uint64", None),
+        FieldInfo("tasks_waiting", "tasksWaiting", "uint64", None),
+        FieldInfo("tasks_ready", "tasksReady", "uint64", None),
+        FieldInfo("tasks_assigned", "tasksAssigned", "uint64", None),
+        FieldInfo("tasks_running", "tasksRunning", "uint64", None),
+        FieldInfo("worker_count", "workerCount", "uint32", None),
+        FieldInfo("idle_workers", "idleWorkers", "uint32", None),
+        FieldInfo("worker_slots", "workerSlots", "uint64", None),
+        FieldInfo("free_slots", "freeSlots", "uint64", None),
+        FieldInfo("oldest_ready_wait_us", "oldestReadyWaitUs", "uint64", None),
         FieldInfo("registered_again", "registeredAgain", "uint64", None),
     ),
 }

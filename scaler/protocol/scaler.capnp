@@ -228,7 +228,17 @@ struct SchedulerStatus {
   clients @8 :UInt32;
   malformed @9 :UInt64;        # frames dropped because they did not decode
   completedTasks @10 :UInt64;  # total finished since start, for rates
-  registeredAgain @11 :UInt64; # clients and workers whose Hello said they had registered before (a lost scheduler)
+  # Demand, for autoscalers: counts the scheduler keeps as tasks and workers change (see docs/protocol.md, Monitoring).
+  tasksWaiting @11 :UInt64;     # held by the scheduler on no worker: ready, or waiting on dependencies
+  tasksReady @12 :UInt64;       # of tasksWaiting, those that could run now if a worker had a free slot
+  tasksAssigned @13 :UInt64;    # sent to workers and not finished: queued there or running (canceling included)
+  tasksRunning @14 :UInt64;     # running, as each worker said in its last heartbeat (parked tasks included)
+  workerCount @15 :UInt32;      # workers connected
+  idleWorkers @16 :UInt32;      # workers holding no task (tasks parked on nested tasks aside)
+  workerSlots @17 :UInt64;      # the workers' capacities, summed
+  freeSlots @18 :UInt64;        # slots free for one more task, summed over workers (a parked task lends its slot)
+  oldestReadyWaitUs @19 :UInt64;  # how long the ready task first in line has waited for a worker; 0 when none waits
+  registeredAgain @20 :UInt64;     # clients and workers whose Hello said they had registered before (a lost scheduler)
 }
 
 struct Message {

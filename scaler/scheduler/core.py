@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import logging
 from collections import deque
-from typing import Callable, Deque, Dict, List, Optional, Set
+from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
@@ -48,6 +48,7 @@ from scaler.protocol import (
     heartbeat_flags,
 )
 from scaler.rate_limit import LimitedLog, RateLimiter
+from scaler.scheduler.placement import WorkerLoads
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
     ASSIGNED,
@@ -80,6 +81,21 @@ _INLINE_RESULT_BYTES = config.DEFAULT_INLINE_LIMIT_BYTES
 FINISHED_NAMES = tuple(status.name for status in TaskStatus)
 
 Handler = Callable[..., None]
+Peer = Union[WorkerState, ClientState]
+
+
+class Demand(NamedTuple):
+    """What an autoscaler reads in the status: how much work waits, and how much room the workers have."""
+
+    tasks_waiting: int  # held by the scheduler, on no worker: ready, or waiting on dependencies
+    tasks_ready: int  # of those, the ones that could run now if a worker had a free slot
+    tasks_assigned: int  # on workers (queued there or running), canceling ones included
+    tasks_running: int  # running, as the workers said at their last heartbeat (parked ones included)
+    workers: int
+    idle_workers: int  # holding no task (tasks parked on nested ones aside)
+    worker_slots: int  # the workers' capacities, summed
+    free_slots: int  # slots free for another task, summed
+    oldest_ready_wait: float  # seconds the ready task first in line has waited for a worker; 0 when none waits
 
 
 def _registered(previous_registrations: int) -> str:
@@ -111,6 +127,12 @@ class SchedulerCore:
             logger, RateLimiter(overall=DEFAULT_PEER_EVENTS_PER_INTERVAL), level=logging.INFO, what="line(s) on peers"
         )
         self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
+        self.loads = WorkerLoads()
+        self.tasks_running = 0  # sum of what each worker last said it runs
+        # (when to look again, tie-break, peer): each connected peer once; a peer is looked at when its timeout could
+        # have passed, not on every tick, so liveness costs nothing per tick beyond the peers due
+        self._liveness: List[Tuple[float, int, Peer]] = []
+        self._liveness_order = 0
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
         self._last_call = now
@@ -192,16 +214,35 @@ class SchedulerCore:
         self.peer_warnings.flush(now)
         self.peer_events.flush(now)
         self._forgive_stall(now)
-        worker_deadline = now - self.settings.worker_timeout_seconds
-        for worker in [w for w in self.workers.values() if w.last_seen < worker_deadline]:
-            self._drop_worker(worker, f"no heartbeat for {now - worker.last_seen:.1f}s", now)
-        client_deadline = now - self.settings.client_timeout_seconds
-        for client in [c for c in self.clients.values() if c.last_seen < client_deadline]:
-            self._drop_client(client, f"no heartbeat for {now - client.last_seen:.1f}s")
+        self._drop_silent_peers(now)
         if now >= self._next_balance:
             self._next_balance = now + self.settings.balance_interval_seconds
             self._balance()
         self._assign_ready()
+
+    def _drop_silent_peers(self, now: float) -> None:
+        liveness = self._liveness
+        while liveness and liveness[0][0] < now:
+            peer = heapq.heappop(liveness)[2]
+            if type(peer) is WorkerState:
+                if self.workers.get(peer.identity) is not peer:
+                    continue  # gone meanwhile
+                deadline = peer.last_seen + self.settings.worker_timeout_seconds
+                if deadline < now:
+                    self._drop_worker(peer, f"no heartbeat for {now - peer.last_seen:.1f}s", now)
+                    continue
+            else:
+                if self.clients.get(peer.identity) is not peer:
+                    continue
+                deadline = peer.last_seen + self.settings.client_timeout_seconds
+                if deadline < now:
+                    self._drop_client(peer, f"no heartbeat for {now - peer.last_seen:.1f}s")
+                    continue
+            self._watch(peer, deadline)
+
+    def _watch(self, peer: Peer, when: float) -> None:
+        self._liveness_order += 1
+        heapq.heappush(self._liveness, (when, self._liveness_order, peer))
 
     def _forgive_stall(self, now: float) -> None:
         """After a stall, credit every peer with it: their messages of that time are still queued, unread."""
@@ -212,6 +253,65 @@ class SchedulerCore:
                 peer.last_seen += stall
         if now > self._last_call:
             self._last_call = now
+
+    def demand(self, now: float) -> Demand:
+        """What waits and what room there is, from counts kept up to date: O(1), whatever the number of tasks."""
+        counts = self.state_counts
+        loads = self.loads
+        loads.settle()
+        return Demand(
+            tasks_waiting=counts[WAITING] + counts[READY],
+            tasks_ready=counts[READY],
+            tasks_assigned=counts[ASSIGNED] + counts[CANCELING],
+            tasks_running=self.tasks_running,
+            workers=len(self.workers),
+            idle_workers=loads.idle(),
+            worker_slots=loads.capacity,
+            free_slots=loads.free_slots,
+            oldest_ready_wait=max(0.0, now - self._first_ready().ready_since) if counts[READY] else 0.0,
+        )
+
+    def _first_ready(self) -> TaskState:
+        """The ready task first in line, dropping stale entries before it (tasks canceled or finished meanwhile). It
+        became ready first: tasks join at the back, except those handed back by a worker, which join at the front and
+        became ready before any task behind them (they were assigned, so everything ahead of them was too)."""
+        ready = self.ready
+        tasks = self.tasks
+        while True:
+            task = ready[0]
+            if task.state == READY and tasks.get(task.task_id) is task:
+                return task
+            ready.popleft()
+
+    def validate(self) -> None:
+        """Assert the core's invariants; the tests call it after every step (production never does)."""
+        holders: Dict[bytes, List[bytes]] = {}
+        for identity, worker in self.workers.items():
+            assert worker.identity == identity
+            for task_id in worker.assigned:
+                holders.setdefault(task_id, []).append(identity)
+        counts = [0, 0, 0, 0]
+        for task_id, task in self.tasks.items():
+            counts[task.state] += 1
+            if task.state in (WAITING, READY):
+                assert task_id not in holders and task.worker is None, f"{task_id.hex()} waits and is on a worker"
+            else:
+                assert holders.get(task_id) == [task.worker], f"{task_id.hex()} is not on exactly its worker"
+        assert not set(holders) - set(self.tasks), "a worker holds a task the core forgot"
+        assert counts == self.state_counts, f"state counts {self.state_counts}, tasks say {counts}"
+        queued = [task for task in self.ready if task.state == READY and self.tasks.get(task.task_id) is task]
+        assert len(queued) == len({id(task) for task in queued}) == counts[READY], "ready tasks not queued once each"
+        assert all(a.ready_since <= b.ready_since for a, b in zip(queued, queued[1:])), "ready queue not oldest first"
+        self.loads.validate(self.workers)
+        assert self.tasks_running == sum(worker.running for worker in self.workers.values())
+        watched = [
+            peer
+            for _, _, peer in self._liveness
+            if self.workers.get(peer.identity) is peer or self.clients.get(peer.identity) is peer
+        ]
+        assert len(watched) == len({id(peer) for peer in watched}) == len(self.workers) + len(self.clients), (
+            "every connected peer is watched for silence exactly once"
+        )
 
     def take_outgoing(self) -> Dict[bytes, List[bytes]]:
         """Encoded messages queued per peer since the last call; each list is meant to travel as one frame."""
@@ -269,10 +369,15 @@ class SchedulerCore:
             queue_cap = self.settings.per_worker_queue_size
             if queue_cap is not None and capacity > queue_cap:
                 capacity = queue_cap
-            self.workers[peer] = WorkerState(peer, name, capacity, now, again)
+            worker = WorkerState(peer, name, capacity, now, again)
+            self.workers[peer] = worker
+            self.loads.add(worker)
+            self._watch(worker, now + self.settings.worker_timeout_seconds)
             self.peer_events.log(peer, now, "worker %s %s, capacity %d", name, _registered(again), capacity)
         elif message.role == Role.client:
-            self.clients[peer] = ClientState(peer, name, now, again)
+            client = ClientState(peer, name, now, again)
+            self.clients[peer] = client
+            self._watch(client, now + self.settings.client_timeout_seconds)
             self.peer_events.log(peer, now, "client %s %s", name, _registered(again))
         else:
             reason = f"role {message.role} does not connect to the scheduler address (monitors subscribe)"
@@ -325,17 +430,23 @@ class SchedulerCore:
         self._send_message(client.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
 
     def _on_worker_heartbeat(self, worker: WorkerState, message: WorkerHeartbeat, now: float) -> None:
-        worker.agent_cpu = message.agent_cpu
-        worker.agent_rss = message.agent_rss
-        worker.cpu = message.processor_cpu
-        worker.rss = message.processor_rss
-        worker.queued = message.queued
-        worker.lag_us = message.lag_us
-        worker.flags = message.flags
+        row = worker.row
+        row.agent_cpu = message.agent_cpu
+        row.agent_rss = message.agent_rss
+        row.cpu = message.processor_cpu
+        row.rss = message.processor_rss
+        row.queued = message.queued
+        row.lag_us = message.lag_us
+        row.flags = message.flags
         # Tasks parked on their children (nested tasks) hold a slot without using the worker: lend their slots back,
         # or parents could fill every slot and leave none for the children they wait for.
         active = 1 if message.flags & _BIT_TASK_LOCK else 0
-        worker.parked = max(0, message.running - active)
+        parked = max(0, message.running - active)
+        self.tasks_running += message.running - worker.running
+        worker.running = message.running
+        if parked != worker.parked:
+            worker.parked = parked
+            self.loads.file(worker)
         self._send_message(worker.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
 
     def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
@@ -345,6 +456,8 @@ class SchedulerCore:
         """Forget a worker; what it held runs elsewhere, unless a task has now killed too many workers."""
         if self.workers.pop(worker.identity, None) is None:
             return
+        self.loads.remove(worker)
+        self.tasks_running -= worker.running
         self.peer_events.log(
             worker.identity,
             now,
@@ -469,6 +582,7 @@ class SchedulerCore:
             message.parent_task_id,
             message.dependencies,
         )
+        task.ready_since = now
         self.tasks[task_id] = task
         self.state_counts[READY] += 1
         client.tasks[task_id] = None
@@ -516,44 +630,42 @@ class SchedulerCore:
         self._send_message(client, TaskResult(task_id=task_id, status=TaskStatus.refused, error_text=reason))
 
     def _assign_ready(self) -> None:
-        """Hand ready tasks to the least loaded workers with free capacity, so bursts and rebalanced tasks spread."""
+        """Hand ready tasks, oldest first, each to a least loaded worker with a free slot, so bursts and rebalanced
+        tasks spread over idle workers; O(1) per task however many workers there are (see WorkerLoads)."""
+        loads = self.loads
+        loads.settle()
         ready = self.ready
         if not ready:
             return
-        # (load, tie-break, worker): a heap keeps the least loaded on top at O(log workers) per task
-        heap = [
-            (len(w.assigned) - w.parked, n, w)
-            for n, w in enumerate(self.workers.values())
-            if len(w.assigned) - w.parked < w.capacity
-        ]
-        if not heap:
-            return
-        heapq.heapify(heap)
         tasks = self.tasks
         counts = self.state_counts
         send = self._send
         task_which = Task.WHICH
-        while ready and heap:
+        worker: Optional[WorkerState] = None
+        while ready:
+            if worker is None:
+                worker = loads.take_least_loaded()
+                if worker is None:
+                    return
             task = ready.popleft()
             if task.state != READY or tasks.get(task.task_id) is not task:
-                continue
-            load, order, worker = heap[0]
+                continue  # canceled or finished while it waited
             worker.assigned[task.task_id] = None
             task.worker = worker.identity
             task.state = ASSIGNED
             counts[READY] -= 1
             counts[ASSIGNED] += 1
             send(worker.identity, task_which, task.raw)
-            if load + 1 >= worker.capacity:
-                heapq.heappop(heap)
-            else:
-                heapq.heapreplace(heap, (load + 1, order, worker))
+            loads.file(worker)
+            worker = None
+        if worker is not None:
+            loads.file(worker)
 
     def _on_task_result(self, worker: WorkerState, message: TaskResult, now: float) -> None:
         task = self.tasks.get(message.task_id)
         if task is None or task.worker != worker.identity:
             return  # a result crossing a cancel or a reassignment: the task was settled already
-        worker.processed += 1
+        worker.row.processed += 1
         self._finish(task, message.status, message, message.raw)
 
     def _on_task_output(self, worker: WorkerState, message: TaskOutput, now: float) -> None:
@@ -594,8 +706,8 @@ class SchedulerCore:
         self.finished_counts[status] += 1
         if task.worker is not None:
             worker = self.workers.get(task.worker)
-            if worker is not None:
-                worker.assigned.pop(task_id, None)
+            if worker is not None and worker.assigned.pop(task_id, 0) is None:
+                self.loads.touch(worker)
         function_tasks = self.function_tasks
         remaining = function_tasks[task.function_id] - 1
         if remaining:
@@ -647,6 +759,7 @@ class SchedulerCore:
             if dependent.pending_dependencies == 0 and dependent.state == WAITING:
                 self._set_state(dependent, READY)
                 self._inline_results(dependent)
+                dependent.ready_since = self._last_call
                 self.ready.append(dependent)
 
     def _inline_results(self, task: TaskState) -> None:
@@ -806,19 +919,25 @@ class SchedulerCore:
     # ---- balancing ---------------------------------------------------------------------------------------------------
 
     def _balance(self) -> None:
-        """Move queued tasks from the busiest workers to idle ones; running tasks never move."""
+        """Move queued tasks from the busiest workers to idle ones; running tasks never move. Asks the busiest first
+        and stops once the idle workers would get their fair share, so it touches only the workers it asks."""
         if self.ready or len(self.workers) < 2:
             return
-        workers = list(self.workers.values())
-        loads = [max(0, len(w.assigned) - w.parked) for w in workers]  # parked tasks neither run nor move
-        if 0 not in loads:
+        loads = self.loads
+        loads.settle()
+        idle = loads.idle()
+        if not idle:
             return
-        fair_share = max(1, sum(loads) // len(workers))
-        for worker, load in zip(workers, loads):
-            surplus = load - fair_share
-            if surplus >= 1 and load >= 2 and not worker.balance_pending:
+        fair_share = max(1, loads.total_load // len(self.workers))
+        wanted = idle * fair_share
+        for worker in loads.busiest(max(2, fair_share + 1)):  # parked tasks neither run nor move
+            surplus = worker.level - fair_share
+            if not worker.balance_pending:
                 worker.balance_pending = True
                 self._send_message(worker.identity, BalanceRequest(count=surplus))
+            wanted -= surplus
+            if wanted <= 0:
+                return
 
     def _on_balance_response(self, worker: WorkerState, message: BalanceResponse, now: float) -> None:
         worker.balance_pending = False
@@ -834,6 +953,7 @@ class SchedulerCore:
                 continue
             self._set_state(task, READY)
             moved.append(task)
+        self.loads.file(worker)
         if moved:
             # first in line, in their original order: they have waited longest
             self.ready.extendleft(reversed(moved))

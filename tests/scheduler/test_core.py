@@ -76,7 +76,7 @@ def test_heartbeats_are_echoed_and_worker_stats_kept() -> None:
     (echo,) = harness.send(WORKER_A, WorkerHeartbeat(sent_at_us=7, queued=3, lag_us=900, agent_rss=5))[WORKER_A]
     assert echo.sent_at_us == 7
     worker = harness.core.workers[WORKER_A]
-    assert (worker.queued, worker.lag_us, worker.agent_rss) == (3, 900, 5)
+    assert (worker.row.queued, worker.row.lag_us, worker.row.agent_rss) == (3, 900, 5)
 
 
 def test_task_and_result_are_forwarded_byte_for_byte() -> None:

@@ -2,8 +2,9 @@
 
 Submits (plain tasks, graph chains, nested children), cancels, results, balancing and worker deaths are interleaved at
 random, with each peer's messages delivered late but in order, as ZeroMQ does. After every step the core's invariants
-hold (a task is in exactly one place); at the end every task the client submitted was answered exactly once, with the
-value its worker computed, and the core holds nothing."""
+hold (the harness asserts SchedulerCore.validate: a task is in exactly one place, workers filed at their load); at the
+end every task the client submitted was answered exactly once, with the value its worker computed, and the core holds
+nothing."""
 
 from __future__ import annotations
 
@@ -29,7 +30,6 @@ from scaler.protocol import (
     WorkerDisconnect,
     WorkerHeartbeat,
 )
-from scaler.scheduler.state import ASSIGNED, CANCELING, READY, WAITING
 from tests.scheduler.harness import CLIENT, Harness, result
 
 SUCCESS, FAILED, CANCELED = TaskStatus.success, TaskStatus.failed, TaskStatus.canceled
@@ -70,24 +70,6 @@ class SimulatedWorker:
         started_on[task.task_id] = started_on.get(task.task_id, 0) + 1
         status = FAILED if rng.random() < 0.1 else SUCCESS
         self.outbox.append(result(task, status, payload=b"value:" + task.task_id))
-
-
-def check_invariants(harness: Harness) -> None:
-    core = harness.core
-    holders: Dict[bytes, List[bytes]] = {}
-    for identity, worker in core.workers.items():
-        for task_id in worker.assigned:
-            holders.setdefault(task_id, []).append(identity)
-    counts = [0, 0, 0, 0]
-    for task_id, task in core.tasks.items():
-        counts[task.state] += 1
-        if task.state in (WAITING, READY):
-            assert task_id not in holders and task.worker is None
-        else:
-            assert task.state in (ASSIGNED, CANCELING) and holders.get(task_id) == [task.worker]
-    assert not set(holders) - set(core.tasks), "a worker holds a task the core forgot"
-    assert counts == core.state_counts
-    assert sum(1 for task in core.ready if task.state == READY and core.tasks.get(task.task_id) is task) == counts[1]
 
 
 def check_graph_arguments(harness: Harness, submitted: Task, sent: Task) -> None:
@@ -182,7 +164,6 @@ def run(seed: int, steps: int) -> None:
             deliver(harness.send(worker.identity, WorkerDisconnect(reason="killed")))
             retired.append(workers.pop(worker.identity))
             add_worker()
-        check_invariants(harness)
 
     # Drain: no more chaos, every worker reads, runs and answers everything.
     for _ in range(100_000):
@@ -199,7 +180,6 @@ def run(seed: int, steps: int) -> None:
         for worker in workers.values():
             deliver(harness.send(worker.identity, WorkerHeartbeat()))
         deliver(harness.tick(advance=0.6))
-        check_invariants(harness)
     assert not harness.core.tasks, "every task finished"
     assert not harness.core.objects, "no graph result left behind"
     for task_id in submitted:
