@@ -233,7 +233,7 @@ def test_a_scheduler_that_never_comes_back_fails_pending_futures_within_reconnec
     try:
         with Client(restartable.address, reconnect_seconds=3) as client:
             future = client.submit(time.sleep, 60)
-            wait_for_status(restartable.monitor, lambda status: status.workers and status.workers[0].sent, 30)
+            wait_for_status(restartable.monitor, lambda status: any(worker.sent for worker in status.workers), 30)
             killed_at = restartable.kill()
             with pytest.raises(SchedulerGoneError) as raised:
                 future.result(30)
