@@ -3,9 +3,9 @@
 The command runs with TMPDIR set to a fresh, empty directory, which must be empty again when it ends. Paths that do
 not follow TMPDIR (the scheduler's default monitor address ipc:///tmp/{host}_{port}_monitor, tmux's /tmp/tmux-UID) are
 caught as well:
-- as root, where Linux allows it, the command runs in a mount namespace of its own whose /tmp is that same fresh
-  directory: whatever the run leaves anywhere in /tmp is found, and nothing another process on the machine does in
-  the real /tmp can be blamed on the run;
+- as root, where Linux allows it (and unless the command runs from a directory in /tmp), the command runs in a mount
+  namespace of its own whose /tmp is that same fresh directory: whatever the run leaves anywhere in /tmp is found,
+  and nothing another process on the machine does in the real /tmp can be blamed on the run;
 - otherwise /tmp is compared before and after for the names the run's processes would use (no other process is
   expected to make those; on a machine shared with other Scaler runs, one of theirs could be reported).
 pytest's own pytest-of-USER directory is left to pytest (tmp_path_retention_policy keeps failed tests' files only).
@@ -77,6 +77,8 @@ def _private_tmp_prefix(fresh: str) -> List[str]:
 def _private_tmp_works(fresh: str) -> bool:
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         return False
+    if os.path.realpath(os.getcwd()).startswith(SYSTEM_TMP + "/"):
+        return False  # a checkout in /tmp would vanish behind the private /tmp
     probe = [*_private_tmp_prefix(fresh), "true"]
     return subprocess.run(probe, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
