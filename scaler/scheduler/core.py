@@ -37,9 +37,11 @@ from scaler.protocol import (
     TaskStatus,
     WorkerDisconnect,
     WorkerHeartbeat,
+    WorkerRetire,
     encode,
     heartbeat_flags,
 )
+from scaler.scheduler.invariants import check_invariants
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
     ASSIGNED,
@@ -79,6 +81,7 @@ class SchedulerCore:
         self.settings = settings
         self.tasks: Dict[bytes, TaskState] = {}
         self.workers: Dict[bytes, WorkerState] = {}
+        self.retiring: Dict[bytes, WorkerState] = {}  # workers that asked to retire (WorkerRetire), until they go
         self.clients: Dict[bytes, ClientState] = {}
         self.objects: Dict[bytes, StoredObject] = {}
         self.ready: Deque[TaskState] = deque()
@@ -116,6 +119,7 @@ class SchedulerCore:
             (ObjectRequest, self._on_object_request),
             (BalanceResponse, self._on_balance_response),
             (WorkerDisconnect, self._on_worker_disconnect),
+            (WorkerRetire, self._on_worker_retire),
             (Hello, self._on_hello_again),
         ):
             self._worker_handlers[message_type.WHICH] = handler
@@ -146,6 +150,8 @@ class SchedulerCore:
                 self._misuse(peer, state, type(message).__name__, now)
                 continue
             handler(state, message, now)
+        if self.retiring:  # rare: one check per frame, none per task
+            self._advance_retirements(now)
         self._assign_ready()
 
     def receive_malformed(self, peer: bytes, reason: str, now: float) -> None:
@@ -175,6 +181,8 @@ class SchedulerCore:
         if now >= self._next_balance:
             self._next_balance = now + self.settings.balance_interval_seconds
             self._balance()
+        if self.retiring:
+            self._advance_retirements(now)
         self._assign_ready()
 
     def _forgive_stall(self, now: float) -> None:
@@ -307,15 +315,64 @@ class SchedulerCore:
         self._send_message(worker.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
 
     def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
-        self._drop_worker(worker, "disconnected: {}".format(message.reason or "no reason given"), now)
+        # A retiring worker that leaves before its retirement is over was stopped from outside (a second SIGTERM, its
+        # own deadline): what it ran did not kill it, so no task is blamed.
+        reason = "disconnected: {}".format(message.reason or "no reason given")
+        self._drop_worker(worker, reason, now, blame=worker.retire_deadline is None)
 
-    def _drop_worker(self, worker: WorkerState, reason: str, now: float) -> None:
-        """Forget a worker; what it held runs elsewhere, unless a task has now killed too many workers."""
+    # ---- retirement --------------------------------------------------------------------------------------------------
+
+    def _on_worker_retire(self, worker: WorkerState, message: WorkerRetire, now: float) -> None:
+        self.retire(worker.identity, message.deadline_ms / 1000, now, message.reason or "it asked to")
+
+    def retire(self, identity: bytes, deadline_seconds: float, now: float, reason: str) -> bool:
+        """Take a worker out of the pool without losing or repeating a task: it gets no new task, its queued tasks
+        come back (BalanceRequest) for other workers, its running ones may finish for `deadline_seconds`, after which
+        they run elsewhere (a late result is ignored: the task settles once). Then Goodbye(retired) tells it to exit.
+        False if the worker is unknown. Asked again, the earlier deadline stands."""
+        worker = self.workers.get(identity)
+        if worker is None:
+            return False
+        if worker.retire_deadline is not None:
+            return True
+        worker.retire_deadline = now + deadline_seconds
+        self.retiring[identity] = worker
+        logger.info(
+            "worker %s retiring (%s): %d task(s) to finish or hand back within %gs",
+            worker.name,
+            reason,
+            len(worker.assigned),
+            deadline_seconds,
+        )
+        if worker.assigned:  # it hands back those it has not started
+            worker.balance_pending = True
+            self._send_message(identity, BalanceRequest(count=len(worker.assigned)))
+        return True
+
+    def _advance_retirements(self, now: float) -> None:
+        """Let go of retiring workers that hold nothing any more, or whose deadline passed."""
+        for worker in list(self.retiring.values()):
+            if worker.assigned and now < worker.retire_deadline:
+                continue
+            if worker.assigned:
+                self._drop_worker(worker, "retirement deadline passed: its tasks run elsewhere", now, blame=False)
+                reason = "retired: the deadline passed, your unfinished tasks run elsewhere"
+            else:
+                self._drop_worker(worker, "retired", now)
+                reason = "retired: every task you held is settled"
+            self._send_message(worker.identity, Goodbye(reason=reason, retired=True))
+
+    # ---- leaving -----------------------------------------------------------------------------------------------------
+
+    def _drop_worker(self, worker: WorkerState, reason: str, now: float, blame: bool = True) -> None:
+        """Forget a worker; what it held runs elsewhere, unless a task has now killed too many workers. With `blame`
+        false the worker did not die (a retirement): no task counts a retry."""
         if self.workers.pop(worker.identity, None) is None:
             return
+        self.retiring.pop(worker.identity, None)
         logger.info("worker %s removed (%s), %d task(s) to reassign", worker.name, reason, len(worker.assigned))
         retry_limit = self.settings.task_retry_limit
-        suspects = self._likely_running(worker)
+        suspects = self._likely_running(worker) if blame else set()
         for task_id in reversed(list(worker.assigned)):
             task = self.tasks.get(task_id)
             if task is None or task.worker != worker.identity:
@@ -477,7 +534,7 @@ class SchedulerCore:
         heap = [
             (len(w.assigned) - w.parked, n, w)
             for n, w in enumerate(self.workers.values())
-            if len(w.assigned) - w.parked < w.capacity
+            if len(w.assigned) - w.parked < w.capacity and w.retire_deadline is None
         ]
         if not heap:
             return
@@ -713,9 +770,9 @@ class SchedulerCore:
 
     def _balance(self) -> None:
         """Move queued tasks from the busiest workers to idle ones; running tasks never move."""
-        if self.ready or len(self.workers) < 2:
+        if self.ready or len(self.workers) - len(self.retiring) < 2:
             return
-        workers = list(self.workers.values())
+        workers = [w for w in self.workers.values() if w.retire_deadline is None]  # a retiring one hands all back
         loads = [max(0, len(w.assigned) - w.parked) for w in workers]  # parked tasks neither run nor move
         if 0 not in loads:
             return
@@ -744,3 +801,9 @@ class SchedulerCore:
             # first in line, in their original order: they have waited longest
             self.ready.extendleft(reversed(moved))
             logger.debug("balanced %d task(s) away from %s", len(moved), worker.name)
+
+    # ---- invariants --------------------------------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Check every invariant (invariants.py); tests call this after every step, production never does."""
+        check_invariants(self)

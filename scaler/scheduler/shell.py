@@ -216,13 +216,14 @@ class SchedulerShell:
                     agent_rss=w.agent_rss,
                     cpu=w.cpu,
                     rss=w.rss,
-                    free=max(0, w.capacity - len(w.assigned)),
+                    free=0 if w.retire_deadline is not None else max(0, w.capacity - len(w.assigned)),
                     sent=len(w.assigned),
                     queued=w.queued,
                     lag_us=w.lag_us,
                     flags=w.flags,
                     processed=w.processed,
                     previous_registrations=w.previous_registrations,
+                    retiring=w.retire_deadline is not None,
                 )
                 for w in core.workers.values()
             ],

@@ -72,6 +72,7 @@ class WorkerState:
         "malformed",
         "parked",
         "previous_registrations",
+        "retire_deadline",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -93,6 +94,8 @@ class WorkerState:
         self.malformed = 0
         self.parked = 0  # its tasks waiting on nested tasks (last heartbeat): they do not count against capacity
         self.previous_registrations = previous_registrations  # Hello: >0 for a worker that survived a lost scheduler
+        # Set when it asked to retire (WorkerRetire): it gets no new task, and what it still runs then is run elsewhere
+        self.retire_deadline: Optional[float] = None
 
 
 class ClientState:

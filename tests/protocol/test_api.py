@@ -38,8 +38,9 @@ pytestmark = pytest.mark.timeout(60)
 
 def test_message_types_in_union_order() -> None:
     names = [cls.__name__ for cls in MESSAGE_TYPES]
-    assert len(names) == 19 and names[0] == "Hello" and names[5] == "Task" and names[18] == "SchedulerStatus"
-    assert [cls.WHICH for cls in MESSAGE_TYPES] == list(range(19))
+    assert len(names) == 20 and names[0] == "Hello" and names[5] == "Task" and names[18] == "SchedulerStatus"
+    assert names[19] == "WorkerRetire"
+    assert [cls.WHICH for cls in MESSAGE_TYPES] == list(range(20))
     assert not hasattr(protocol, "Message")
     assert not hasattr(Argument, "WHICH") and not hasattr(Argument(), "raw")
 

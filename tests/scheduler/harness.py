@@ -36,6 +36,7 @@ class Harness:
     def send(self, peer: bytes, *messages) -> Dict[bytes, List[object]]:
         """Encode, decode (so each message carries .raw like off the wire), feed the core, return what it sent."""
         self.core.receive(peer, decode_frame(encode_many(messages)), self.now)
+        self.core.validate()
         return self.outbox()
 
     def tick(self, advance: float = 0.0) -> Dict[bytes, List[object]]:
@@ -44,8 +45,10 @@ class Harness:
         while self.now + SHELL_TICK_SECONDS < end:
             self.now += SHELL_TICK_SECONDS
             self.core.tick(self.now)
+            self.core.validate()
         self.now = end
         self.core.tick(self.now)
+        self.core.validate()
         return self.outbox()
 
     def outbox(self) -> Dict[bytes, List[object]]:
