@@ -154,6 +154,11 @@ class Harness:
         self.core.processor_report(number, self.processors[number].report(blocked), self.now)
         return self._step()
 
+    def retire(self, deadline_seconds: float = 30.0) -> List[object]:
+        """What the agent does on SIGTERM."""
+        self.core.retire(deadline_seconds, "received SIGTERM", self.now)
+        return self._step()
+
     def block(self, number: int) -> List[object]:
         sim = self.processors[number]
         assert sim.running is not None and not sim.parked
