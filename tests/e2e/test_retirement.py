@@ -1,6 +1,6 @@
-"""Graceful retirement with real processes: `scaler_cluster` on SIGTERM retires its workers (README, "Stopping
-workers"). Each task writes a line when it starts, so a task that ran twice shows; every result must be exact, and the
-retired cluster must exit with code 0 and leave no process behind."""
+"""Graceful retirement with real processes: `scaler_cluster` on SIGTERM retires its workers (README, "Retiring
+workers: SIGTERM"). Each task writes a line when it starts, so a task that ran twice shows; every result must be
+exact, and the retired cluster must exit with code 0 and leave no process behind."""
 
 from __future__ import annotations
 
