@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,7 +61,10 @@ def assert_exits_cleanly(process: ScalerProcess, tree: List[psutil.Process], wit
     assert not alive, f"left behind: {alive}"
 
 
-def test_sigterm_retires_a_cluster_mid_map_without_losing_or_repeating_a_task(scheduler, tmp_path) -> None:
+@pytest.mark.parametrize("to", ["scaler_cluster", "every process"])
+def test_sigterm_retires_a_cluster_mid_map_without_losing_or_repeating_a_task(to: str, scheduler, tmp_path) -> None:
+    """`every process`: as Slurm signals a job step (`scancel --signal=TERM`, a time limit's `--signal=TERM@120`),
+    the workers, fork servers and processors get it too; processors running tasks must not die of it."""
     address, scheduler_process = scheduler
     ledger = tmp_path / "runs.txt"
     retiring = start_cluster(address, tmp_path / "retiring.log", workers=2, retire_timeout=30)
@@ -75,7 +79,8 @@ def test_sigterm_retires_a_cluster_mid_map_without_losing_or_repeating_a_task(sc
             ]
             # SIGTERM while the retiring cluster runs a task and holds queued ones
             wait_for(lambda: any(pid in retiring_pids for _, pid in runs(ledger)), 20, "a task on the retiring cluster")
-            retiring.popen.send_signal(signal.SIGTERM)
+            for pid in [retiring.pid, *(p.pid for p in tree)] if to == "every process" else [retiring.pid]:
+                os.kill(pid, signal.SIGTERM)
             assert [future.result(timeout=60) for future in futures] == [i * i for i in range(count)]
         started = [index for index, _ in runs(ledger)]
         assert sorted(started) == sorted(str(i) for i in range(count)), "every task started exactly once"
@@ -127,3 +132,22 @@ def test_a_task_running_past_the_deadline_or_a_second_sigterm_runs_elsewhere_onc
         retiring.stop()
         if staying is not None:
             staying.stop()
+
+
+def end_children_with_sigterm() -> tuple:
+    forked = os.fork()
+    if forked == 0:
+        time.sleep(30)
+        os._exit(0)
+    os.kill(forked, signal.SIGTERM)
+    _, status = os.waitpid(forked, 0)
+    program = subprocess.Popen(["sleep", "30"])
+    program.terminate()
+    return os.WTERMSIG(status) if os.WIFSIGNALED(status) else None, program.wait(10)
+
+
+def test_processes_a_task_starts_still_end_on_sigterm(cluster) -> None:
+    """Processors ignore SIGTERM (a job manager's signal retires the worker), but not what their tasks fork or run."""
+    address, _ = cluster
+    with Client(address=address) as client:
+        assert client.submit(end_children_with_sigterm).result(timeout=30) == (signal.SIGTERM, -signal.SIGTERM)
