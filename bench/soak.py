@@ -324,6 +324,8 @@ class Soak:
         for name, process in self.processes().items():
             try:
                 with process.oneshot():
+                    if process.status() == psutil.STATUS_ZOMBIE:
+                        continue  # killed (a churned worker), not yet reaped: no memory left to measure
                     measured[name] = {
                         "rss_mib": process.memory_info().rss / 2**20,
                         "fds": process.num_fds(),
@@ -339,7 +341,8 @@ class Soak:
                 self._completed_offset += self._last_completed
             total = self._completed_offset + completed
             previous = self.run.samples[-1] if self.run.samples else None
-            seconds = now - (previous.time if previous else 0.0)
+            # the first sample comes as the load starts: no interval yet to count a rate over
+            seconds = now - previous.time if previous else 0.0
             rate = (total - self._total_before) / seconds if seconds > 0 else 0.0
             self._total_before = total
             self._last_completed = completed
@@ -454,11 +457,13 @@ def plot(run: Run, path: str) -> bool:
     handles.append(plt.Line2D([], [], color="black", linestyle=":", label="churned worker (dotted)"))
     axes[0].legend(handles=handles, loc="upper left", fontsize=8, ncol=3)
     times = [s.time / 60 for s in run.samples]
-    axes[3].plot(times, [s.tasks_per_second for s in run.samples], color="tab:purple", label="tasks/s")
-    axes[3].set_ylabel("tasks/s")
+    rated = run.samples[1:]  # the first sample has no interval before it, hence no rate
+    axes[3].plot([s.time / 60 for s in rated], [s.tasks_per_second for s in rated], color="tab:purple")
+    axes[3].set_ylabel("tasks/s (purple)")
+    axes[3].set_ylim(bottom=0)
     twin = axes[3].twinx()
-    twin.plot(times, [s.futures_resolved for s in run.samples], color="tab:brown", label="futures resolved")
-    twin.set_ylabel("futures resolved")
+    twin.plot(times, [s.futures_resolved for s in run.samples], color="tab:brown")
+    twin.set_ylabel("futures resolved (brown)")
     axes[3].set_xlabel("minutes")
     axes[3].grid(alpha=0.3)
     for when, text in run.events:
@@ -474,6 +479,19 @@ def plot(run: Run, path: str) -> bool:
     return True
 
 
+def load(path: str) -> Run:
+    """A finished run from its soak.json, enough of it to plot."""
+    with open(path) as file:
+        data = json.load(file)
+    summary = data["summary"]
+    run = Run(summary["minutes"], summary["interval_seconds"], 0.0, 0.0, 0.0)
+    run.samples = [Sample(**sample) for sample in data["samples"]]
+    for sample in run.samples:  # files written before zombies were skipped: a killed process measured as RSS 0
+        sample.processes = {name: values for name, values in sample.processes.items() if values["rss_mib"] > 0}
+    run.events = [tuple(event) for event in summary["events"]]
+    return run
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0, help="how long the load runs")
@@ -483,7 +501,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--object-retention", type=float, default=20.0, help="the workers' --object-retention")
     parser.add_argument("--out", default=".", help="directory for soak.json and soak.png")
     parser.add_argument("--python", default=sys.executable, help="interpreter of the scheduler and workers")
+    parser.add_argument("--replot", metavar="DIR", help="only draw DIR/soak.png again from DIR/soak.json, and exit")
     args = parser.parse_args(argv)
+    if args.replot:
+        return 0 if plot(load(os.path.join(args.replot, "soak.json")), os.path.join(args.replot, "soak.png")) else 1
     run = Run(args.minutes, args.interval, args.warmup_fraction, args.churn_seconds, args.object_retention)
     os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="scaler-soak-") as directory:

@@ -121,6 +121,25 @@ LOGGING_LEVEL = SETTINGS.declare(
     flags=("--logging-level", "-ll"), choices=LOGGING_LEVELS, used_by=(SCHEDULER, WORKER),
 )  # fmt: skip
 
+# --- TCP keepalive, on every ZeroMQ TCP socket (see README, Failures and recovery) ------------------------------------
+TCP_KEEPALIVE = SETTINGS.declare(
+    "tcp_keepalive", bool, True,
+    "probe idle TCP connections, so that firewalls and NAT do not drop them",
+    flags=("--tcp-keepalive",), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+TCP_KEEPALIVE_IDLE = SETTINGS.declare(
+    "tcp_keepalive_idle_seconds", int, 60, "seconds a connection is idle before the first keepalive probe",
+    flags=("--tcp-keepalive-idle",), check=at_least(1), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+TCP_KEEPALIVE_INTERVAL = SETTINGS.declare(
+    "tcp_keepalive_interval_seconds", int, 10, "seconds between unanswered keepalive probes",
+    flags=("--tcp-keepalive-interval",), check=at_least(1), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+TCP_KEEPALIVE_COUNT = SETTINGS.declare(
+    "tcp_keepalive_count", int, 6, "unanswered keepalive probes after which the connection is closed",
+    flags=("--tcp-keepalive-count",), check=at_least(1), used_by=(SCHEDULER, WORKER, MONITOR),
+)  # fmt: skip
+
 # --- monitors ---------------------------------------------------------------------------------------------------------
 STATUS_TIMEOUT = SETTINGS.declare(
     "status_timeout_seconds", float, 5.0,
@@ -167,6 +186,12 @@ DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS = GARBAGE_COLLECT_INTERVAL.default
 DEFAULT_RETIRE_TIMEOUT_SECONDS = RETIRE_TIMEOUT.default
 
 # --- defaults that are not user settings ------------------------------------------------------------------------------
+# warnings that peers cause (malformed frames, refused peers, dying processors): see scaler.rate_limit
+DEFAULT_PEER_WARNINGS_PER_PEER = 5  # logged per peer (or kind of event) and interval; the rest are counted...
+DEFAULT_PEER_WARNINGS_PER_INTERVAL = 50  # ...as are those beyond this many in all...
+DEFAULT_PEER_WARNINGS_INTERVAL_SECONDS = 10.0  # ...and summed up in one line per interval
+DEFAULT_PEER_EVENTS_PER_INTERVAL = 1000  # lines on peers connecting and leaving, in all (per peer as warnings)
+
 # worker
 DEFAULT_RETIRE_GRACE_SECONDS = 2.0  # a retiring worker's own deadline is the scheduler's plus this (core.py)
 DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS = 5.0  # told to stop at once, workers get this long to leave, then SIGKILL

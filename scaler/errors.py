@@ -28,8 +28,9 @@ class AuthenticationError(ScalerError, PermissionError):
 
 
 class SchedulerGoneError(ScalerError, TimeoutError):
-    """The scheduler stopped, said goodbye, or was silent for the client's `timeout_seconds`; pending tasks cannot
-    finish. A TimeoutError, as the seed system raises for a scheduler that does not come back."""
+    """The scheduler said a final goodbye, or none was heard for the client's `reconnect_seconds` (by default its
+    `timeout_seconds`: a lost scheduler that did not come back on the address in time); pending tasks cannot finish.
+    A TimeoutError, as the seed system raises for a scheduler that does not come back."""
 
 
 class MissingObjectError(ScalerError, LookupError):

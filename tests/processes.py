@@ -21,6 +21,17 @@ def free_tcp_address() -> str:
         return f"tcp://127.0.0.1:{sock.getsockname()[1]}"
 
 
+def fill_pipe(fd: int) -> None:
+    """Write to a pipe until it takes no more, as output nobody read for a while would have."""
+    os.set_blocking(fd, False)
+    try:
+        while True:
+            os.write(fd, b"output nobody read\n" * 1000)
+    except BlockingIOError:
+        pass
+    os.set_blocking(fd, True)
+
+
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
     """Poll `condition` until it holds; fail with `what` once `timeout` seconds passed."""
     deadline = time.monotonic() + timeout

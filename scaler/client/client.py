@@ -22,10 +22,17 @@ from scaler.client.graph_encoding import submit_plan
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts
 from scaler.client.tasks import TaskFactory
-from scaler.config import DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
+from scaler.config import (
+    DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
+    DEFAULT_TASKS_PER_FRAME,
+    TCP_KEEPALIVE,
+    TCP_KEEPALIVE_COUNT,
+    TCP_KEEPALIVE_IDLE,
+    TCP_KEEPALIVE_INTERVAL,
+)
 from scaler.errors import DisconnectedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
-from scaler.io.sockets import validate_address
+from scaler.io.sockets import TcpKeepalive, validate_address
 from scaler.protocol import ObjectKind
 from scaler.serializer import DefaultSerializer, SerializerLike
 
@@ -37,7 +44,7 @@ _KIND_OBJECT = int(ObjectKind.object)
 
 # Clients unpickled in one process (nested tasks) share one connection per scheduler address: a connection per task
 # would leave a thread and a socket behind for every task a worker runs.
-_shared_connections: Dict[Tuple[int, str, Optional[CurvePeerKeys]], Connection] = {}
+_shared_connections: Dict[Tuple[int, str, Optional[CurvePeerKeys], TcpKeepalive], Connection] = {}
 _shared_lock = threading.Lock()
 
 
@@ -54,7 +61,9 @@ class Client:
     soon as the connection closes (or after timeout_seconds of silence). See README, "Failures and recovery", for
     what the client keeps to resubmit. On a scheduler with
     CurveZMQ on, pass this client's key pair file (`NAME.key_secret` from scaler_keygen) and the scheduler's public
-    key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`.
+    key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`. `tcp_keepalive` and its
+    `tcp_keepalive_idle_seconds`, `tcp_keepalive_interval_seconds` and `tcp_keepalive_count` set the TCP keepalive of
+    the connection, as the options of the same names do for the scheduler and workers (README has the table).
 
     A Client is picklable, so a task can receive one and submit nested tasks: in the worker it connects on first use,
     to the same address (which must be reachable from there), and tags what it submits as children of the running task.
@@ -69,6 +78,10 @@ class Client:
         curve_secret_key_file: Optional[str] = None,
         curve_server_key_file: Optional[str] = None,
         reconnect_seconds: Optional[float] = None,
+        tcp_keepalive: bool = TCP_KEEPALIVE.default,
+        tcp_keepalive_idle_seconds: int = TCP_KEEPALIVE_IDLE.default,
+        tcp_keepalive_interval_seconds: int = TCP_KEEPALIVE_INTERVAL.default,
+        tcp_keepalive_count: int = TCP_KEEPALIVE_COUNT.default,
     ) -> None:
         self._configure(
             address,
@@ -78,6 +91,9 @@ class Client:
             curve_secret_key_file,
             curve_server_key_file,
             reconnect_seconds,
+        )
+        self._keepalive = TcpKeepalive.checked(
+            tcp_keepalive, tcp_keepalive_idle_seconds, tcp_keepalive_interval_seconds, tcp_keepalive_count
         )
         self._shared = False
         self._connection: Optional[Connection] = self._new_connection()
@@ -119,6 +135,7 @@ class Client:
             "timeout_seconds": self._timeout_seconds,
             "curve_files": self._curve_files,  # paths, never the keys: the files must exist where the task runs
             "reconnect_seconds": self._reconnect_seconds,
+            "keepalive": tuple(self._keepalive),
         }
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
@@ -130,6 +147,7 @@ class Client:
             *state["curve_files"],
             state.get("reconnect_seconds"),
         )
+        self._keepalive = TcpKeepalive(*state["keepalive"])
         self._shared = True
         self._connection = None  # connects on first use: unpickling must stay cheap and never block
 
@@ -350,7 +368,7 @@ class Client:
         return connection
 
     def _connect_shared(self) -> Connection:
-        key = (os.getpid(), self._address, self._curve)
+        key = (os.getpid(), self._address, self._curve, self._keepalive)
         with _shared_lock:
             connection = _shared_connections.get(key)
             if connection is None or connection.closed_reason is not None:
@@ -360,7 +378,7 @@ class Client:
         return connection
 
     def _new_connection(self) -> Connection:
-        return Connection(self._address, self._timeout_seconds, self._curve, self._reconnect_seconds)
+        return Connection(self._address, self._timeout_seconds, self._curve, self._keepalive, self._reconnect_seconds)
 
 
 def _check_profiling(profiling: Any) -> bool:

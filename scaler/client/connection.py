@@ -33,7 +33,7 @@ from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
-from scaler.io.sockets import make_identity
+from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, make_identity
 from scaler.protocol import (
     PROTOCOL_VERSION,
     ClientDisconnect,
@@ -74,6 +74,7 @@ class Connection:
         address: str,
         timeout_seconds: float,
         curve: Optional[CurvePeerKeys] = None,
+        keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
         reconnect_seconds: Optional[float] = None,
     ) -> None:
         self.address = address
@@ -120,6 +121,7 @@ class Connection:
             curve,
             self._on_refused,
             self._on_lost,
+            keepalive,
         )
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)

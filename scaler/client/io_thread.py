@@ -28,7 +28,7 @@ from zmq.utils.monitor import recv_monitor_message
 from scaler.client.objects import Outgoing
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
 from scaler.io.curve import CurvePeerKeys
-from scaler.io.sockets import create_dealer
+from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
 from scaler.protocol import ClientHeartbeat, HeartbeatEcho, ProtocolError, decode_frame, encode, encode_many
 
 logger = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ class IOThread:
         curve: Optional[CurvePeerKeys] = None,
         on_refused: Optional[Callable[[str], None]] = None,
         on_lost: Optional[Callable[[str], None]] = None,
+        keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
     ) -> None:
         self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
         self.silence_limit_seconds = 0.0  # set with heartbeat_seconds: see Connection.scheduler_gone_after_seconds
@@ -75,7 +76,7 @@ class IOThread:
         self._process = _this_process()
         self._context = zmq.Context(io_threads=1)
         try:
-            self._socket = create_dealer(self._context, address, identity, curve)
+            self._socket = create_dealer(self._context, address, identity, curve, keepalive)
         except zmq.ZMQError as error:
             self._context.destroy(linger=0)
             raise ValueError(f"cannot connect to {address!r}: {error}") from None

@@ -1,9 +1,10 @@
 """The cluster process: forks N workers, supervises them, and takes them all down with it.
 
-Forking is safe here because the launcher never creates a ZeroMQ context or a thread; each worker forks its own
-processor fork server before it creates its context. The whole tree dies with the launcher, even on SIGKILL: every
-child sets PR_SET_PDEATHSIG (see scaler.worker.lifetime), forks happen on the main thread, and each level also
-checks its parent pid as a fallback.
+Forking is safe here because the launcher never creates a ZeroMQ context, and its only other thread, the log writer
+(scaler.logs), holds no lock a child could inherit (the child starts with log queues of its own); each worker forks
+its own processor fork server before it creates its context. The whole tree dies with the launcher, even on
+SIGKILL: every child sets PR_SET_PDEATHSIG (see scaler.worker.lifetime), forks happen on the main thread, and each
+level also checks its parent pid as a fallback.
 
 SIGTERM retires the workers (each asks the scheduler to take it out of the pool, see scaler/worker/core.py): the
 launcher passes it on and waits for them up to their retirement deadline. A second SIGTERM, or SIGINT, stops them at
@@ -21,6 +22,7 @@ import time
 from typing import Dict, Optional
 
 from scaler import config
+from scaler.logs import flush_logs
 from scaler.worker.agent import run_worker
 from scaler.worker.lifetime import die_with_parent, parent_alive
 from scaler.worker.settings import WorkerSettings
@@ -81,6 +83,7 @@ class ClusterProcess:
             except BaseException:  # noqa: B036 - a worker reports its crash, then leaves without the launcher's cleanup
                 logging.exception("Worker[%d] crashed", index)
             finally:
+                flush_logs()  # os._exit skips the flush at exit; bounded, should nobody read the output
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(exit_code)

@@ -10,6 +10,7 @@ CURVE handshake, on an inproc socket of the scheduler's context, and it accepts 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 import zmq
 import zmq.auth
 from zmq.utils import z85
+
+from scaler.rate_limit import LimitedLog
 
 logger = logging.getLogger(__name__)
 
@@ -102,18 +105,24 @@ def apply_server_keys(socket: zmq.Socket, keys: CurveServerKeys) -> None:
 
 
 def answer_zap_request(
-    frames: List[bytes], authorized_keys: FrozenSet[bytes], refusals: Dict[bytes, int]
+    frames: List[bytes],
+    authorized_keys: FrozenSet[bytes],
+    refusals: Dict[bytes, int],
+    warnings: Optional[LimitedLog] = None,
+    now: float = 0.0,
 ) -> List[bytes]:
     """The ZAP reply to one request: 200 for a listed CURVE public key, 400 otherwise (the first refusal of a key is
-    logged; `refusals` counts them per key, so a peer retrying every second does not flood the log)."""
+    logged; `refusals` counts them per key, so a peer retrying every second does not flood the log). With `warnings`
+    (the scheduler's), refusals are also rate limited per peer address, so new keys at every try flood nothing."""
     if len(frames) < 6 or frames[0] != _ZAP_VERSION:
         request_id = frames[1] if len(frames) > 1 else b""
         return [_ZAP_VERSION, request_id, b"500", b"malformed ZAP request", b"", b""]
     request_id, domain, address, _identity, mechanism = frames[1:6]
     credentials = frames[6:]
+    warn = logger.warning if warnings is None else functools.partial(warnings.log, address, now)
     if mechanism != b"CURVE" or len(credentials) != 1 or len(credentials[0]) != 32:
         reason = f"mechanism {mechanism.decode(errors='replace')} is not accepted: CURVE is required"
-        logger.warning("refused a connection from %s: %s", address.decode(errors="replace"), reason)
+        warn("refused a connection from %s: %s", address.decode(errors="replace"), reason)
         return [_ZAP_VERSION, request_id, b"400", reason.encode(), b"", b""]
     public_key = z85.encode(credentials[0])
     if public_key in authorized_keys:
@@ -121,7 +130,7 @@ def answer_zap_request(
     seen = refusals.get(public_key, 0)
     refusals[public_key] = seen + 1
     if seen == 0:
-        logger.warning(
+        warn(
             "refused a connection from %s: public key %s is not among the authorized keys (domain %s)",
             address.decode(errors="replace"),
             public_key.decode(),

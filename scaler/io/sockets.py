@@ -1,16 +1,70 @@
-"""ZeroMQ socket set-up shared by the scheduler, clients, workers and monitors."""
+"""ZeroMQ socket set-up shared by the scheduler, clients, workers and monitors.
+
+Every socket made here has TCP keepalive on (unless told otherwise, see TcpKeepalive). Heartbeats keep connections
+busy at the default interval of 1 s, but a connection can go quiet for longer than a firewall's or NAT's idle timeout
+(often minutes, sometimes 5): with a long --heartbeat-interval or --status-interval, or while a peer process is
+stopped (a debugger, SIGSTOP) or starved. Then the kernel's keepalive probes keep the middleboxes' state, so that an
+hours-long task's result still has a connection to travel on. ZeroMQ applies the options to every TCP connection the
+socket makes or accepts; ipc connections ignore them.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
 import uuid
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 import zmq
 
-from scaler.config import DEFAULT_MAX_FRAME_BYTES
+from scaler.config import (
+    DEFAULT_MAX_FRAME_BYTES,
+    TCP_KEEPALIVE,
+    TCP_KEEPALIVE_COUNT,
+    TCP_KEEPALIVE_IDLE,
+    TCP_KEEPALIVE_INTERVAL,
+)
 from scaler.io.curve import CurvePeerKeys, CurveServerKeys, apply_peer_keys, apply_server_keys
+
+
+class TcpKeepalive(NamedTuple):
+    """The tcp_keepalive settings of scaler.config, as one value to hand to the functions below."""
+
+    enabled: bool = TCP_KEEPALIVE.default
+    idle_seconds: int = TCP_KEEPALIVE_IDLE.default
+    interval_seconds: int = TCP_KEEPALIVE_INTERVAL.default
+    count: int = TCP_KEEPALIVE_COUNT.default
+
+    @classmethod
+    def of(cls, settings: Any) -> TcpKeepalive:
+        """From anything holding the settings as attributes: SchedulerSettings, WorkerSettings, parsed arguments."""
+        return cls(
+            settings.tcp_keepalive,
+            settings.tcp_keepalive_idle_seconds,
+            settings.tcp_keepalive_interval_seconds,
+            settings.tcp_keepalive_count,
+        )
+
+    @classmethod
+    def checked(cls, enabled: Any, idle_seconds: Any, interval_seconds: Any, count: Any) -> TcpKeepalive:
+        """From keywords (a Client's), each checked as its declaration says: TypeError or ValueError naming it."""
+        return cls(
+            TCP_KEEPALIVE.validate(enabled),
+            TCP_KEEPALIVE_IDLE.validate(idle_seconds),
+            TCP_KEEPALIVE_INTERVAL.validate(interval_seconds),
+            TCP_KEEPALIVE_COUNT.validate(count),
+        )
+
+    def apply(self, sock: zmq.Socket) -> None:
+        """Before connect or bind: ZeroMQ reads the options when it opens each TCP connection."""
+        sock.setsockopt(zmq.TCP_KEEPALIVE, 1 if self.enabled else 0)
+        if self.enabled:
+            sock.setsockopt(zmq.TCP_KEEPALIVE_IDLE, self.idle_seconds)
+            sock.setsockopt(zmq.TCP_KEEPALIVE_INTVL, self.interval_seconds)
+            sock.setsockopt(zmq.TCP_KEEPALIVE_CNT, self.count)
+
+
+DEFAULT_KEEPALIVE = TcpKeepalive()
 
 
 def make_identity(kind: str) -> bytes:
@@ -29,7 +83,11 @@ def validate_address(address: str) -> str:
 
 
 def create_dealer(
-    context: zmq.Context, address: str, identity: bytes, curve: Optional[CurvePeerKeys] = None
+    context: zmq.Context,
+    address: str,
+    identity: bytes,
+    curve: Optional[CurvePeerKeys] = None,
+    keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
 ) -> zmq.Socket:
     """A DEALER connected to the scheduler. Unlimited high-water marks: a full queue must block nobody's results."""
     sock = context.socket(zmq.DEALER)
@@ -37,6 +95,7 @@ def create_dealer(
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 0)
     sock.setsockopt(zmq.RCVHWM, 0)
+    keepalive.apply(sock)
     if curve is not None:
         apply_peer_keys(sock, curve)
     sock.connect(address)
@@ -48,6 +107,7 @@ def create_router(
     address: str,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     curve: Optional[CurveServerKeys] = None,
+    keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
 ) -> zmq.Socket:
     sock = context.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -55,17 +115,24 @@ def create_router(
     sock.setsockopt(zmq.RCVHWM, 0)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a peer that vanished must not make a send raise mid-batch
     sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+    keepalive.apply(sock)
     if curve is not None:
         apply_server_keys(sock, curve)
     sock.bind(address)
     return sock
 
 
-def create_publisher(context: zmq.Context, address: str, curve: Optional[CurveServerKeys] = None) -> zmq.Socket:
+def create_publisher(
+    context: zmq.Context,
+    address: str,
+    curve: Optional[CurveServerKeys] = None,
+    keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
+) -> zmq.Socket:
     """The scheduler's monitor socket. Status is dropped, never queued, for a subscriber that does not keep up."""
     sock = context.socket(zmq.PUB)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 16)
+    keepalive.apply(sock)
     if curve is not None:
         apply_server_keys(sock, curve)
     sock.bind(address)
@@ -73,12 +140,17 @@ def create_publisher(context: zmq.Context, address: str, curve: Optional[CurveSe
 
 
 def create_subscriber(
-    context: zmq.Context, address: str, curve: Optional[CurvePeerKeys] = None, conflate: bool = False
+    context: zmq.Context,
+    address: str,
+    curve: Optional[CurvePeerKeys] = None,
+    conflate: bool = False,
+    keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
 ) -> zmq.Socket:
     """A monitor's socket, subscribed to everything the scheduler publishes; with `conflate`, only the newest message
     waits to be read (ZeroMQ drops older ones)."""
     sock = context.socket(zmq.SUB)
     sock.setsockopt(zmq.LINGER, 0)
+    keepalive.apply(sock)
     if conflate:
         sock.setsockopt(zmq.CONFLATE, 1)
     sock.setsockopt(zmq.SUBSCRIBE, b"")

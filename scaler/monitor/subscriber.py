@@ -10,9 +10,10 @@ from typing import Optional
 import zmq
 
 from scaler.io.curve import CurvePeerKeys
-from scaler.io.sockets import create_subscriber, validate_address
+from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_subscriber, validate_address
 from scaler.monitor.model import no_status_message
 from scaler.protocol import ProtocolError, SchedulerStatus, decode_frame
+from scaler.rate_limit import LimitedLog
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,13 @@ class StatusSubscriber:
     are dropped by ZeroMQ itself. Rates stay right regardless, since each status carries the scheduler's clock.
     """
 
-    def __init__(self, address: str, timeout_seconds: float, curve: Optional[CurvePeerKeys] = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout_seconds: float,
+        curve: Optional[CurvePeerKeys] = None,
+        keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
+    ) -> None:
         self.address = validate_address(address)
         self.timeout_seconds = check_timeout(timeout_seconds)
         self.latest: Optional[SchedulerStatus] = None
@@ -41,11 +48,13 @@ class StatusSubscriber:
         self.ignored = 0  # frames that decoded but held no status: this may not be a monitor address
         self._connected_at = time.monotonic()
         self._received_at: Optional[float] = None
+        self._warnings = LimitedLog(logger)
         self._context = zmq.Context()
-        self._socket = create_subscriber(self._context, self.address, curve, conflate=True)
+        self._socket = create_subscriber(self._context, self.address, curve, conflate=True, keepalive=keepalive)
 
     def receive(self, wait_seconds: float = 0.0) -> Optional[SchedulerStatus]:
         """Wait up to `wait_seconds` for a status; returns the newest that arrived, or None when none did."""
+        self._warnings.flush(time.monotonic())
         if not self._socket.poll(max(0, int(wait_seconds * 1000))):
             return None
         newest = None
@@ -58,7 +67,9 @@ class StatusSubscriber:
                 messages = decode_frame(frame)
             except ProtocolError as error:
                 self.malformed += 1
-                logger.warning("ignored an undecodable frame from %s: %s", self.address, error)
+                self._warnings.log(
+                    self.address, time.monotonic(), "ignored an undecodable frame from %s: %s", self.address, error
+                )
                 continue
             statuses = [message for message in messages if isinstance(message, SchedulerStatus)]
             if statuses:

@@ -248,11 +248,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = build_parser().parse_args(argv)
     # imported late so `-h` answers fast, without zmq
     from scaler.io.curve import load_peer_keys
+    from scaler.io.sockets import TcpKeepalive
     from scaler.monitor.subscriber import StatusSubscriber
 
     try:
         curve = load_peer_keys(args.curve_secret_key_file, args.curve_server_key_file)
-        subscriber = StatusSubscriber(args.address, args.status_timeout_seconds, curve)
+        subscriber = StatusSubscriber(args.address, args.status_timeout_seconds, curve, TcpKeepalive.of(args))
     except (TypeError, ValueError) as error:
         sys.exit(f"scaler_top: {error}")
     state = TopState(

@@ -2,20 +2,20 @@
 
 libzmq refuses failed CurveZMQ handshakes, and closes the connection of a peer that sends a frame over
 --max-frame-bytes, without the scheduler ever reading a message; only the socket's monitor events tell. These watchers
-turn those events into log lines, rate limited (the first of each kind, then every hundredth), so a peer retrying
-forever cannot flood the log.
+turn those events into log lines, rate limited with the scheduler's other peer warnings (scaler.rate_limit), so a
+peer retrying forever cannot flood the log.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import time
 from typing import Callable, Dict, Optional
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-logger = logging.getLogger(__name__)
+from scaler.rate_limit import LimitedLog
 
 _HANDSHAKE_FAILURES = {
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "the handshake failed",
@@ -36,11 +36,14 @@ class ConnectionWatch:
         socket: zmq.Socket,
         what: str,
         watch_handshakes: bool,
+        warnings: LimitedLog,
         goodbyes: Optional[Callable[[], int]] = None,
         max_frame_bytes: int = 0,
     ) -> None:
-        """Without `goodbyes`, closed connections are not watched (monitors leave without a word)."""
+        """Without `goodbyes`, closed connections are not watched (monitors leave without a word). `warnings` is
+        shared with the scheduler's core, which sums up what it suppressed."""
         self._what = what
+        self._warnings = warnings
         self._goodbyes = goodbyes
         self._max_frame_bytes = max_frame_bytes
         events = (zmq.EVENT_DISCONNECTED if goodbyes is not None else 0) | (
@@ -71,13 +74,14 @@ class ConnectionWatch:
                 continue
             count = self.failures.get(event, 0) + 1
             self.failures[event] = count
-            if count == 1 or count % 100 == 0:
-                logger.warning(
-                    "refused a connection to the %s: %s (%d refusal(s) of this kind so far)",
-                    self._what,
-                    _HANDSHAKE_FAILURES.get(event, f"handshake event {event}"),
-                    count,
-                )
+            self._warnings.log(
+                (self._what, event),
+                time.monotonic(),
+                "refused a connection to the %s: %s (%d refusal(s) of this kind so far)",
+                self._what,
+                _HANDSHAKE_FAILURES.get(event, f"handshake event {event}"),
+                count,
+            )
 
     def _explain_disconnects(self) -> None:
         assert self._goodbyes is not None
@@ -85,11 +89,12 @@ class ConnectionWatch:
         if unexplained <= self.unexplained:
             return
         self.unexplained = unexplained
-        if unexplained == 1 or unexplained % 100 == 0:
-            logger.warning(
-                "a connection to the %s closed without a goodbye (%d so far): a peer died, or ZeroMQ dropped it"
-                " for sending a frame over --max-frame-bytes (%d bytes)",
-                self._what,
-                unexplained,
-                self._max_frame_bytes,
-            )
+        self._warnings.log(
+            (self._what, "closed"),
+            time.monotonic(),
+            "a connection to the %s closed without a goodbye (%d so far): a peer died, or ZeroMQ dropped it"
+            " for sending a frame over --max-frame-bytes (%d bytes)",
+            self._what,
+            unexplained,
+            self._max_frame_bytes,
+        )

@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from typing import Callable, Deque, Dict, List, Optional, Set
 
+from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
 from scaler.protocol import (
     MESSAGE_TYPES,
     PROTOCOL_VERSION,
@@ -41,6 +42,7 @@ from scaler.protocol import (
     encode,
     heartbeat_flags,
 )
+from scaler.rate_limit import LimitedLog, RateLimiter
 from scaler.scheduler.invariants import check_invariants
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
@@ -94,6 +96,11 @@ class SchedulerCore:
         self.received_counts = [0] * _N_TYPES
         self.malformed = 0
         self.registered_again = 0  # peers whose Hello said they had registered before: survivors of a lost scheduler
+        self.peer_warnings = LimitedLog(logger)  # what peers make us warn about: a few lines, then a summary
+        # peers connecting and leaving: every line while a cluster starts, not an endless stream when a peer loops
+        self.peer_events = LimitedLog(
+            logger, RateLimiter(overall=DEFAULT_PEER_EVENTS_PER_INTERVAL), level=logging.INFO, what="line(s) on peers"
+        )
         self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
@@ -155,22 +162,28 @@ class SchedulerCore:
         self._assign_ready()
 
     def receive_malformed(self, peer: bytes, reason: str, now: float) -> None:
-        """A frame of `peer` that did not decode: counted, logged once per peer, dropped."""
+        """A frame of `peer` that did not decode: counted, logged (rate limited, see scaler.rate_limit), dropped."""
         self.malformed += 1
         state = self.clients.get(peer) or self.workers.get(peer)
         if state is None:
-            logger.warning("dropped a malformed frame from unregistered peer %r: %s", peer, reason)
+            self.peer_warnings.log(peer, now, "dropped a malformed frame from unregistered peer %r: %s", peer, reason)
             return
         state.malformed += 1
         if state.malformed == 1:
-            logger.warning(
-                "dropped a malformed frame from %s (further ones counted, not logged): %s", state.name, reason
+            self.peer_warnings.log(
+                peer,
+                now,
+                "dropped a malformed frame from %s (further ones counted, not logged): %s",
+                state.name,
+                reason,
             )
         if state.malformed >= self.settings.max_malformed_per_peer:
             self._drop_peer(state, f"sent {state.malformed} malformed frames", now)
 
     def tick(self, now: float) -> None:
         """Timers: peers that went silent, and load balancing."""
+        self.peer_warnings.flush(now)
+        self.peer_events.flush(now)
         self._forgive_stall(now)
         worker_deadline = now - self.settings.worker_timeout_seconds
         for worker in [w for w in self.workers.values() if w.last_seen < worker_deadline]:
@@ -235,7 +248,7 @@ class SchedulerCore:
                 f"protocol version {message.protocol_version} is not supported: "
                 f"this scheduler speaks version {PROTOCOL_VERSION}"
             )
-            logger.warning("refused %s (%r): %s", message.name or "a peer", peer, reason)
+            self.peer_warnings.log(peer, now, "refused %s (%r): %s", message.name or "a peer", peer, reason)
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
             return
         name = message.name or peer.decode("utf-8", "replace")
@@ -252,10 +265,10 @@ class SchedulerCore:
             if queue_cap is not None and capacity > queue_cap:
                 capacity = queue_cap
             self.workers[peer] = WorkerState(peer, name, capacity, now, again)
-            logger.info("worker %s %s, capacity %d", name, _registered(again), capacity)
+            self.peer_events.log(peer, now, "worker %s %s, capacity %d", name, _registered(again), capacity)
         elif message.role == Role.client:
             self.clients[peer] = ClientState(peer, name, now, again)
-            logger.info("client %s %s", name, _registered(again))
+            self.peer_events.log(peer, now, "client %s %s", name, _registered(again))
         else:
             reason = f"role {message.role} does not connect to the scheduler address (monitors subscribe)"
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
@@ -268,7 +281,12 @@ class SchedulerCore:
         it lost the connection, so it is taken as a new worker."""
         if isinstance(state, ClientState) and message.role == Role.client:
             state.resumed = True
-            logger.info("client %s said Hello again on a dropped connection: its session is kept", state.name)
+            self.peer_events.log(
+                state.identity,
+                now,
+                "client %s said Hello again on a dropped connection: its session is kept",
+                state.name,
+            )
             self._accept_hello(state.identity, Role.client, resumed=True)
             return
         if isinstance(state, WorkerState):
@@ -337,7 +355,9 @@ class SchedulerCore:
             return True
         worker.retire_deadline = now + deadline_seconds
         self.retiring[identity] = worker
-        logger.info(
+        self.peer_events.log(
+            identity,
+            now,
             "worker %s retiring (%s): %d task(s) to finish or hand back within %gs",
             worker.name,
             reason,
@@ -370,7 +390,14 @@ class SchedulerCore:
         if self.workers.pop(worker.identity, None) is None:
             return
         self.retiring.pop(worker.identity, None)
-        logger.info("worker %s removed (%s), %d task(s) to reassign", worker.name, reason, len(worker.assigned))
+        self.peer_events.log(
+            worker.identity,
+            now,
+            "worker %s removed (%s), %d task(s) to reassign",
+            worker.name,
+            reason,
+            len(worker.assigned),
+        )
         retry_limit = self.settings.task_retry_limit
         suspects = self._likely_running(worker) if blame else set()
         for task_id in reversed(list(worker.assigned)):
@@ -422,7 +449,9 @@ class SchedulerCore:
             return
         if self.settings.protected:
             reason = "the scheduler is in protected mode: start it unprotected to allow client.shutdown()"
-            logger.info("client %s asked to shut the cluster down: refused, protected mode", client.name)
+            self.peer_events.log(
+                client.identity, now, "client %s asked to shut the cluster down: refused, protected mode", client.name
+            )
             self._send_message(client.identity, DisconnectReply(accepted=False, reason=reason))
             return
         logger.info("client %s shut the cluster down", client.name)
@@ -433,6 +462,8 @@ class SchedulerCore:
     def shutdown(self, reason: str, reconnect: bool = False) -> None:
         """Say Goodbye to every peer; the shell flushes the outgoing messages and stops. With `reconnect` (stopped by
         a signal, as for an upgrade) peers wait for a scheduler to come back on the address instead of leaving."""
+        self.peer_warnings.flush(self._last_call, force=True)
+        self.peer_events.flush(self._last_call, force=True)
         for identity in list(self.workers) + list(self.clients):
             self._send_message(identity, Goodbye(reason=reason, reconnect=reconnect))
         self.stopping = True
@@ -441,7 +472,9 @@ class SchedulerCore:
         """Forget a client: cancel what it still has running and free its objects."""
         if self.clients.pop(client.identity, None) is None:
             return
-        logger.info(
+        self.peer_events.log(
+            client.identity,
+            self._last_call,
             "client %s removed (%s): %d unfinished task(s) canceled, %d object(s) freed",
             client.name,
             reason,
@@ -711,8 +744,12 @@ class SchedulerCore:
             if client is None:
                 return
             if len(client.objects) >= self.settings.max_objects_per_client:
-                logger.warning(
-                    "client %s holds %d objects, the limit: object dropped", client.name, len(client.objects)
+                self.peer_warnings.log(
+                    owner,
+                    now,
+                    "client %s holds %d objects, the limit: object dropped",
+                    client.name,
+                    len(client.objects),
                 )
                 return
             stored = StoredObject(object_id, owner, message.kind, message.name, message.chunk_count, message.total_size)

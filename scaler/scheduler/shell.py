@@ -19,7 +19,7 @@ import psutil
 import zmq
 
 from scaler.io.ipc_files import BoundIpcFile
-from scaler.io.sockets import create_publisher, create_router, is_loopback
+from scaler.io.sockets import TcpKeepalive, create_publisher, create_router, is_loopback
 from scaler.protocol import (
     MESSAGE_TYPES,
     ClientDisconnect,
@@ -53,16 +53,20 @@ class SchedulerShell:
         self.context = zmq.Context()
         curve = settings.curve_keys
         # the ZAP handler must be bound before any CURVE server socket exists, or libzmq has nobody to ask
-        self._zap: Optional[ZapHandler] = None if curve is None else ZapHandler(self.context, curve.authorized_keys)
-        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve)
-        self.monitor = create_publisher(self.context, settings.monitor_address, curve)
+        warnings = self.core.peer_warnings
+        self._zap: Optional[ZapHandler] = (
+            None if curve is None else ZapHandler(self.context, curve.authorized_keys, warnings)
+        )
+        keepalive = TcpKeepalive.of(settings)
+        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve, keepalive)
+        self.monitor = create_publisher(self.context, settings.monitor_address, curve, keepalive)
         self._ipc_files = [BoundIpcFile.after_bind(self.router), BoundIpcFile.after_bind(self.monitor)]
         router_watch = ConnectionWatch(
-            self.router, "scheduler address", curve is not None, self._goodbyes, settings.max_frame_bytes
+            self.router, "scheduler address", curve is not None, warnings, self._goodbyes, settings.max_frame_bytes
         )
         self._watches = [router_watch]
         if curve is not None:
-            self._watches.append(ConnectionWatch(self.monitor, "monitor address", watch_handshakes=True))
+            self._watches.append(ConnectionWatch(self.monitor, "monitor address", True, warnings))
         self._process = psutil.Process()
         self._process.cpu_percent()
         self._stopped: Optional[asyncio.Future] = None

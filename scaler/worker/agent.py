@@ -23,7 +23,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from scaler import config
-from scaler.io.sockets import create_dealer, make_identity
+from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
 from scaler.protocol import ProtocolError, decode_frame
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
 from scaler.worker.instructions import (
@@ -262,7 +262,9 @@ class WorkerAgent:
         that does not know us."""
         self._close_dealer(linger=0)
         identity = make_identity("W")
-        self._dealer = create_dealer(self._context, self._settings.address, identity, self._settings.curve_keys)
+        self._dealer = create_dealer(
+            self._context, self._settings.address, identity, self._settings.curve_keys, TcpKeepalive.of(self._settings)
+        )
         self._dealer_events = self._dealer.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self._outbox = Outbox(self._dealer)
         self._poller.register(self._dealer, zmq.POLLIN)

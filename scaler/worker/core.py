@@ -58,6 +58,7 @@ from scaler.protocol import (
     WorkerRetire,
     heartbeat_flags,
 )
+from scaler.rate_limit import LimitedLog
 from scaler.worker.channel import ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
     Connect,
@@ -135,6 +136,8 @@ class WorkerCore:
         self.lag_us = 0
         self.last_heard = now
         self.malformed = 0
+        # What the scheduler, or the tasks it sends, make us warn about: a few lines per kind, then a summary.
+        self.warnings = LimitedLog(logger, prefix=f"{name}: ")
         self.exit_code: Optional[int] = None
         self.retiring_until: Optional[float] = None  # set by `retire`: exit at the latest then
         self._now = now
@@ -210,8 +213,12 @@ class WorkerCore:
         self.last_heard = now  # the scheduler is there, even if this frame was garbled
         self.malformed += 1
         if self.malformed == 1:
-            logger.warning(
-                "%s: dropped a malformed frame from the scheduler (further ones counted): %s", self.name, reason
+            self.warnings.log(
+                "malformed frame",
+                now,
+                "%s: dropped a malformed frame from the scheduler (further ones counted): %s",
+                self.name,
+                reason,
             )
 
     def observe(self, number: int, started: int, done: int) -> None:
@@ -257,14 +264,21 @@ class WorkerCore:
         self._remove_processor(processor, kill=False)
         running = processor.running()
         if running is None:
-            logger.warning("%s: processor %d died with %s between tasks, starting a new one", self.name, number, how)
+            self.warnings.log(
+                "processor died",
+                now,
+                "%s: processor %d died with %s between tasks, starting a new one",
+                self.name,
+                number,
+                how,
+            )
         elif running.state == CANCELED:
             self._take_from_pipe(processor, running)
             self._forget(running, "processor died")
         else:
             self._take_from_pipe(processor, running)
             text = f"processor died with {how} while running task {running.task_id.hex()}"
-            logger.warning("%s: %s, starting a new processor", self.name, text)
+            self.warnings.log("processor died", now, "%s: %s, starting a new processor", self.name, text)
             self._answer(
                 running, "processor died", TaskStatus.failed, cloudpickle.dumps(ProcessorDiedError(text)), text
             )
@@ -276,6 +290,7 @@ class WorkerCore:
     def tick(self, now: float) -> None:
         """Timers: the scheduler's silence, heartbeats, reconnection, spares, object retention."""
         self._now = now
+        self.warnings.flush(now)
         if self.retiring_until is not None and now >= self.retiring_until:
             self._exit(EXIT_OK, "no go-ahead from the scheduler within the retirement deadline: leaving now", True)
             return
@@ -452,6 +467,7 @@ class WorkerCore:
         if self.exit_code is not None:
             return
         self.exit_code = code
+        self.warnings.flush(self._now, force=True)
         (logger.info if code == EXIT_OK else logger.error)("%s: exiting: %s", self.name, reason)
         if self.connection != CONNECTED or code == EXIT_SCHEDULER_LOST:
             self._outgoing = []  # nobody listens
@@ -481,7 +497,13 @@ class WorkerCore:
 
     def _on_task(self, message: Task) -> None:
         if message.task_id in self.tasks:
-            logger.warning("%s: ignored task %s, received twice", self.name, message.task_id.hex())
+            self.warnings.log(
+                "task received twice",
+                self._now,
+                "%s: ignored task %s, received twice",
+                self.name,
+                message.task_id.hex(),
+            )
             return
         needs = [message.function_id]
         if message.serializer_id:
@@ -643,7 +665,7 @@ class WorkerCore:
                 object_id, response.payload, response.chunk_index, response.chunk_count, self._now
             )
         except ValueError as error:
-            logger.warning("%s: dropped a bad object chunk: %s", self.name, error)
+            self.warnings.log("bad object chunk", self._now, "%s: dropped a bad object chunk: %s", self.name, error)
             return
         if complete:
             self._requested.discard(object_id)

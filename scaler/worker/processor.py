@@ -21,6 +21,7 @@ import cloudpickle
 
 from scaler import config
 from scaler import task_context as context
+from scaler.logs import flush_logs
 from scaler.serializer import DefaultSerializer
 from scaler.worker.channel import (
     RESULT_DELAY_SECONDS,
@@ -253,6 +254,7 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     while not stop.wait(config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS):
         if not parent_alive(parent_pid):
             logging.error("processor: parent %d is gone, exiting", parent_pid)
+            flush_logs()  # os._exit skips the flush at exit
             os._exit(1)
 
 

@@ -25,6 +25,7 @@ import time
 from typing import Dict, List, Optional, Set, Tuple
 
 from scaler import config
+from scaler.logs import flush_logs
 from scaler.worker.channel import SharedProgress
 from scaler.worker.lifetime import die_with_parent, parent_alive
 from scaler.worker.processor import run_processor
@@ -61,6 +62,7 @@ class ProcessorZygote:
                 logging.exception("processor fork server failed")
                 exit_code = 1
             finally:
+                flush_logs()  # os._exit skips the flush at exit
                 os._exit(exit_code)
         zygote_end.close()
         return cls(agent_end, pid)
@@ -226,6 +228,7 @@ def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
             logging.exception("processor failed")
             exit_code = 1
         finally:
+            flush_logs()  # os._exit skips the flush at exit
             os._exit(exit_code)
     processor_end.close()
     try:

@@ -237,9 +237,14 @@ def test_serializer_instances_work_and_abstract_ones_are_refused(peer: ProtocolP
 
 
 def test_a_client_pickles_its_settings_only(peer: ProtocolPeer) -> None:
-    with Client(
-        peer.address, serializer=TaggingSerializer, profiling=True, timeout_seconds=7, reconnect_seconds=9
-    ) as client:
+    options = dict(
+        serializer=TaggingSerializer,
+        profiling=True,
+        timeout_seconds=7,
+        reconnect_seconds=9,
+        tcp_keepalive_idle_seconds=30,
+    )
+    with Client(peer.address, **options) as client:
         copy = cloudpickle.loads(cloudpickle.dumps(client))
         assert copy.__getstate__() == {
             "address": peer.address,
@@ -248,6 +253,7 @@ def test_a_client_pickles_its_settings_only(peer: ProtocolPeer) -> None:
             "timeout_seconds": 7.0,
             "curve_files": (None, None),
             "reconnect_seconds": 9.0,
+            "keepalive": (True, 30, 10, 6),
         }
         assert "not connected yet" in repr(copy)
 

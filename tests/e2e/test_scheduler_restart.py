@@ -2,8 +2,9 @@
 
 Real processes: the scheduler (CPython, or PyPy where .venv-pypy exists), two workers from scaler_cluster and the
 client in this process. Each case kills the scheduler once work is under way, starts another within a second or two,
-and checks that every future resolves once with the right value; it prints the time from the kill to the last
-result ("restart recovery"), which the README quotes.
+and checks that every future resolves once with the right value: the values, and that the client settled each future
+(a done callback cannot tell: a future ignores a second answer) exactly once. It prints the time from the kill to the
+last result ("restart recovery"), which the README quotes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from typing import Callable, Dict, Iterator, List, Optional
 
 import cloudpickle
@@ -21,6 +23,7 @@ import psutil
 import pytest
 
 from scaler import Client
+from scaler.client.future import ScalerFuture
 from scaler.errors import SchedulerGoneError
 from tests.e2e.monitor import wait_for_status
 from tests.perf_e2e.test_pypy_scheduler import SCHEDULER_PYTHON
@@ -106,6 +109,26 @@ def restartable(tmp_path) -> Iterator[Restartable]:
         cluster.stop()
 
 
+@pytest.fixture
+def settlements(monkeypatch) -> Counter:
+    """How often the client settled each task id's future (its IO thread hands every answer to _settle)."""
+    counts: Counter = Counter()
+    settle = ScalerFuture._settle
+
+    def counting(future: ScalerFuture, *args) -> None:
+        counts[future.task_id] += 1
+        settle(future, *args)
+
+    monkeypatch.setattr(ScalerFuture, "_settle", counting)
+    return counts
+
+
+def settled_once(counts: Counter, futures: List[ScalerFuture]) -> None:
+    twice = {task_id.hex(): n for task_id, n in counts.items() if n != 1}
+    assert not twice, f"futures settled more than once: {twice}"
+    assert all(counts[future.task_id] == 1 for future in futures), "a future was never settled by an answer"
+
+
 def report(case: str, killed_at: float) -> float:
     seconds = time.monotonic() - killed_at
     print(f"\nrestart recovery, {case}: {seconds:.2f}s from the kill to the last result")
@@ -129,13 +152,14 @@ def completed(at_least: int) -> Callable[[object], bool]:
     return lambda status: status.completed_tasks >= at_least
 
 
-def test_a_map_of_20000_tasks_survives_a_scheduler_restart(restartable: Restartable) -> None:
+def test_a_map_of_20000_tasks_survives_a_scheduler_restart(restartable: Restartable, settlements: Counter) -> None:
     with Client(restartable.address) as client:
         results = in_thread(lambda: client.map(slow_square, [(i,) for i in range(20_000)]))
         killed_at = restartable.restart_when(completed(4_000))
         assert not results.done(), "the kill came in the middle of the map"
         assert results.result(120) == [i * i for i in range(20_000)]
         report("20,000-task map", killed_at)
+        assert len(settlements) == 20_000 and set(settlements.values()) == {1}, "each future settled exactly once"
         assert client.submit(slow_square, 3).result(30) == 9, "the client goes on as before"
     workers = restartable.cluster.output()
     assert workers.count("registered again, as a new worker") == 2, "the workers stayed and registered again"
@@ -151,7 +175,7 @@ def expected_graph(layers: int, width: int) -> Dict[str, int]:
     return values
 
 
-def test_a_1000_node_graph_survives_a_scheduler_restart(restartable: Restartable) -> None:
+def test_a_1000_node_graph_survives_a_scheduler_restart(restartable: Restartable, settlements: Counter) -> None:
     layers, width = 10, 100
     graph: Dict[str, object] = {}
     for layer in range(layers):
@@ -170,19 +194,23 @@ def test_a_1000_node_graph_survives_a_scheduler_restart(restartable: Restartable
         report("1,000-node graph", killed_at)
     expected = expected_graph(layers, width)
     assert values == {key: expected[key] for key in keys}
-    assert settled == dict.fromkeys(keys, 1), "each future settled exactly once"
+    assert settled == dict.fromkeys(keys, 1), "each future's callbacks ran once"
+    settled_once(settlements, list(futures.values()))
 
 
-def test_nested_fibonacci_survives_a_scheduler_restart(restartable: Restartable) -> None:
+def test_nested_fibonacci_survives_a_scheduler_restart(restartable: Restartable, settlements: Counter) -> None:
     with Client(restartable.address) as client:
         future = client.submit(fibonacci, client, 11)
         killed_at = restartable.restart_when(completed(80))
         assert not future.done()
         assert future.result(120) == 89
         report("nested fibonacci(11)", killed_at)
+    settled_once(settlements, [future])  # the nested ones settle in the workers' processes
 
 
-def test_objects_sent_with_send_object_survive_a_scheduler_restart(restartable: Restartable) -> None:
+def test_objects_sent_with_send_object_survive_a_scheduler_restart(
+    restartable: Restartable, settlements: Counter
+) -> None:
     vector = list(range(100_000))  # about 500 kB pickled: an object of its own, never inline
     with Client(restartable.address) as client:
         reference = client.send_object(vector, name="vector")
@@ -190,6 +218,7 @@ def test_objects_sent_with_send_object_survive_a_scheduler_restart(restartable: 
         killed_at = restartable.restart_when(completed(100))
         assert [future.result(120) for future in futures] == [sum(vector) * index for index in range(600)]
         report("600 tasks on an object from send_object", killed_at)
+        settled_once(settlements, futures)
         assert client.submit(dot, reference, 2).result(30) == sum(vector) * 2, "the reference still works"
 
 
@@ -209,7 +238,7 @@ def test_a_scheduler_that_never_comes_back_fails_pending_futures_within_reconnec
         restartable.stop()
 
 
-def test_a_scheduler_restarted_on_pypy_serves_cpython_workers_and_clients(tmp_path) -> None:
+def test_a_scheduler_restarted_on_pypy_serves_cpython_workers_and_clients(tmp_path, settlements: Counter) -> None:
     if not os.path.exists(SCHEDULER_PYTHON):
         pytest.skip(f"no PyPy environment at {SCHEDULER_PYTHON} (bash scripts/test.sh builds it)")
     restartable = Restartable(tmp_path, SCHEDULER_PYTHON)
@@ -219,6 +248,7 @@ def test_a_scheduler_restarted_on_pypy_serves_cpython_workers_and_clients(tmp_pa
             killed_at = restartable.restart_when(completed(1_000))
             assert results.result(120) == [i * i for i in range(5_000)]
             report("5,000-task map, PyPy scheduler", killed_at)
+            assert len(settlements) == 5_000 and set(settlements.values()) == {1}, "each settled exactly once"
         assert "pypy" in psutil.Process(restartable.schedulers[-1].pid).exe().lower()
     finally:
         restartable.stop()

@@ -16,10 +16,12 @@ import sys
 from typing import TYPE_CHECKING, List, Optional
 
 from scaler.config import SETTINGS
+from scaler.logs import setup_logging
 from scaler.settings_spec import MONITOR, HelpFormatter
 
 if TYPE_CHECKING:
     from scaler.io.curve import CurvePeerKeys
+    from scaler.io.sockets import TcpKeepalive
 
 DEFAULT_HOST = "127.0.0.1"  # a monitor shows cluster internals: only this machine, unless asked otherwise
 DEFAULT_PORT = 8081
@@ -36,15 +38,17 @@ def build_app(
     timeout_seconds: float,
     curve: Optional[CurvePeerKeys] = None,
     metrics_max_workers: Optional[int] = None,
+    keepalive: Optional[TcpKeepalive] = None,
 ):  # -> web.Application
     """The web application; with `metrics_max_workers` (0 or more) it also serves /metrics, with per-worker series
     for at most that many workers. ImportError if /metrics is asked for without prometheus-client."""
     from aiohttp import web
 
+    from scaler.io.sockets import DEFAULT_KEEPALIVE
     from scaler.monitor.subscriber import StatusSubscriber
     from scaler.monitor.ui.history import COLUMNS_JSON, StatusHistory
 
-    subscriber = StatusSubscriber(address, timeout_seconds, curve)
+    subscriber = StatusSubscriber(address, timeout_seconds, curve, keepalive or DEFAULT_KEEPALIVE)
     history = StatusHistory()
 
     async def read_monitor() -> None:
@@ -161,7 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="[%(levelname)s]%(asctime)s: %(message)s")
     try:
         from aiohttp import web
     except ImportError:
@@ -173,12 +176,14 @@ def main(argv: Optional[List[str]] = None) -> None:
             sys.exit(METRICS_EXTRA_MESSAGE)
     try:
         from scaler.io.curve import load_peer_keys
+        from scaler.io.sockets import TcpKeepalive
 
         curve = load_peer_keys(args.curve_secret_key_file, args.curve_server_key_file)
         metrics_max_workers = args.metrics_max_workers if args.metrics else None
-        app = build_app(args.address, args.status_timeout_seconds, curve, metrics_max_workers)
+        app = build_app(args.address, args.status_timeout_seconds, curve, metrics_max_workers, TcpKeepalive.of(args))
     except (TypeError, ValueError) as error:
         sys.exit(f"scaler_ui: {error}")
+    setup_logging(("/dev/stderr",), "INFO")  # after the checks above, whose messages are the only output
     url = f"http://{args.host}:{args.port}/"
 
     def announce(*_: object) -> None:
