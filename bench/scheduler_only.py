@@ -1,14 +1,16 @@
-"""Scheduler-only throughput: synthetic peers replay pre-encoded frames, so the scheduler is the only real work.
+"""Scheduler-only throughput: synthetic peers cost next to nothing, so the scheduler is the only real work.
 
     .venv/bin/python bench/scheduler_only.py                    # scheduler on CPython and on PyPy, one table
     .venv/bin/python bench/scheduler_only.py --tasks 50000 --repeat 3 --scheduler-python .venv-pypy/bin/python
+    .venv/bin/python bench/scheduler_only.py --workers 1024         # any number: the workers share one process
 
-The scheduler runs its real CLI under each interpreter, on real ZeroMQ sockets. Synthetic workers (other processes)
-connect with Hello and answer every Task with a TaskResult encoded before the run: a task message is looked up by its
-bytes, so a worker costs a dict lookup per task and never decodes one. The synthetic client (this process) sends
-pre-encoded frames of 256 tasks, as the real client batches them, and checks that every task's result came back exactly
-once. Reported: routed tasks/s (a task in, to a worker, its result back to the client), and the scheduler's own CPU
-time per task, which stays meaningful on a machine shared with other work. A warm-up round runs first (PyPy's JIT).
+The scheduler runs its real CLI under each interpreter, on real ZeroMQ sockets. The synthetic workers are the
+simulated workers of tests/sim_peers.py, all in one process, each with its own socket and identity (Hello, heartbeats):
+they answer every Task at once with a TaskResult spliced from a template, never decoding a task. The synthetic client
+(this process) sends pre-encoded frames of 256 tasks, as the real client batches them, and checks that every task's
+result came back exactly once. Reported: routed tasks/s (a task in, to a worker, its result back to the client), and
+the scheduler's own CPU time per task, which stays meaningful on a machine shared with other work. A warm-up round runs
+first (PyPy's JIT). bench/scale_sim.py measures the same with thousands of workers and dozens of clients.
 """
 
 from __future__ import annotations
@@ -30,41 +32,27 @@ from localcluster import CPYTHON, PYPY, LocalCluster, interpreter_label, median 
 from scaler.io.sockets import make_identity  # noqa: E402
 from scaler.protocol import (  # noqa: E402
     PROTOCOL_VERSION,
-    Argument,
-    ArgumentKind,
-    BalanceRequest,
-    BalanceResponse,
     ClientHeartbeat,
-    Goodbye,
     Hello,
     Role,
-    Task,
     TaskResult,
-    TaskStatus,
-    WorkerHeartbeat,
     decode_frame,
     encode,
 )
+from tests.sim_peers import RESULT_PREFIX, RESULT_SUFFIX, TASK_PREFIX, TASK_SUFFIX, PeerHost  # noqa: E402
 
 _SEGMENT_HEADER = struct.Struct("<II")  # segment count - 1, words of the only segment
 TASKS_PER_FRAME = 256
-FUNCTION_ID = bytes(range(16))
 HEARTBEAT_SECONDS = 0.5
 
 
 def task_message(number: int) -> bytes:
-    """A no-op task as the real client encodes one: 16-byte ids, one small inline pickled argument."""
-    return encode(
-        Task(
-            task_id=number.to_bytes(16, "big"),
-            function_id=FUNCTION_ID,
-            args=[Argument(kind=ArgumentKind.inline, data=b"\x80\x05K" + bytes([number % 256]) + b".")],
-        )
-    )
+    """A no-op task as the real client encodes one (16-byte ids, one small inline pickled argument)."""
+    return TASK_PREFIX + number.to_bytes(16, "big") + TASK_SUFFIX
 
 
 def result_message(number: int) -> bytes:
-    return encode(TaskResult(task_id=number.to_bytes(16, "big"), status=TaskStatus.success, payload=b"\x80\x05K\x00."))
+    return RESULT_PREFIX + number.to_bytes(16, "big") + RESULT_SUFFIX
 
 
 def split_messages(frame: bytes) -> Iterator[bytes]:
@@ -78,49 +66,6 @@ def split_messages(frame: bytes) -> Iterator[bytes]:
         end = offset + 8 + words * 8
         yield frame[offset:end]
         offset = end
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# the synthetic worker: `python -m bench.scheduler_only --worker ADDRESS --first N --last M`
-
-
-def run_worker(address: str, first: int, last: int, capacity: int) -> None:
-    replies = {task_message(n): result_message(n) for n in range(first, last)}
-    context = zmq.Context()
-    dealer = context.socket(zmq.DEALER)
-    dealer.setsockopt(zmq.IDENTITY, make_identity("W"))
-    dealer.setsockopt(zmq.SNDHWM, 0)
-    dealer.setsockopt(zmq.RCVHWM, 0)
-    dealer.connect(address)
-    hello = Hello(protocol_version=PROTOCOL_VERSION, role=Role.worker, name="synthetic", capacity=capacity)
-    dealer.send(encode(hello))
-    heartbeat = encode(WorkerHeartbeat(sent_at_us=1))
-    next_heartbeat = 0.0
-    lookup = replies.get
-    while True:
-        if dealer.poll(int(HEARTBEAT_SECONDS * 1000)):
-            while True:
-                try:
-                    frame = dealer.recv(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                out: List[bytes] = []
-                for message in split_messages(frame):
-                    reply = lookup(message)
-                    if reply is not None:
-                        out.append(reply)
-                        continue
-                    (decoded,) = decode_frame(message)
-                    if isinstance(decoded, BalanceRequest):  # keep every task: answer that none moves
-                        out.append(encode(BalanceResponse(task_ids=[])))
-                    elif isinstance(decoded, Goodbye):
-                        return
-                if out:
-                    dealer.send(b"".join(out))
-        now = time.monotonic()
-        if now >= next_heartbeat:
-            dealer.send(heartbeat)
-            next_heartbeat = now + HEARTBEAT_SECONDS
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -165,40 +110,50 @@ def task_frames(first: int, last: int) -> List[bytes]:
     ]
 
 
-def measure(scheduler_python: str, tasks: int, warmup: int, workers: int, capacity: int) -> Dict[str, float]:
+def measure(
+    scheduler_python: str, peer_python: str, tasks: int, warmup: int, workers: int, capacity: int
+) -> Dict[str, float]:
     total = warmup + tasks
     with LocalCluster(scheduler_python, workers=0) as cluster:
-        for index in range(workers):
-            cluster.start_process(
-                "bench.scheduler_only",
-                ["--worker", cluster.address, "--first", "0", "--last", str(total), "--capacity", str(capacity)],
-                f"worker{index}",
-            )
-        cluster.wait_for_workers(workers)
-        context = zmq.Context.instance()
-        dealer = context.socket(zmq.DEALER)
-        dealer.setsockopt(zmq.IDENTITY, make_identity("C"))
-        dealer.setsockopt(zmq.SNDHWM, 0)
-        dealer.setsockopt(zmq.RCVHWM, 0)
-        dealer.setsockopt(zmq.LINGER, 0)
-        dealer.connect(cluster.address)
+        host = PeerHost(
+            peer_python,
+            ["workers", cluster.address, "--count", str(workers), "--capacity", str(capacity)],
+            Path(cluster.monitor_address[len("ipc://") :]).parent / "workers.log",
+        )
         try:
-            dealer.send(encode(Hello(protocol_version=PROTOCOL_VERSION, role=Role.client, name="synthetic")))
-            (reply,) = decode_frame(dealer.recv())
-            if not reply.accepted:
-                raise RuntimeError(f"scheduler refused the client: {reply.reason}")
-            if warmup:
-                route(dealer, task_frames(0, warmup), {result_message(n) for n in range(warmup)}, timeout=300)
-            frames = task_frames(warmup, total)
-            expected = {result_message(n) for n in range(warmup, total)}
-            scheduler = psutil.Process(cluster.scheduler_pid)
-            cpu_before = sum(scheduler.cpu_times()[:2])
-            start = time.perf_counter()
-            route(dealer, frames, expected, timeout=600)
-            seconds = time.perf_counter() - start
-            cpu_seconds = sum(scheduler.cpu_times()[:2]) - cpu_before
+            host.expect("connected", timeout=120)
+            cluster.wait_for_workers(workers)
+            return route_all(cluster, tasks, warmup, total)
         finally:
-            dealer.close()
+            host.stop()
+
+
+def route_all(cluster: LocalCluster, tasks: int, warmup: int, total: int) -> Dict[str, float]:
+    """The synthetic client: connects, routes the warm-up, then the measured tasks."""
+    context = zmq.Context.instance()
+    dealer = context.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.IDENTITY, make_identity("C"))
+    dealer.setsockopt(zmq.SNDHWM, 0)
+    dealer.setsockopt(zmq.RCVHWM, 0)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.connect(cluster.address)
+    try:
+        dealer.send(encode(Hello(protocol_version=PROTOCOL_VERSION, role=Role.client, name="synthetic")))
+        (reply,) = decode_frame(dealer.recv())
+        if not reply.accepted:
+            raise RuntimeError(f"scheduler refused the client: {reply.reason}")
+        if warmup:
+            route(dealer, task_frames(0, warmup), {result_message(n) for n in range(warmup)}, timeout=300)
+        frames = task_frames(warmup, total)
+        expected = {result_message(n) for n in range(warmup, total)}
+        scheduler = psutil.Process(cluster.scheduler_pid)
+        cpu_before = sum(scheduler.cpu_times()[:2])
+        start = time.perf_counter()
+        route(dealer, frames, expected, timeout=600)
+        seconds = time.perf_counter() - start
+        cpu_seconds = sum(scheduler.cpu_times()[:2]) - cpu_before
+    finally:
+        dealer.close()
     return {
         "seconds": seconds,
         "tasks_per_second": tasks / seconds,
@@ -213,22 +168,17 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=50_000, help="tasks routed first, not measured")
     parser.add_argument("--workers", type=int, default=2, help="synthetic workers")
     parser.add_argument("--capacity", type=int, default=1000, help="tasks each synthetic worker accepts at once")
+    parser.add_argument("--peer-python", default=CPYTHON, help="runs the synthetic workers (all in one process)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
-    parser.add_argument("--worker", metavar="ADDRESS", help=argparse.SUPPRESS)  # internal: run a synthetic worker
-    parser.add_argument("--first", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--last", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
-        run_worker(args.worker, args.first, args.last, args.capacity)
-        return
     if args.tasks < 1 or args.warmup < 0 or args.workers < 1 or args.repeat < 1 or args.capacity < 1:
         parser.error("--tasks, --workers, --repeat and --capacity must be >= 1, --warmup >= 0")
     pythons = args.scheduler_python or [CPYTHON, PYPY]
     runs: Dict[str, List[Dict[str, float]]] = {python: [] for python in pythons}
     for attempt in range(args.repeat):  # interleaved, so machine noise spreads over both interpreters alike
         for python in pythons:
-            figures = measure(python, args.tasks, args.warmup, args.workers, args.capacity)
+            figures = measure(python, args.peer_python, args.tasks, args.warmup, args.workers, args.capacity)
             runs[python].append(figures)
             print(
                 f"run {attempt + 1}: {python}: {figures['tasks_per_second']:,.0f} tasks/s, "

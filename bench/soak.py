@@ -1,6 +1,7 @@
 """A soak test: a mixed load on a local cluster for a given time, with every process's resources recorded.
 
-    .venv/bin/python bench/soak.py --minutes 30 --interval 30 --out docs/images    # the run in docs/performance.md
+    .venv/bin/python bench/soak.py --minutes 30 --interval 30 --out /tmp/soak30    # docs/performance.md's run
+    cp /tmp/soak30/soak.png docs/images/soak-30min.png                              # ...and its plot
     .venv/bin/python bench/soak.py --minutes 2 --interval 5 --out /tmp/soak         # what CI runs (tests/e2e)
 
 A scheduler, a cluster of two workers that stays, and a cluster of one worker that is SIGKILLed and replaced every

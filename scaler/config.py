@@ -104,6 +104,11 @@ GARBAGE_COLLECT_INTERVAL = SETTINGS.declare(
     "garbage_collect_interval_seconds", float, 30.0, "seconds between a worker's looks for objects past retention",
     flags=("--garbage-collect-interval", "-gc"), check=positive, used_by=(WORKER,),
 )  # fmt: skip
+TASK_OUTPUT_LIMIT = SETTINGS.declare(
+    "task_output_limit_bytes", int, 1024 * 1024,
+    "most bytes of a task's stdout and stderr sent to a Client(stream_output=True); the rest is dropped, counted",
+    flags=("--task-output-limit", "-ol"), check=at_least(0), used_by=(WORKER,),
+)  # fmt: skip
 RETIRE_TIMEOUT = SETTINGS.declare(
     "retire_timeout_seconds", float, 45.0,
     "on SIGTERM each worker retires: it gets no new task, its queued ones go to other workers and its running one has"

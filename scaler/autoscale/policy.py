@@ -226,6 +226,8 @@ class ScalingPolicy:
         pool = f"{len(live) * per_job} worker(s) in {len(live)} job(s), {starting} of them starting"
         if demand.tasks_waiting == 0:
             return f"{pool}: below --min-workers {settings.min_workers}; starting {count} job(s) of {per_job}"
+        if demand.oldest_wait_seconds is not None:
+            pool += f"; the first ready task has waited {demand.oldest_wait_seconds:.1f}s"
         return (
             f"{demand.tasks_waiting} task(s) waiting, {demand.tasks_running} running; {pool}; want {wanted} "
             f"(max {settings.max_workers}): starting {count} job(s) of {per_job}"

@@ -31,6 +31,8 @@ class Demand:
     tasks_waiting: int  # tasks that an extra worker could start now: held in the scheduler, or queued at a busy worker
     tasks_running: int
     workers: Tuple[WorkerLoad, ...]
+    free_slots: Optional[int] = None  # slots free on the workers together; None from a scheduler that does not say
+    oldest_wait_seconds: Optional[float] = None  # how long the ready task first in line has waited for a worker
 
     @property
     def tasks_unfinished(self) -> int:

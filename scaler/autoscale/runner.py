@@ -121,6 +121,8 @@ class Autoscaler:
             "busy_workers": sum(1 for worker in demand.workers if not worker.idle),
             "tasks_waiting": demand.tasks_waiting,
             "tasks_running": demand.tasks_running,
+            "free_slots": demand.free_slots,
+            "oldest_wait": demand.oldest_wait_seconds,
             "jobs": len(live),
             "jobs_queued": sum(1 for job in live if not job.running),
             "jobs_retiring": len(jobs) - len(live),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple, Union
@@ -16,7 +17,7 @@ from scaler.client.dask_graph import (
     plan_dask_graph,
     shape_like,
 )
-from scaler.client.future import FailureLatch, ScalerFuture
+from scaler.client.future import FINISHED, FailureLatch, ScalerFuture
 from scaler.client.graph import GraphPlan, plan_graph
 from scaler.client.graph_encoding import submit_plan
 from scaler.client.ledger import ObjectNeed
@@ -33,7 +34,7 @@ from scaler.config import (
 from scaler.errors import DisconnectedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
 from scaler.io.sockets import TcpKeepalive, validate_address
-from scaler.protocol import ObjectKind
+from scaler.protocol import Encoded, ObjectKind
 from scaler.serializer import DefaultSerializer, SerializerLike
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from scaler.client.progress import ProgressBar
 
 _KIND_OBJECT = int(ObjectKind.object)
+logger = logging.getLogger(__name__)
 
 # Clients unpickled in one process (nested tasks) share one connection per scheduler address: a connection per task
 # would leave a thread and a socket behind for every task a worker runs.
@@ -65,6 +67,10 @@ class Client:
     `tcp_keepalive_idle_seconds`, `tcp_keepalive_interval_seconds` and `tcp_keepalive_count` set the TCP keepalive of
     the connection, as the options of the same names do for the scheduler and workers (README has the table).
 
+    `stream_output=True` prints what its tasks write to stdout and stderr (print, logging to the standard streams,
+    C code, subprocesses) on this process's stdout and stderr as they run, each line marked "[function#n]", a task's
+    lines before its result() returns; the workers' task_output_limit_bytes caps each task (see README, Task output).
+
     A Client is picklable, so a task can receive one and submit nested tasks: in the worker it connects on first use,
     to the same address (which must be reachable from there), and tags what it submits as children of the running task.
     """
@@ -77,6 +83,7 @@ class Client:
         timeout_seconds: float = DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
         curve_secret_key_file: Optional[str] = None,
         curve_server_key_file: Optional[str] = None,
+        stream_output: bool = False,
         reconnect_seconds: Optional[float] = None,
         tcp_keepalive: bool = TCP_KEEPALIVE.default,
         tcp_keepalive_idle_seconds: int = TCP_KEEPALIVE_IDLE.default,
@@ -90,6 +97,7 @@ class Client:
             timeout_seconds,
             curve_secret_key_file,
             curve_server_key_file,
+            stream_output,
             reconnect_seconds,
         )
         self._keepalive = TcpKeepalive.checked(
@@ -97,6 +105,8 @@ class Client:
         )
         self._shared = False
         self._connection: Optional[Connection] = self._new_connection()
+        if stream_output and not self._connection.forwards_task_output:
+            logger.warning("the scheduler at %s does not forward task output (an older version): none shown", address)
 
     def _configure(
         self,
@@ -106,12 +116,15 @@ class Client:
         timeout_seconds: Any,
         curve_secret_key_file: Optional[str],
         curve_server_key_file: Optional[str],
+        stream_output: Any,
         reconnect_seconds: Any = None,
     ) -> None:
         self._address = validate_address(address)
         self._curve_files = (curve_secret_key_file, curve_server_key_file)
         self._curve = load_peer_keys(curve_secret_key_file, curve_server_key_file)
-        self._factory = TaskFactory(serializer)
+        if not isinstance(stream_output, bool):
+            raise TypeError(f"stream_output must be a bool, got {stream_output!r}")
+        self._factory = TaskFactory(serializer, stream_output)
         self._profiling = _check_profiling(profiling)
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
             raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
@@ -134,6 +147,7 @@ class Client:
             "profiling": self._profiling,
             "timeout_seconds": self._timeout_seconds,
             "curve_files": self._curve_files,  # paths, never the keys: the files must exist where the task runs
+            "stream_output": self._factory.stream_output,  # children's lines join the parent's output (output.py)
             "reconnect_seconds": self._reconnect_seconds,
             "keepalive": tuple(self._keepalive),
         }
@@ -145,6 +159,7 @@ class Client:
             state["profiling"],
             state["timeout_seconds"],
             *state["curve_files"],
+            state.get("stream_output", False),
             state.get("reconnect_seconds"),
         )
         self._keepalive = TcpKeepalive(*state["keepalive"])
@@ -211,9 +226,9 @@ class Client:
         factory.signatures.check(fn, args, kwargs)
         function_need = factory.function_need(connection, fn)
         needs: List[ObjectNeed] = []
-        parent = task_context.current_task_id or b""
-        message, future = factory.task(connection, function_need[0], args, kwargs, profiling, parent, needs)
-        factory.send(connection, ((fn, function_need),), needs, [message], (future,))
+        encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"")
+        message, future, encoded = factory.call(connection, encoder, args, kwargs, needs)
+        factory.send(connection, ((fn, function_need),), needs, [Encoded(message) if encoded else message], (future,))
         return future
 
     def map(
@@ -255,8 +270,7 @@ class Client:
         no_kwargs: Dict[str, Any] = {}
         factory = self._factory
         function_need = factory.function_need(connection, fn)
-        function_id = function_need[0]
-        parent = task_context.current_task_id or b""
+        encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"")
         futures: List[ScalerFuture] = []
         latch = FailureLatch()
         try:
@@ -264,12 +278,21 @@ class Client:
             for start in range(0, len(all_args), DEFAULT_TASKS_PER_FRAME):
                 needs: List[ObjectNeed] = []
                 messages: List[Any] = []
+                encoded_tasks: List[bytes] = []  # joined into one frame
                 batch: List[ScalerFuture] = []
                 for args in all_args[start : start + DEFAULT_TASKS_PER_FRAME]:
-                    message, future = factory.task(connection, function_id, args, no_kwargs, profiling, parent, needs)
+                    message, future, encoded = factory.call(connection, encoder, args, no_kwargs, needs)
                     future._latch = latch
-                    messages.append(message)
+                    if encoded:
+                        encoded_tasks.append(message)
+                    else:
+                        if encoded_tasks:  # in order: the frame so far, then this one
+                            messages.append(b"".join(encoded_tasks))
+                            encoded_tasks = []
+                        messages.append(message)
                     batch.append(future)
+                if encoded_tasks:
+                    messages.append(b"".join(encoded_tasks))
                 factory.send(connection, ((fn, function_need),), needs, messages, batch)
                 futures.extend(batch)
         except BaseException:
@@ -413,22 +436,25 @@ def _results(
     """Every future's result in order. As soon as one fails (see FailureLatch), the rest are cancelled, with their
     graphs, and the exception of the first failed future in order is raised. A progress bar, if any, is moved to the
     count of settled futures while waiting."""
+    values = []
     try:
         for future in futures:
-            if bar is None:
-                future._wait_unless_failed(latch)
-            else:
-                while not future._wait_unless_failed(latch, _PROGRESS_REFRESH_SECONDS):
-                    bar.update_to(latch.settled)
+            if future._state != FINISHED or future._exception is not None:  # else settled: no lock, no wait
+                if bar is None:
+                    future._wait_unless_failed(latch)
+                else:
+                    while not future._wait_unless_failed(latch, _PROGRESS_REFRESH_SECONDS):
+                        bar.update_to(latch.settled)
+                if latch.failed:
+                    for failed in futures:
+                        if failed.done() and not failed.cancelled() and failed.exception() is not None:
+                            failed.result()  # raises its exception
+            if bar is not None:
                 bar.update_now_and_then(latch.settled)
-            if latch.failed:
-                for failed in futures:
-                    if failed.done() and not failed.cancelled() and failed.exception() is not None:
-                        failed.result()  # raises its exception
-            future.result()  # raises CancelledError if it was cancelled (clear(), disconnect)
+            values.append(future.result())  # raises CancelledError if it was cancelled (clear(), disconnect)
         if bar is not None:
             bar.update_to(latch.settled)
-        return [future.result() for future in futures]
+        return values
     except BaseException:
         _cancel(connection, futures)
         raise

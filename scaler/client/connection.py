@@ -24,12 +24,13 @@ import threading
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
+from scaler.client import output
 from scaler.client.future import ScalerFuture
 from scaler.client.io_thread import IOThread
 from scaler.client.ledger import ObjectLedger, ObjectNeed
 from scaler.client.objects import ContentIds, Outgoing
 from scaler.client.resubmission import resubmission
-from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of
+from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of, settle_successes
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
@@ -46,6 +47,7 @@ from scaler.protocol import (
     ObjectResponse,
     Role,
     TaskCancel,
+    TaskOutput,
     TaskResult,
     encode,
 )
@@ -89,6 +91,7 @@ class Connection:
         self.content_ids = ContentIds(os.urandom(32))
         self.pid = os.getpid()
         self.closed_reason: Optional[str] = None  # set once: the connection is unusable from then on
+        self.forwards_task_output = False  # the scheduler said it forwards TaskOutput (Client(stream_output=True))
 
         self._lock = threading.Lock()
         self._outgoing: List[Outgoing] = []
@@ -110,6 +113,7 @@ class Connection:
             self._take_outgoing,
             {
                 TaskResult: self._on_task_result,
+                TaskOutput: self._on_task_output,
                 ObjectResponse: self._on_object_response,
                 HelloReply: self._on_hello_reply,
                 DisconnectReply: self._on_disconnect_reply,
@@ -122,6 +126,7 @@ class Connection:
             self._on_refused,
             self._on_lost,
             keepalive,
+            {TaskResult: self._on_task_results},
         )
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)
@@ -137,6 +142,11 @@ class Connection:
     def new_task_id(self) -> bytes:
         # A random per-connection prefix and a counter: unique like random ids, at a fraction of the cost.
         return self._task_prefix + next(self._task_counter).to_bytes(8, "little")
+
+    @staticmethod
+    def task_number(task_id: bytes) -> int:
+        """The counter of one of our task ids: 0, 1, 2... in the order this connection made them."""
+        return int.from_bytes(task_id[8:], "little")
 
     def check_open(self) -> None:
         if self.closed_reason is not None:
@@ -170,8 +180,9 @@ class Connection:
             was_empty = not outgoing
             outgoing.extend(puts)
             outgoing.extend(messages)
-            if was_empty and outgoing:
-                self._io.wake()
+            wake = was_empty and outgoing
+        if wake:  # after the lock: the IO thread, woken, takes it at once (it would wait for us otherwise)
+            self._io.wake()
         return True
 
     def holds_object(self, object_id: bytes) -> bool:
@@ -276,6 +287,7 @@ class Connection:
         if not reply.accepted:
             self._abandon("refused by the scheduler")
             raise ProtocolVersionError(reply.reason or "the scheduler refused this client")
+        self.forwards_task_output = reply.forwards_task_output
 
     def _abandon(self, reason: str) -> None:
         self._terminate(reason)
@@ -451,8 +463,37 @@ class Connection:
             _answered(future)
             future._settle(ScalerError(f"task could not be encoded: {error}"), True, None)
 
+    def _on_task_results(self, results: List[TaskResult]) -> None:
+        """Results that came in one frame: those of plain successes (value inline, no objects to release) settle
+        together, under one lock each for the queue and the futures; any other goes through _on_task_result."""
+        plain = []
+        others = []
+        with self._lock:
+            pending = self._pending
+            for result in results:
+                if result.status == SUCCESS and not result.in_object:
+                    future = pending.get(result.task_id)
+                    if future is not None and not future._held_objects:
+                        del pending[result.task_id]
+                        plain.append((future, result))
+                        continue
+                others.append(result)
+        for future, result in plain:
+            _answered(future, result.payload)
+        if output.labels:  # a streaming client's: no more output will come for these
+            for _, result in plain:
+                output.forget_task(result.task_id)
+        settle_successes(plain)
+        for result in others:
+            self._on_task_result(result)
+
+    def _on_task_output(self, message: TaskOutput) -> None:
+        output.on_task_output(message.task_id, message.stream, message.data, self.task_number(message.task_id))
+
     def _on_task_result(self, result: TaskResult) -> None:
         task_id = result.task_id
+        if output.labels:
+            output.forget_task(task_id)
         with self._lock:
             future = self._pending.pop(task_id, None)
             if future is not None and future._held_objects:
@@ -500,10 +541,7 @@ class Connection:
         self._settle_success(fetch.future, fetch.result, payload)
 
     def _settle_success(self, future: ScalerFuture, result: TaskResult, payload: bytes) -> None:
-        graph = future._graph
-        if graph is not None:
-            graph.answered(future._task_id, payload)  # a key other nodes need: kept, in case they must run again
-        _answered(future)
+        _answered(future, payload)
         if future.done():
             return  # cancelled by the user: not worth deserializing
         try:
@@ -514,10 +552,15 @@ class Connection:
         future._settle(value, False, profiling_info_of(future, result))
 
 
-def _answered(future: ScalerFuture) -> None:
-    """The scheduler answered: what a restarted one would need for the task is dropped."""
+def _answered(future: ScalerFuture, payload: Optional[bytes] = None) -> None:
+    """The scheduler answered: what a restarted one would need for the task is dropped. A graph key's successful
+    result (`payload`) is kept by its graph while other nodes need it, in case they must run again."""
+    graph = future._graph
+    if graph is not None:
+        if payload is not None:
+            graph.answered(future._task_id, payload)
+        future._graph = None
     future._message = None
-    future._graph = None
 
 
 _LIVE_CONNECTIONS: weakref.WeakSet[Connection] = weakref.WeakSet()

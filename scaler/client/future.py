@@ -9,9 +9,10 @@ import time
 from _thread import allocate_lock
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, RUNNING
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Protocol
+from typing import Any, Callable, List, Optional, Protocol, Tuple
 
 from scaler import task_context
+from scaler.client import output
 from scaler.errors import ProfilingInfoError
 
 
@@ -152,9 +153,15 @@ class ScalerFuture(concurrent.futures.Future):
         return self._callback_list
 
     def result(self, timeout: Optional[float] = None) -> Any:
+        if self._state == FINISHED and self._exception is None and not output.unprinted:
+            # settled, and no task output waits to be printed (an empty dict, read without the lock, as output.py
+            # allows): set_result wrote the value before the state (under the GIL, in order)
+            return self._result
         self._before_blocking()
         with _LOCK:
             self._wait_until_done(timeout)
+            if output.unprinted:
+                self._wait_printed()
             if self._state != FINISHED:
                 raise concurrent.futures.CancelledError()
             if self._exception is not None:
@@ -168,6 +175,8 @@ class ScalerFuture(concurrent.futures.Future):
         self._before_blocking()
         with _LOCK:
             self._wait_until_done(timeout)
+            if output.unprinted:
+                self._wait_printed()
             if self._state != FINISHED:
                 raise concurrent.futures.CancelledError()
             return self._exception
@@ -176,14 +185,17 @@ class ScalerFuture(concurrent.futures.Future):
         with _LOCK:
             if self._state in _DONE:
                 raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
-            self._result = result
-            self._state = FINISHED
-            for waiter in self._waiter_list or ():
-                waiter.add_result(self)
-            self._wake_sleepers()
-            if self._latch is not None:
-                self._latch.settled += 1
+            self._set_result_locked(result)
         self._invoke_callbacks()
+
+    def _set_result_locked(self, result: Any) -> None:
+        self._result = result
+        self._state = FINISHED
+        for waiter in self._waiter_list or ():
+            waiter.add_result(self)
+        self._wake_sleepers()
+        if self._latch is not None:
+            self._latch.settled += 1
 
     def set_exception(self, exception: Optional[BaseException]) -> None:
         with _LOCK:
@@ -271,6 +283,14 @@ class ScalerFuture(concurrent.futures.Future):
                     raise concurrent.futures.TimeoutError()
             self._sleep(remaining)
 
+    def _wait_printed(self) -> None:
+        """With _LOCK held once: let the task's output be printed before its result is seen (output.py)."""
+        _LOCK.release()
+        try:
+            output.wait_printed(self._task_id)
+        finally:
+            _LOCK.acquire()
+
     def _sleep(self, timeout: float) -> None:
         """With _LOCK held once: release it until woken by _wake_sleepers() or `timeout` (-1: none) passed."""
         sleeper = allocate_lock()
@@ -292,6 +312,22 @@ class ScalerFuture(concurrent.futures.Future):
             self._sleepers = None
             for sleeper in sleepers:
                 sleeper.release()
+
+    @staticmethod
+    def _settle_values(entries: List[Tuple[ScalerFuture, Any, Optional[ProfilingInfo]]]) -> None:
+        """Set the results of several futures at once (the IO thread, with a frame's results): one acquisition of
+        the lock for all of them; a future the user cancelled meanwhile keeps its cancellation."""
+        with _LOCK:
+            settled = []
+            for future, value, profiling_info in entries:
+                if future._state in _DONE:
+                    continue
+                future._profiling_info = profiling_info
+                future._set_result_locked(value)
+                if future._callback_list:
+                    settled.append(future)
+        for future in settled:
+            future._invoke_callbacks()
 
     def _settle(self, value: Any, is_exception: bool, profiling_info: Optional[ProfilingInfo]) -> None:
         """Called by the IO thread; a future the user cancelled meanwhile keeps its cancellation."""

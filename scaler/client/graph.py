@@ -72,22 +72,45 @@ Expression = Union[KeyRef, Constant, ObjectArg]
 class Anonymous:
     """The node of a nested task or list: hashable by identity, never equal to a user's key."""
 
-    __slots__ = ("label",)
+    __slots__ = ("where",)
 
-    def __init__(self, label: str) -> None:
-        self.label = label
+    def __init__(self, where: Any) -> None:
+        self.where = where  # a text, or a _Parser place (made into text only when shown)
 
     def __repr__(self) -> str:
-        return self.label
+        where = self.where
+        return where if type(where) is str else _place(where)
 
 
-@dataclass
+def _place(where: tuple) -> str:
+    """The text of a place in a tuple graph: (key,) is graph[key]; (place, " argument ", 1) is an argument of it."""
+    if len(where) == 1:
+        return f"graph[{where[0]!r}]"
+    return f"{_place(where[0])}{where[1]}{where[2]}"
+
+
 class PlannedTask:
-    node: Hashable
-    function: Any
-    args: List[Expression]
-    kwargs: Optional[Dict[str, Expression]] = None
-    requested: bool = False
+    """One task of a plan. A plain class with __slots__, as the expressions: graphs have many thousands."""
+
+    __slots__ = ("node", "function", "args", "kwargs", "requested", "dependencies")
+
+    def __init__(
+        self,
+        node: Hashable,
+        function: Any,
+        args: List[Expression],
+        kwargs: Optional[Dict[str, Expression]] = None,
+        requested: bool = False,
+    ) -> None:
+        self.node = node
+        self.function = function
+        self.args = args
+        self.kwargs = kwargs
+        self.requested = requested
+        self.dependencies: Optional[List[Hashable]] = None  # the nodes it reads, once known (GraphBuilder.plan)
+
+    def __repr__(self) -> str:
+        return f"PlannedTask({self.node!r}, {self.function!r}, {self.args!r}, {self.kwargs!r}, {self.requested!r})"
 
     def expressions(self) -> Iterable[Expression]:
         if self.kwargs:
@@ -185,7 +208,11 @@ class GraphBuilder:
                 task.kwargs = {name: inline(arg) for name, arg in task.kwargs.items()}
 
     def _dependencies(self, node: Hashable) -> List[Hashable]:
-        return [arg.node for arg in self.tasks[node].expressions() if type(arg) is KeyRef]
+        task = self.tasks[node]
+        dependencies = task.dependencies
+        if dependencies is None:  # worked out once: both the order and the reachable set need them
+            dependencies = task.dependencies = [arg.node for arg in task.expressions() if type(arg) is KeyRef]
+        return dependencies
 
     def _topological_order(self) -> List[Hashable]:
         """Every task node, dependencies first."""
@@ -237,18 +264,21 @@ class _Parser(GraphBuilder):
         super().__init__()
         self.graph = graph
 
+    # A place in the graph is a tuple (see _place), made into text only for an error or an anonymous node's repr:
+    # formatting the repr of every key and argument cost more than the rest of planning a node.
+
     def parse_node(self, key: Hashable, value: Any) -> None:
-        where = f"graph[{key!r}]"
+        where = (key,)
         if type(value) is tuple and value and callable(value[0]):
             self.tasks[key] = PlannedTask(key, value[0], self._arguments(value[1:], where))
         elif is_key(self.graph, value):
             self.tasks[key] = PlannedTask(key, identity, [KeyRef(value)])
         elif type(value) is tuple:
             if not value:
-                raise ValueError(f"{where} is an empty tuple: a task is (callable, *args)")
+                raise ValueError(f"{_place(where)} is an empty tuple: a task is (callable, *args)")
             raise TypeError(
-                f"{where} is a tuple whose first element {value[0]!r} is not callable: a task is (callable, *args); "
-                "put a constant tuple in a list or return it from a function"
+                f"{_place(where)} is a tuple whose first element {value[0]!r} is not callable: "
+                "a task is (callable, *args); put a constant tuple in a list or return it from a function"
             )
         elif type(value) is list:
             expression = self._argument(value, where)
@@ -262,15 +292,15 @@ class _Parser(GraphBuilder):
         else:
             self.values[key] = Constant(value)
 
-    def _arguments(self, args: Sequence[Any], where: str) -> List[Expression]:
-        return [self._argument(arg, f"{where} argument {index + 1}") for index, arg in enumerate(args)]
+    def _arguments(self, args: Sequence[Any], where: tuple) -> List[Expression]:
+        return [self._argument(arg, (where, " argument ", index + 1)) for index, arg in enumerate(args)]
 
-    def _argument(self, arg: Any, where: str) -> Expression:
+    def _argument(self, arg: Any, where: tuple) -> Expression:
         kind = type(arg)
         if kind is tuple and arg and callable(arg[0]):
             return self._anonymous_task(where, arg[0], self._arguments(arg[1:], where))
         if kind is list:
-            elements = [self._argument(element, f"{where} element {index}") for index, element in enumerate(arg)]
+            elements = [self._argument(element, (where, " element ", index)) for index, element in enumerate(arg)]
             if all(type(element) is Constant for element in elements):
                 return Constant(arg)
             return self._anonymous_task(where, gather_list, elements)
@@ -280,7 +310,7 @@ class _Parser(GraphBuilder):
             return ObjectArg(arg)
         return Constant(arg)
 
-    def _anonymous_task(self, where: str, function: Any, args: List[Expression]) -> KeyRef:
+    def _anonymous_task(self, where: tuple, function: Any, args: List[Expression]) -> KeyRef:
         node = Anonymous(where)
         self.tasks[node] = PlannedTask(node, function, args)
         return KeyRef(node)

@@ -21,7 +21,7 @@ from scaler.client.ledger import ObjectNeed
 from scaler.client.resubmission import GraphRecord
 from scaler.client.tasks import OBJECT_REF, TaskFactory, check_reference
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_MAX_FRAME_BYTES
-from scaler.protocol import Argument, ArgumentKind, Task, encode_many
+from scaler.protocol import Argument, ArgumentKind, Builder, Task, Template, encode, make_template
 
 _TASK_REF = int(ArgumentKind.task_ref)
 _INLINE = int(ArgumentKind.inline)
@@ -30,6 +30,7 @@ _SHARED_CONSTANT_MIN_BYTES = 1024  # a constant used by several nodes travels as
 # graph even when each node holds its own copy, like the chunk shapes and keys of dask's nodes.
 _PLAIN_SCALARS = frozenset({str, bytes, int, bool, type(None)})
 _PLAIN_TUPLE_MAX = 16
+_NOT_MADE = object()
 
 
 def submit_plan(
@@ -44,13 +45,16 @@ def submit_plan(
     """Send the plan's tasks; the futures of `keys`, in order (a constant key gets a future that is already done)."""
     task_ids = {planned.node: connection.new_task_id() for planned in plan.tasks}
     constants = _Constants(factory, connection, plan)
-    functions: List[Tuple[Any, ObjectNeed]] = []
+    functions: Dict[int, Tuple[Any, ObjectNeed]] = {}  # by id(): each of the graph's functions once
     tasks: List[Task] = []
     futures: Dict[Hashable, ScalerFuture] = {}
     unreported: List[bytes] = []
     for planned in plan.tasks:
-        function_need = factory.function_need(connection, planned.function)
-        functions.append((planned.function, function_need))
+        function = planned.function
+        known = functions.get(id(function))
+        if known is None:
+            known = functions[id(function)] = (function, factory.function_need(connection, function))
+        function_need = known[1]
         arguments: List[Argument] = []
         dependencies: Dict[bytes, None] = {}  # in order, once each
         for expression in planned.args:
@@ -59,23 +63,24 @@ def submit_plan(
             for name, expression in planned.kwargs.items():
                 arguments.append(_argument(connection, expression, name, task_ids, constants, dependencies))
         task_id = task_ids[planned.node]
-        tasks.append(
-            Task(
-                task_id=task_id,
-                function_id=function_need[0],
-                args=arguments,
-                dependencies=list(dependencies),
-                profiling=profiling,
-                report_result=planned.requested,
-                parent_task_id=parent,
-                serializer_id=factory.serializer_id,
-            )
+        task = Task(
+            task_id=task_id,
+            function_id=function_need[0],
+            args=arguments,
+            dependencies=list(dependencies),
+            profiling=profiling,
+            report_result=planned.requested,
+            parent_task_id=parent,
+            serializer_id=factory.serializer_id,
         )
+        if factory.stream_output:
+            factory.stream(connection, task)
+        tasks.append(task)
         if planned.requested:
             futures[planned.node] = ScalerFuture(task_id, connection, profiling, factory.deserialize)
         else:
             unreported.append(task_id)
-    frame = encode_many(tasks) if tasks else b""
+    frame = _NodeEncoder().encode(tasks)
     if len(frame) > DEFAULT_MAX_FRAME_BYTES:
         raise ValueError(
             f"graph encodes to {len(frame)} bytes, over the {DEFAULT_MAX_FRAME_BYTES}-byte frame limit: "
@@ -88,7 +93,8 @@ def submit_plan(
         future._graph_task_ids = unreported or None
         future._latch = latch
         future._graph = record  # what a restarted scheduler needs of the graph, while this key is unanswered
-    factory.send(connection, functions, constants.needs, [frame] if frame else [], list(futures.values()))
+    needs = constants.needs
+    factory.send(connection, list(functions.values()), needs, [frame] if frame else [], list(futures.values()))
     return [
         futures[plan.task_of_key[key]] if key in plan.task_of_key else _done(plan.constant_of_key[key]) for key in keys
     ]
@@ -161,6 +167,62 @@ class _Constants:
     @property
     def objects(self) -> List[bytes]:
         return list(self._objects)
+
+
+class _NodeEncoder:
+    """A graph's Tasks as one frame, each encoded by template (scaler/fastpath/templates.py): the nodes of one
+    function and shape (their arguments' kinds, names and lengths, their dependencies' lengths, whether they report;
+    profiling, parent, serializer and streaming are the graph's) differ only in their ids and their arguments' bytes,
+    so each node after the first of its shape is one join."""
+
+    def __init__(self) -> None:
+        self._templates: Dict[tuple, Optional[Template]] = {}
+
+    def encode(self, tasks: List[Task]) -> bytes:
+        templates = self._templates
+        parts = []
+        for task in tasks:
+            args = task.args
+            dependencies = task.dependencies
+            key = (
+                task.function_id,
+                task.report_result,
+                tuple([(argument.kind, argument.name, len(argument.data)) for argument in args]),
+                tuple([len(dependency) for dependency in dependencies]),
+            )
+            template = templates.get(key, _NOT_MADE)
+            if template is _NOT_MADE:
+                template = templates[key] = make_template(_node_builder(task), _lengths(task))
+            if template is None:
+                parts.append(encode(task))
+            else:
+                parts.append(template.encode([task.task_id, *[argument.data for argument in args], *dependencies]))
+        return b"".join(parts)
+
+
+def _lengths(task: Task) -> List[int]:
+    return [len(task.task_id), *[len(argument.data) for argument in task.args], *map(len, task.dependencies)]
+
+
+def _node_builder(task: Task) -> Builder:
+    """The Tasks shaped like `task`, from (task id, each argument's data, each dependency)."""
+    arguments = [(argument.kind, argument.name) for argument in task.args]
+    count = len(arguments)
+
+    def build(values: Sequence[bytes]) -> Task:
+        return Task(
+            task_id=values[0],
+            function_id=task.function_id,
+            args=[Argument(kind=kind, name=name, data=data) for (kind, name), data in zip(arguments, values[1:])],
+            dependencies=list(values[1 + count :]),
+            profiling=task.profiling,
+            report_result=task.report_result,
+            parent_task_id=task.parent_task_id,
+            serializer_id=task.serializer_id,
+            stream_output=task.stream_output,
+        )
+
+    return build
 
 
 def _done(value: Any) -> ScalerFuture:

@@ -3,8 +3,9 @@ connection alive.
 
 ZeroMQ sockets are not thread safe, so user threads never touch the DEALER: they append to the connection's queue
 and, when it was empty, call wake(), which writes a byte to a socket pair polled together with the DEALER. The loop
-packs the queue into frames of DEFAULT_TASKS_PER_FRAME messages (items already encoded travel as frames of their
-own), drains incoming frames without blocking and hands each decoded message to its handler.
+packs the queue into frames of DEFAULT_TASKS_PER_FRAME messages (Encoded ones among them; plain bytes, already
+encoded, travel as frames of their own), drains incoming frames without blocking and hands each decoded message to its
+handler.
 
 It also tells when the scheduler is lost. The DEALER's monitor reports a closed connection at once (a scheduler
 killed or restarted: ZeroMQ reconnects the socket by itself); the connection then decides (on_lost), and to wait for
@@ -58,6 +59,7 @@ class IOThread:
         on_refused: Optional[Callable[[str], None]] = None,
         on_lost: Optional[Callable[[str], None]] = None,
         keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
+        batch_handlers: Optional[Dict[type, Callable[[List[Any]], None]]] = None,
     ) -> None:
         self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
         self.silence_limit_seconds = 0.0  # set with heartbeat_seconds: see Connection.scheduler_gone_after_seconds
@@ -68,6 +70,8 @@ class IOThread:
         self._hello = hello  # returns the Hello to send now
         self._take_outgoing = take_outgoing
         self._handlers = handlers
+        # message type -> handler of a run of such messages in one frame (results: settled together)
+        self._batch_handlers = batch_handlers or {}
         self._on_encode_failure = on_encode_failure
         self._on_silence = on_silence
         self._on_crash = on_crash
@@ -246,6 +250,7 @@ class IOThread:
     def _receive(self) -> None:
         recv = self._socket.recv
         handlers = self._handlers
+        batch_handlers = self._batch_handlers
         for _ in range(_FRAMES_PER_TURN):
             try:
                 frame = recv(zmq.NOBLOCK)
@@ -256,6 +261,11 @@ class IOThread:
                 messages = decode_frame(frame)
             except ProtocolError as error:
                 logger.warning("dropped a malformed frame from the scheduler: %s", error)
+                continue
+            first = messages[0].__class__
+            batch_handler = batch_handlers.get(first)
+            if batch_handler is not None and all(message.__class__ is first for message in messages):
+                batch_handler(messages)  # the common frame: results only
                 continue
             for message in messages:
                 handler = handlers.get(message.__class__)

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any, List, Union
 
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_OBJECT_CHUNK_BYTES
-from scaler.protocol import ObjectPut, encode
+from scaler.protocol import Encoded, ObjectPut, encode
 
-# An item of the client's outgoing queue: a message, batched with its neighbours into one frame, or bytes already
-# encoded, sent as a frame of their own (large objects, graphs that must arrive in one frame).
-Outgoing = Union[Any, bytes]
+# An item of the client's outgoing queue: a message or an Encoded one (a call's Task, see calls.py), batched with its
+# neighbours into one frame, or plain bytes already encoded, sent as a frame of their own (large objects, graphs that
+# must arrive in one frame).
+Outgoing = Union[Any, Encoded, bytes]
 
 CONTENT_ID_BYTES = 16
 

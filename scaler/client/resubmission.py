@@ -1,12 +1,13 @@
 """What a client sends a scheduler that lost its session (it restarted), so that nothing unanswered is lost.
 
-The connection keeps, for every unanswered task, the message it was sent as (ScalerFuture._message: the Task object or
-bytes already built, so a reference, not a copy), and the ledger keeps the ObjectPuts of every object the scheduler
-should hold. A graph is kept as a GraphRecord, shared by the futures of its keys: its Task messages in the order they
-were sent (dependencies first), and the results of keys other nodes of the graph depend on. On a new session
-`resubmission` rebuilds, under the same task ids: every object, every unanswered task, and of each graph the nodes its
-unanswered keys still need, in one frame, with the results received since sent back as result objects (the scheduler
-links a node to a result object as to a finished dependency) instead of being computed again.
+The connection keeps, for every unanswered task, the message it was sent as (ScalerFuture._message: the Task object,
+or the bytes already built by a template or for a frame of its own; a reference, not a copy), and the ledger keeps the
+ObjectPuts of every object the scheduler should hold. A graph is kept as a GraphRecord, shared by the futures of its
+keys: its Task messages in the order they were sent (dependencies first), and the results of keys other nodes of the
+graph depend on. On a new session `resubmission` rebuilds, under the same task ids: every object, every unanswered
+task, and of each graph the nodes its unanswered keys still need, in one frame, with the results received since sent
+back as result objects (the scheduler links a node to a result object as to a finished dependency) instead of being
+computed again.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Dict, Iterable, List, Set
 
 from scaler.client.future import ScalerFuture
 from scaler.client.objects import Outgoing, object_puts
-from scaler.protocol import ObjectKind, TaskCancel, encode_many
+from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
+from scaler.protocol import Encoded, ObjectKind, TaskCancel, encode_many
 
 _KIND_RESULT = int(ObjectKind.result)
 
@@ -77,7 +79,10 @@ def resubmission(ledger_puts: List[Outgoing], futures: Iterable[ScalerFuture]) -
         if graph is not None:
             graphs.setdefault(id(graph), graph)
         elif future._message is not None:
-            out.append(future._message)
+            message = future._message
+            if type(message) is bytes and len(message) <= DEFAULT_INLINE_LIMIT_BYTES:
+                message = Encoded(message)  # a call encoded by template: batched with the others, as when first sent
+            out.append(message)
     for graph in graphs.values():
         out.extend(graph.resubmission())
     return out

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from concurrent.futures._base import CANCELLED as CANCELLED_STATE
+from concurrent.futures._base import CANCELLED_AND_NOTIFIED
+from typing import Any, List, Optional, Tuple
 
 from scaler.client.future import ProfilingInfo, ScalerFuture
 from scaler.errors import RemoteTraceback, ScalerError, TaskRefusedError, WorkerDiedError
@@ -15,6 +17,7 @@ _FAILED = int(TaskStatus.failed)
 _NOT_FOUND = int(TaskStatus.not_found)
 _WORKER_DIED = int(TaskStatus.worker_died)
 _REFUSED = int(TaskStatus.refused)
+_CANCELLED = (CANCELLED_STATE, CANCELLED_AND_NOTIFIED)
 
 
 def failure_of(result: TaskResult) -> BaseException:
@@ -47,3 +50,27 @@ def profiling_info_of(future: ScalerFuture, result: TaskResult) -> Optional[Prof
     if not future._profiling:
         return None
     return ProfilingInfo(result.duration_us, result.cpu_time_us, result.peak_memory)
+
+
+def settle_successes(answered: List[Tuple[ScalerFuture, TaskResult]]) -> None:
+    """Futures whose tasks succeeded with their value inline, settled together: each value deserialized with its
+    client's serializer (a failure to deserialize is that future's exception), then one lock for all of them."""
+    settled: List[Tuple[ScalerFuture, Any, Optional[ProfilingInfo]]] = []
+    for future, result in answered:
+        if future._state in _CANCELLED:
+            continue  # cancelled by the user: not worth deserializing
+        try:
+            value = future._deserialize(result.payload)
+        except Exception as error:
+            future._settle(error, True, None)
+            continue
+        settled.append(
+            (
+                future,
+                value,
+                ProfilingInfo(result.duration_us, result.cpu_time_us, result.peak_memory)
+                if future._profiling
+                else None,
+            )
+        )
+    ScalerFuture._settle_values(settled)

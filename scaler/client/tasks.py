@@ -12,6 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
+from scaler.client import output
+from scaler.client.calls import CallEncoder
 from scaler.client.connection import Connection
 from scaler.client.future import ScalerFuture
 from scaler.client.ledger import ObjectNeed
@@ -31,8 +33,10 @@ _KIND_SERIALIZER = int(ObjectKind.serializer)
 class TaskFactory:
     """One client's serializer and function cache; builds its tasks and hands them to a connection."""
 
-    def __init__(self, serializer: Any) -> None:
+    def __init__(self, serializer: Any, stream_output: bool = False) -> None:
         self.serializer = check_serializer(serializer)
+        self.stream_output = stream_output  # tasks ask workers for their output (output.py prints it)
+        self._function_names: Dict[bytes, str] = {}  # function id -> its name, to mark output lines (streaming only)
         self.serialize = self.serializer.serialize
         self.deserialize = self.serializer.deserialize
         self.serializer_id = b""  # empty: cloudpickle, nothing to ship
@@ -40,6 +44,7 @@ class TaskFactory:
         self._serializer_need: Optional[ObjectNeed] = None
         self._functions: Dict[Any, Tuple[Any, bytes]] = {}  # identity key -> (what keeps it alive, function id)
         self.signatures = SignatureCache(DEFAULT_CLIENT_FUNCTION_CACHE_SIZE)
+        self._call_encoders: Dict[tuple, CallEncoder] = {}
 
     def prepare(self, connection: Connection) -> None:
         """Before the first task: a custom serializer gets its id, which every task names."""
@@ -75,9 +80,60 @@ class TaskFactory:
                 pass  # another thread evicted meanwhile
         # The entry keeps fn alive, so its id() cannot be reused by another object while the entry exists.
         functions[identity_key(fn)] = (fn, function_id)
+        if self.stream_output:
+            names = self._function_names
+            if len(names) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
+                try:
+                    del names[next(iter(names))]
+                except (KeyError, RuntimeError, StopIteration):
+                    pass  # another thread evicted meanwhile
+            short_name = getattr(fn, "__name__", None)
+            names[function_id] = short_name if isinstance(short_name, str) else qualified_name(fn)
         return function_id, object_puts(function_id, _KIND_FUNCTION, qualified_name(fn), payload)
 
+    def stream(self, connection: Connection, task: Task) -> None:
+        """Ask for the task's output, and name its lines after its function and number."""
+        task.stream_output = True
+        name = self._function_names.get(task.function_id, "task")
+        output.label_task(task.task_id, f"{name}#{connection.task_number(task.task_id)}")
+
     # ---- tasks -------------------------------------------------------------------------------------------------------
+
+    def call_encoder(self, function_id: bytes, profiling: bool, parent: bytes) -> CallEncoder:
+        """The encoder of this function's calls with this profiling setting and parent task, kept for later calls."""
+        key = (function_id, profiling, parent, self.serializer_id)
+        encoder = self._call_encoders.get(key)
+        if encoder is None:
+            if len(self._call_encoders) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
+                self._call_encoders = {}  # a parent task id per nested call site: start over now and then
+            encoder = CallEncoder(function_id, parent, self.serializer_id, profiling, self.serialize)
+            self._call_encoders[key] = encoder
+        return encoder
+
+    def call(
+        self,
+        connection: Connection,
+        encoder: CallEncoder,
+        args: Sequence[Any],
+        kwargs: Dict[str, Any],
+        needs: List[ObjectNeed],
+    ) -> Tuple[Any, ScalerFuture, bool]:
+        """(the call's Task, its future, whether that Task is already encoded bytes): a call of positional arguments
+        that travel inline is encoded by template here; any other one is a Task message built by task()."""
+        datas: Sequence[bytes] = ()
+        if not kwargs and not self.stream_output:  # a streamed task is labeled and flagged: a Task message
+            datas, plain = encoder.serialize_args(args)
+            if plain:
+                task_id = connection.new_task_id()
+                encoded = encoder.encode(task_id, datas)
+                if encoded is not None:
+                    future = ScalerFuture(task_id, connection, encoder.profiling, self.deserialize)
+                    future._message = encoded  # kept while unanswered, to resubmit it to a restarted scheduler
+                    return encoded, future, True
+        message, future = self.task(
+            connection, encoder.function_id, args, kwargs, encoder.profiling, encoder.parent, needs, datas
+        )
+        return message, future, False
 
     def task(
         self,
@@ -88,18 +144,20 @@ class TaskFactory:
         profiling: bool,
         parent: bytes,
         needs: List[ObjectNeed],
+        datas: Sequence[bytes] = (),
     ) -> Tuple[Any, ScalerFuture]:
-        """One task and its future; arguments too large to travel inline are added to `needs` as objects."""
+        """One task and its future; arguments too large to travel inline are added to `needs` as objects.
+        `datas`: the bytes of the first arguments, already serialized (CallEncoder.serialize_args)."""
         serialize = self.serialize
         arguments = []
         held: List[bytes] = []
         inline_bytes = 0
-        for arg in args:  # the hot loop of submit and map: the common case is kept inline
+        for index, arg in enumerate(args):
             if type(arg) is ObjectReference:
                 check_reference(connection, arg)
                 arguments.append(Argument(kind=OBJECT_REF, data=arg.object_id))
                 continue
-            data = serialize(arg)
+            data = datas[index] if index < len(datas) else serialize(arg)
             if len(data) <= DEFAULT_INLINE_LIMIT_BYTES:
                 inline_bytes += len(data)
                 arguments.append(Argument(data=data))
@@ -119,6 +177,8 @@ class TaskFactory:
             parent_task_id=parent,
             serializer_id=self.serializer_id,
         )
+        if self.stream_output:
+            self.stream(connection, task)
         future = ScalerFuture(task_id, connection, profiling, self.deserialize)
         if held:
             future._held_objects = held

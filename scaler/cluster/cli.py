@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import List, Optional, Tuple
 
 from scaler.config import SETTINGS
+from scaler.io.limits import raise_open_files_limit
 from scaler.io.sockets import validate_address
 from scaler.logs import setup_logging
 from scaler.settings_spec import CLUSTER, WORKER, HelpFormatter
@@ -46,6 +48,9 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[WorkerSettings, i
 def main(argv: Optional[List[str]] = None) -> None:
     settings, n_workers, exit_with_parent = parse_arguments(argv)
     setup_logging(settings.logging_paths, settings.logging_level)
+    # inherited by every worker and the tasks it runs: one process per worker is cheap, many files per task need not be
+    open_files = raise_open_files_limit()
+    logging.info("scaler_cluster: %d workers, each with an %s", n_workers, open_files.describe())
     # Imported after parsing so `-h` answers fast, and before forking so every worker starts with it loaded.
     from scaler.cluster.launcher import ClusterProcess
 

@@ -42,6 +42,7 @@ __all__ = [
     "ArgumentKind",
     "TaskStatus",
     "ObjectKind",
+    "OutputStream",
     "Hello",
     "HelloReply",
     "ClientHeartbeat",
@@ -50,6 +51,7 @@ __all__ = [
     "Argument",
     "Task",
     "TaskResult",
+    "TaskOutput",
     "TaskCancel",
     "ObjectPut",
     "ObjectRequest",
@@ -105,6 +107,11 @@ class ObjectKind(IntEnum):
     function = 1
     result = 2
     serializer = 3
+
+
+class OutputStream(IntEnum):
+    stdout = 0
+    stderr = 1
 
 
 class Hello:
@@ -187,6 +194,7 @@ class HelloReply:
         "reason",
         "heartbeat_interval_ms",
         "peer_timeout_ms",
+        "forwards_task_output",
         "resumed",
         "raw",
     )
@@ -197,6 +205,7 @@ class HelloReply:
     reason: str
     heartbeat_interval_ms: int
     peer_timeout_ms: int
+    forwards_task_output: bool
     resumed: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
@@ -208,6 +217,7 @@ class HelloReply:
         reason: str = "",
         heartbeat_interval_ms: int = 0,
         peer_timeout_ms: int = 0,
+        forwards_task_output: bool = False,
         resumed: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
@@ -215,6 +225,7 @@ class HelloReply:
         self.reason = reason
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.peer_timeout_ms = peer_timeout_ms
+        self.forwards_task_output = forwards_task_output
         self.resumed = resumed
         self.raw = None
 
@@ -227,6 +238,7 @@ class HelloReply:
             and self.reason == other.reason
             and self.heartbeat_interval_ms == other.heartbeat_interval_ms
             and self.peer_timeout_ms == other.peer_timeout_ms
+            and self.forwards_task_output == other.forwards_task_output
             and self.resumed == other.resumed
         )
 
@@ -238,6 +250,7 @@ class HelloReply:
             + ", reason=" + short_repr(self.reason)
             + ", heartbeat_interval_ms=" + short_repr(self.heartbeat_interval_ms)
             + ", peer_timeout_ms=" + short_repr(self.peer_timeout_ms)
+            + ", forwards_task_output=" + short_repr(self.forwards_task_output)
             + ", resumed=" + short_repr(self.resumed)
             + ")"
         )
@@ -463,6 +476,7 @@ class Task:
         "report_result",
         "parent_task_id",
         "serializer_id",
+        "stream_output",
         "raw",
     )
     WHICH = 5
@@ -475,6 +489,7 @@ class Task:
     report_result: bool
     parent_task_id: bytes
     serializer_id: bytes
+    stream_output: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -488,6 +503,7 @@ class Task:
         report_result: bool = True,
         parent_task_id: bytes = b"",
         serializer_id: bytes = b"",
+        stream_output: bool = False,
     ) -> None:
         self.task_id = task_id
         self.function_id = function_id
@@ -497,6 +513,7 @@ class Task:
         self.report_result = report_result
         self.parent_task_id = parent_task_id
         self.serializer_id = serializer_id
+        self.stream_output = stream_output
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -511,6 +528,7 @@ class Task:
             and self.report_result == other.report_result
             and self.parent_task_id == other.parent_task_id
             and self.serializer_id == other.serializer_id
+            and self.stream_output == other.stream_output
         )
 
     def __repr__(self) -> str:
@@ -524,6 +542,7 @@ class Task:
             + ", report_result=" + short_repr(self.report_result)
             + ", parent_task_id=" + short_repr(self.parent_task_id)
             + ", serializer_id=" + short_repr(self.serializer_id)
+            + ", stream_output=" + short_repr(self.stream_output)
             + ")"
         )
 
@@ -601,6 +620,53 @@ class TaskResult:
             + ", duration_us=" + short_repr(self.duration_us)
             + ", cpu_time_us=" + short_repr(self.cpu_time_us)
             + ", peak_memory=" + short_repr(self.peak_memory)
+            + ")"
+        )
+
+
+class TaskOutput:
+    """Cap'n Proto struct TaskOutput (@0xb1199f56161747b7), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "task_id",
+        "stream",
+        "data",
+        "raw",
+    )
+    WHICH = 19
+
+    task_id: bytes
+    stream: int
+    data: bytes
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        task_id: bytes = b"",
+        stream: int = 0,
+        data: bytes = b"",
+    ) -> None:
+        self.task_id = task_id
+        self.stream = stream
+        self.data = data
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not TaskOutput:
+            return NotImplemented
+        return (
+            self.task_id == other.task_id
+            and self.stream == other.stream
+            and self.data == other.data
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "TaskOutput("
+            + "task_id=" + short_repr(self.task_id)
+            + ", stream=" + enum_repr(OutputStream, self.stream)
+            + ", data=" + short_repr(self.data)
             + ")"
         )
 
@@ -1047,7 +1113,7 @@ class WorkerRetire:
         "deadline_ms",
         "raw",
     )
-    WHICH = 19
+    WHICH = 20
 
     reason: str
     deadline_ms: int
@@ -1282,6 +1348,15 @@ class SchedulerStatus:
         "clients",
         "malformed",
         "completed_tasks",
+        "tasks_waiting",
+        "tasks_ready",
+        "tasks_assigned",
+        "tasks_running",
+        "worker_count",
+        "idle_workers",
+        "worker_slots",
+        "free_slots",
+        "oldest_ready_wait_us",
         "registered_again",
         "raw",
     )
@@ -1298,6 +1373,15 @@ class SchedulerStatus:
     clients: int
     malformed: int
     completed_tasks: int
+    tasks_waiting: int
+    tasks_ready: int
+    tasks_assigned: int
+    tasks_running: int
+    worker_count: int
+    idle_workers: int
+    worker_slots: int
+    free_slots: int
+    oldest_ready_wait_us: int
     registered_again: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
@@ -1315,6 +1399,15 @@ class SchedulerStatus:
         clients: int = 0,
         malformed: int = 0,
         completed_tasks: int = 0,
+        tasks_waiting: int = 0,
+        tasks_ready: int = 0,
+        tasks_assigned: int = 0,
+        tasks_running: int = 0,
+        worker_count: int = 0,
+        idle_workers: int = 0,
+        worker_slots: int = 0,
+        free_slots: int = 0,
+        oldest_ready_wait_us: int = 0,
         registered_again: int = 0,
     ) -> None:
         self.time_us = time_us
@@ -1328,6 +1421,15 @@ class SchedulerStatus:
         self.clients = clients
         self.malformed = malformed
         self.completed_tasks = completed_tasks
+        self.tasks_waiting = tasks_waiting
+        self.tasks_ready = tasks_ready
+        self.tasks_assigned = tasks_assigned
+        self.tasks_running = tasks_running
+        self.worker_count = worker_count
+        self.idle_workers = idle_workers
+        self.worker_slots = worker_slots
+        self.free_slots = free_slots
+        self.oldest_ready_wait_us = oldest_ready_wait_us
         self.registered_again = registered_again
         self.raw = None
 
@@ -1346,6 +1448,15 @@ class SchedulerStatus:
             and self.clients == other.clients
             and self.malformed == other.malformed
             and self.completed_tasks == other.completed_tasks
+            and self.tasks_waiting == other.tasks_waiting
+            and self.tasks_ready == other.tasks_ready
+            and self.tasks_assigned == other.tasks_assigned
+            and self.tasks_running == other.tasks_running
+            and self.worker_count == other.worker_count
+            and self.idle_workers == other.idle_workers
+            and self.worker_slots == other.worker_slots
+            and self.free_slots == other.free_slots
+            and self.oldest_ready_wait_us == other.oldest_ready_wait_us
             and self.registered_again == other.registered_again
         )
 
@@ -1363,6 +1474,15 @@ class SchedulerStatus:
             + ", clients=" + short_repr(self.clients)
             + ", malformed=" + short_repr(self.malformed)
             + ", completed_tasks=" + short_repr(self.completed_tasks)
+            + ", tasks_waiting=" + short_repr(self.tasks_waiting)
+            + ", tasks_ready=" + short_repr(self.tasks_ready)
+            + ", tasks_assigned=" + short_repr(self.tasks_assigned)
+            + ", tasks_running=" + short_repr(self.tasks_running)
+            + ", worker_count=" + short_repr(self.worker_count)
+            + ", idle_workers=" + short_repr(self.idle_workers)
+            + ", worker_slots=" + short_repr(self.worker_slots)
+            + ", free_slots=" + short_repr(self.free_slots)
+            + ", oldest_ready_wait_us=" + short_repr(self.oldest_ready_wait_us)
             + ", registered_again=" + short_repr(self.registered_again)
             + ")"
         )
@@ -1375,6 +1495,7 @@ _DATA_HEARTBEAT_ECHO = struct.Struct("<Q")
 _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<B")
 _DATA_TASK_RESULT = struct.Struct("<HBxxxxxQQQ")
+_DATA_TASK_OUTPUT = struct.Struct("<H")
 _DATA_OBJECT_PUT = struct.Struct("<HxxIIxxxxQ")
 _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
 _DATA_BALANCE_REQUEST = struct.Struct("<I")
@@ -1384,7 +1505,7 @@ _DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQI")
-_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQ")
+_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQ")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
 _CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiI")
@@ -1424,9 +1545,11 @@ _HEAD_WORKER_DISCONNECT = bytes.fromhex("000000000100010010000000000000000000000
 _MESSAGE_WORKER_DISCONNECT = struct.Struct("<II24siI")
 _HEAD_GOODBYE = bytes.fromhex("000000000100010011000000000000000000000001000100")
 _MESSAGE_GOODBYE = struct.Struct("<II24sBxxxxxxxiI")
-_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000006000500")
-_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQiIiIiIiIiI")
-_HEAD_WORKER_RETIRE = bytes.fromhex("000000000100010013000000000000000000000001000100")
+_HEAD_SCHEDULER_STATUS = bytes.fromhex("00000000010001001200000000000000000000000e000500")
+_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQiIiIiIiIiI")
+_HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000200")
+_MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
+_HEAD_WORKER_RETIRE = bytes.fromhex("000000000100010014000000000000000000000001000100")
 _MESSAGE_WORKER_RETIRE = struct.Struct("<II24sIxxxxiI")
 
 
@@ -1464,7 +1587,8 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
     obj.protocol_version = u0
     obj.accepted = (u1 & 1) != 0
-    obj.resumed = (u1 & 2) != 0
+    obj.forwards_task_output = (u1 & 2) != 0
+    obj.resumed = (u1 & 4) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
@@ -1552,6 +1676,7 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
     u0 = buf[d] if dn >= 1 else 0
     obj.profiling = (u0 & 1) != 0
     obj.report_result = (u0 & 2) == 0
+    obj.stream_output = (u0 & 4) != 0
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.function_id = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.args = _read_list_argument(r, lo, hi, p + 16) if pn > 2 else []
@@ -1581,6 +1706,17 @@ def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.payload = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.error_text = read_text(r, lo, hi, p + 16) if pn > 2 else ""
+    obj.raw = None
+    return obj
+
+
+def _read_task_output(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> TaskOutput:
+    buf = r.buf
+    obj = _new(TaskOutput)
+    u0 = _UNIT_H.unpack_from(buf, d)[0] if dn >= 2 else 0
+    obj.stream = u0
+    obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    obj.data = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.raw = None
     return obj
 
@@ -1781,8 +1917,8 @@ def _read_list_worker_status(r: Reader, lo: int, hi: int, at: int) -> list[Worke
 def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> SchedulerStatus:
     buf = r.buf
     obj = _new(SchedulerStatus)
-    if dn >= 48:
-        u0, u1, u2, u3, u4, u5, u6 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
+    if dn >= 112:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -1791,13 +1927,31 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u4 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
         u5 = _UNIT_Q.unpack_from(buf, d + 32)[0] if dn >= 40 else 0
         u6 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
+        u7 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
+        u8 = _UNIT_Q.unpack_from(buf, d + 56)[0] if dn >= 64 else 0
+        u9 = _UNIT_Q.unpack_from(buf, d + 64)[0] if dn >= 72 else 0
+        u10 = _UNIT_I.unpack_from(buf, d + 72)[0] if dn >= 76 else 0
+        u11 = _UNIT_I.unpack_from(buf, d + 76)[0] if dn >= 80 else 0
+        u12 = _UNIT_Q.unpack_from(buf, d + 80)[0] if dn >= 88 else 0
+        u13 = _UNIT_Q.unpack_from(buf, d + 88)[0] if dn >= 96 else 0
+        u14 = _UNIT_Q.unpack_from(buf, d + 96)[0] if dn >= 104 else 0
+        u15 = _UNIT_Q.unpack_from(buf, d + 104)[0] if dn >= 112 else 0
     obj.time_us = u0
     obj.cpu = u1
     obj.clients = u2
     obj.rss = u3
     obj.malformed = u4
     obj.completed_tasks = u5
-    obj.registered_again = u6
+    obj.tasks_waiting = u6
+    obj.tasks_ready = u7
+    obj.tasks_assigned = u8
+    obj.tasks_running = u9
+    obj.worker_count = u10
+    obj.idle_workers = u11
+    obj.worker_slots = u12
+    obj.free_slots = u13
+    obj.oldest_ready_wait_us = u14
+    obj.registered_again = u15
     obj.task_states = _read_list_counter(r, lo, hi, p) if pn > 0 else []
     obj.sent = _read_list_counter(r, lo, hi, p + 8) if pn > 1 else []
     obj.received = _read_list_counter(r, lo, hi, p + 16) if pn > 2 else []
@@ -1912,7 +2066,8 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
     obj = _new(HelloReply)
     obj.protocol_version = u0
     obj.accepted = (u1 & 1) != 0
-    obj.resumed = (u1 & 2) != 0
+    obj.forwards_task_output = (u1 & 2) != 0
+    obj.resumed = (u1 & 4) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     c = 56
@@ -1935,8 +2090,10 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
 def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
     v = msg.accepted
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = msg.resumed
+    v = msg.forwards_task_output
     u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+    v = msg.resumed
+    u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
     c = 56
@@ -2076,6 +2233,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     obj = _new(Task)
     obj.profiling = (u0 & 1) != 0
     obj.report_result = (u0 & 2) == 0
+    obj.stream_output = (u0 & 4) != 0
     c = 88
     blobs = None
     if b0:
@@ -2223,6 +2381,8 @@ def _encode_task(msg: Task, parts: list) -> int:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     v = msg.report_result
     u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
+    v = msg.stream_output
+    u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
     c = 88
@@ -3356,7 +3516,7 @@ def _encode_goodbye(msg: Goodbye, parts: list) -> int:
 
 
 def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -3373,10 +3533,19 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.rss = u3
     obj.malformed = u4
     obj.completed_tasks = u5
-    obj.registered_again = u6
-    c = 120
+    obj.tasks_waiting = u6
+    obj.tasks_ready = u7
+    obj.tasks_assigned = u8
+    obj.tasks_running = u9
+    obj.worker_count = u10
+    obj.idle_workers = u11
+    obj.worker_slots = u12
+    obj.free_slots = u13
+    obj.oldest_ready_wait_us = u14
+    obj.registered_again = u15
+    c = 184
     if b0:
-        if a0 + a0 != c - 86 or b0 & 7 != 7:
+        if a0 + a0 != c - 150 or b0 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
@@ -3405,7 +3574,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.task_states = []
     if b1:
-        if a1 + a1 != c - 94 or b1 & 7 != 7:
+        if a1 + a1 != c - 158 or b1 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b1 >> 3:
@@ -3434,7 +3603,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.sent = []
     if b2:
-        if a2 + a2 != c - 102 or b2 & 7 != 7:
+        if a2 + a2 != c - 166 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -3463,7 +3632,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.received = []
     if b3:
-        if a3 + a3 != c - 110 or b3 & 7 != 7:
+        if a3 + a3 != c - 174 or b3 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b3 >> 3:
@@ -3492,7 +3661,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.function_tasks = []
     if b4:
-        if a4 + a4 != c - 118 or b4 & 7 != 7:
+        if a4 + a4 != c - 182 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65544 or (t >> 2) * 9 != b4 >> 3:
@@ -3540,13 +3709,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
 def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     base = len(parts)
     parts.append(b"")
-    c = 120
+    c = 184
     items1 = msg.task_states
     if items1.__class__ is not list:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a0 = c - 86 >> 1
+        a0 = c - 150 >> 1
         b0 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3579,7 +3748,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a1 = c - 94 >> 1
+        a1 = c - 158 >> 1
         b1 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3612,7 +3781,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 102 >> 1
+        a2 = c - 166 >> 1
         b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3645,7 +3814,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a3 = c - 110 >> 1
+        a3 = c - 174 >> 1
         b3 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3678,7 +3847,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a4 = c - 118 >> 1
+        a4 = c - 182 >> 1
         b4 = count1 * 72 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3733,6 +3902,15 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         msg.rss,
         msg.malformed,
         msg.completed_tasks,
+        msg.tasks_waiting,
+        msg.tasks_ready,
+        msg.tasks_assigned,
+        msg.tasks_running,
+        msg.worker_count,
+        msg.idle_workers,
+        msg.worker_slots,
+        msg.free_slots,
+        msg.oldest_ready_wait_us,
         msg.registered_again,
         a0,
         b0,
@@ -3745,6 +3923,102 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         a4,
         b4,
     )
+    return c
+
+
+def _decode_task_output(frame: bytes, pos: int) -> TaskOutput:
+    segments, words, head, u0, a0, b0, a1, b1 = _MESSAGE_TASK_OUTPUT.unpack_from(frame, pos)
+    if segments or head != _HEAD_TASK_OUTPUT:
+        raise NotCanonical
+    end = pos + 8 + (words << 3)
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
+        raise NotCanonical  # truncated
+    obj = _new(TaskOutput)
+    obj.stream = u0
+    c = 56
+    blobs = None
+    if b0:
+        n = b0 >> 3
+        if a0 + a0 == c - 46 and b0 & 7 == 2:
+            obj.task_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
+            s = 48 + (a0 >> 2 << 3)
+            obj.task_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.task_id = b""
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 == c - 54 and b1 & 7 == 2:
+            obj.data = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
+            s = 56 + (a1 >> 2 << 3)
+            obj.data = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.data = b""
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
+    if c != end - pos:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _encode_task_output(msg: TaskOutput, parts: list) -> int:
+    base = len(parts)
+    parts.append(b"")
+    c = 56
+    blobs = None
+    v = msg.task_id
+    if v:
+        n = len(v)
+        if n < 1024:
+            a0 = c - 46 >> 1
+            b0 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a0 = b0 = 0
+            blobs = defer_blob(blobs, 40, v)
+    elif v.__class__ is bytes:
+        a0 = b0 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    v = msg.data
+    if v:
+        n = len(v)
+        if n < 1024:
+            a1 = c - 54 >> 1
+            b1 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a1 = b1 = 0
+            blobs = defer_blob(blobs, 48, v)
+    elif v.__class__ is bytes:
+        a1 = b1 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    parts[base] = _MESSAGE_TASK_OUTPUT.pack(0, c - 8 >> 3, _HEAD_TASK_OUTPUT, msg.stream, a0, b0, a1, b1)
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
     return c
 
 
@@ -3808,8 +4082,10 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
     v = obj.accepted
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = obj.resumed
+    v = obj.forwards_task_output
     u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+    v = obj.resumed
+    u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     _DATA_HELLO_REPLY.pack_into(buf, start, obj.protocol_version, u1, obj.heartbeat_interval_ms, obj.peer_timeout_ms)
     write_text(buf, start + 16, obj.reason)
 
@@ -3861,6 +4137,8 @@ def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     v = obj.report_result
     u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
+    v = obj.stream_output
+    u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     _DATA_TASK.pack_into(buf, start, u0)
     write_data(buf, blobs, start + 8, obj.task_id)
     write_data(buf, blobs, start + 16, obj.function_id)
@@ -3877,6 +4155,12 @@ def _fill_task_result(buf: bytearray, blobs: Blobs, start: int, obj: TaskResult)
     write_data(buf, blobs, start + 32, obj.task_id)
     write_data(buf, blobs, start + 40, obj.payload)
     write_text(buf, start + 48, obj.error_text)
+
+
+def _fill_task_output(buf: bytearray, blobs: Blobs, start: int, obj: TaskOutput) -> None:
+    _DATA_TASK_OUTPUT.pack_into(buf, start, obj.stream)
+    write_data(buf, blobs, start + 8, obj.task_id)
+    write_data(buf, blobs, start + 16, obj.data)
 
 
 def _fill_task_cancel(buf: bytearray, blobs: Blobs, start: int, obj: TaskCancel) -> None:
@@ -4007,13 +4291,22 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
         obj.rss,
         obj.malformed,
         obj.completed_tasks,
+        obj.tasks_waiting,
+        obj.tasks_ready,
+        obj.tasks_assigned,
+        obj.tasks_running,
+        obj.worker_count,
+        obj.idle_workers,
+        obj.worker_slots,
+        obj.free_slots,
+        obj.oldest_ready_wait_us,
         obj.registered_again,
     )
-    _write_list_counter(buf, blobs, start + 48, obj.task_states)
-    _write_list_counter(buf, blobs, start + 56, obj.sent)
-    _write_list_counter(buf, blobs, start + 64, obj.received)
-    _write_list_counter(buf, blobs, start + 72, obj.function_tasks)
-    _write_list_worker_status(buf, blobs, start + 80, obj.workers)
+    _write_list_counter(buf, blobs, start + 112, obj.task_states)
+    _write_list_counter(buf, blobs, start + 120, obj.sent)
+    _write_list_counter(buf, blobs, start + 128, obj.received)
+    _write_list_counter(buf, blobs, start + 136, obj.function_tasks)
+    _write_list_worker_status(buf, blobs, start + 144, obj.workers)
 
 
 _PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000200") + bytes(40)
@@ -4196,7 +4489,7 @@ def _build_goodbye(msg: Goodbye, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000006000500") + bytes(88)
+_PREFIX_SCHEDULER_STATUS = bytes.fromhex("000000000000000000000000010001001200000000000000000000000e000500") + bytes(152)
 
 
 def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
@@ -4206,7 +4499,17 @@ def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_WORKER_RETIRE = bytes.fromhex("0000000000000000000000000100010013000000000000000000000001000100") + bytes(16)
+_PREFIX_TASK_OUTPUT = bytes.fromhex("0000000000000000000000000100010013000000000000000000000001000200") + bytes(24)
+
+
+def _build_task_output(msg: TaskOutput, parts: list) -> int:
+    buf = bytearray(_PREFIX_TASK_OUTPUT)
+    blobs: Blobs = []
+    _fill_task_output(buf, blobs, 32, msg)
+    return finish_message(parts, buf, blobs)
+
+
+_PREFIX_WORKER_RETIRE = bytes.fromhex("0000000000000000000000000100010014000000000000000000000001000100") + bytes(16)
 
 
 def _build_worker_retire(msg: WorkerRetire, parts: list) -> int:
@@ -4239,6 +4542,7 @@ MESSAGE_TYPES = (
     WorkerDisconnect,
     Goodbye,
     SchedulerStatus,
+    TaskOutput,
     WorkerRetire,
 )
 
@@ -4263,6 +4567,7 @@ BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ..
     _read_worker_disconnect,
     _read_goodbye,
     _read_scheduler_status,
+    _read_task_output,
     _read_worker_retire,
 )
 FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
@@ -4285,6 +4590,7 @@ FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_worker_disconnect,
     _decode_goodbye,
     _decode_scheduler_status,
+    _decode_task_output,
     _decode_worker_retire,
 )
 
@@ -4310,6 +4616,7 @@ PARTS_ENCODERS: dict[type, Callable[[object, list], int]] = {
     WorkerDisconnect: _encode_worker_disconnect,
     Goodbye: _encode_goodbye,
     SchedulerStatus: _encode_scheduler_status,
+    TaskOutput: _encode_task_output,
     WorkerRetire: _encode_worker_retire,
 }
 BYTEARRAY_ENCODERS: dict[type, Callable[[object, list], int]] = {
@@ -4332,6 +4639,7 @@ BYTEARRAY_ENCODERS: dict[type, Callable[[object, list], int]] = {
     WorkerDisconnect: _build_worker_disconnect,
     Goodbye: _build_goodbye,
     SchedulerStatus: _build_scheduler_status,
+    TaskOutput: _build_task_output,
     WorkerRetire: _build_worker_retire,
 }
 ENCODERS = BYTEARRAY_ENCODERS if sys.implementation.name == "pypy" else PARTS_ENCODERS
@@ -4352,6 +4660,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("reason", "reason", "text", None),
         FieldInfo("heartbeat_interval_ms", "heartbeatIntervalMs", "uint32", None),
         FieldInfo("peer_timeout_ms", "peerTimeoutMs", "uint32", None),
+        FieldInfo("forwards_task_output", "forwardsTaskOutput", "bool", None),
         FieldInfo("resumed", "resumed", "bool", None),
     ),
     ClientHeartbeat: (
@@ -4387,6 +4696,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("report_result", "reportResult", "bool", None),
         FieldInfo("parent_task_id", "parentTaskId", "data", None),
         FieldInfo("serializer_id", "serializerId", "data", None),
+        FieldInfo("stream_output", "streamOutput", "bool", None),
     ),
     TaskResult: (
         FieldInfo("task_id", "taskId", "data", None),
@@ -4397,6 +4707,11 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("duration_us", "durationUs", "uint64", None),
         FieldInfo("cpu_time_us", "cpuTimeUs", "uint64", None),
         FieldInfo("peak_memory", "peakMemory", "uint64", None),
+    ),
+    TaskOutput: (
+        FieldInfo("task_id", "taskId", "data", None),
+        FieldInfo("stream", "stream", "enum", OutputStream),
+        FieldInfo("data", "data", "data", None),
     ),
     TaskCancel: (
         FieldInfo("task_ids", "taskIds", "data_list", None),
@@ -4482,6 +4797,15 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("clients", "clients", "uint32", None),
         FieldInfo("malformed", "malformed", "uint64", None),
         FieldInfo("completed_tasks", "completedTasks", "uint64", None),
+        FieldInfo("tasks_waiting", "tasksWaiting", "uint64", None),
+        FieldInfo("tasks_ready", "tasksReady", "uint64", None),
+        FieldInfo("tasks_assigned", "tasksAssigned", "uint64", None),
+        FieldInfo("tasks_running", "tasksRunning", "uint64", None),
+        FieldInfo("worker_count", "workerCount", "uint32", None),
+        FieldInfo("idle_workers", "idleWorkers", "uint32", None),
+        FieldInfo("worker_slots", "workerSlots", "uint64", None),
+        FieldInfo("free_slots", "freeSlots", "uint64", None),
+        FieldInfo("oldest_ready_wait_us", "oldestReadyWaitUs", "uint64", None),
         FieldInfo("registered_again", "registeredAgain", "uint64", None),
     ),
 }

@@ -32,6 +32,19 @@ from scaler.fastpath.wire import (
 TRAVERSAL_FACTOR = 8
 TRAVERSAL_SLACK_WORDS = 64
 
+
+class Encoded(bytes):
+    """One message already encoded (by a template, see templates.py): encode_many takes it among messages, as is."""
+
+    __slots__ = ()
+
+
+def _pass_through(msg: Encoded, parts: list) -> int:
+    parts.append(msg)
+    return len(msg)
+
+
+_ENCODERS = {**ENCODERS, Encoded: _pass_through}
 _MESSAGE_COUNT = len(MESSAGE_TYPES)
 _WHICH_AT = 16 + ROOT_DISCRIMINANT_BYTE  # low byte of the union discriminant: segment table, root pointer, then it
 # The fast paths let struct, len() and b"".join reject bad values; what failed is worked out only then.
@@ -55,7 +68,7 @@ def encode(msg: Any) -> bytes:
     """Encode one message (an instance of a class in MESSAGE_TYPES) as a single-segment Cap'n Proto message."""
     parts: list[bytes] = []
     try:
-        size = ENCODERS[msg.__class__](msg, parts)
+        size = _ENCODERS[msg.__class__](msg, parts)
         data = b"".join(parts)
     except _ENCODE_FAILURES:
         return _encode_carefully(msg)
@@ -65,14 +78,14 @@ def encode(msg: Any) -> bytes:
 
 
 def encode_many(msgs: Iterable[Any]) -> bytes:
-    """Encode several messages into one frame: the concatenation of encode() of each."""
+    """Encode several messages into one frame: the concatenation of encode() of each (an Encoded one as it is)."""
     if msgs.__class__ is not list:
         msgs = list(msgs)
     parts: list[bytes] = []
     size = 0
     try:
         for msg in msgs:
-            size += ENCODERS[msg.__class__](msg, parts)
+            size += _ENCODERS[msg.__class__](msg, parts)
         data = b"".join(parts)
     except _ENCODE_FAILURES:
         return b"".join([encode(msg) for msg in msgs])  # raises on the first message that cannot be encoded

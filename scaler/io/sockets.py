@@ -25,6 +25,7 @@ from scaler.config import (
     TCP_KEEPALIVE_INTERVAL,
 )
 from scaler.io.curve import CurvePeerKeys, CurveServerKeys, apply_peer_keys, apply_server_keys
+from scaler.io.limits import LISTEN_BACKLOG
 
 
 class TcpKeepalive(NamedTuple):
@@ -108,6 +109,7 @@ def create_router(
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     curve: Optional[CurveServerKeys] = None,
     keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
+    backlog: int = LISTEN_BACKLOG,
 ) -> zmq.Socket:
     sock = context.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -115,6 +117,7 @@ def create_router(
     sock.setsockopt(zmq.RCVHWM, 0)
     sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a peer that vanished must not make a send raise mid-batch
     sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+    sock.setsockopt(zmq.BACKLOG, backlog)  # a thousand workers starting at once must not lose their SYNs
     keepalive.apply(sock)
     if curve is not None:
         apply_server_keys(sock, curve)

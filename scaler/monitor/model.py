@@ -168,3 +168,13 @@ class RateMeter:
             before = processed_before.get(worker.name)
             if before is not None and worker.processed >= before:
                 self.worker_tasks_per_second[worker.name] = (worker.processed - before) / seconds
+
+
+def publishes_demand(status: SchedulerStatus) -> bool:
+    """Whether `status` carries the demand fields (tasksWaiting... oldestReadyWaitUs, protocol version 1).
+
+    A scheduler from before them leaves them 0 on the wire. One that has them counts its workers' slots (every worker
+    has at least one) and its held tasks, so all zeros with workers or held tasks connected means an older scheduler;
+    with neither, both readings agree (no demand).
+    """
+    return status.worker_slots > 0 or status.tasks_waiting > 0 or status.tasks_assigned > 0

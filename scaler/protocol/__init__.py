@@ -11,8 +11,20 @@ into scaler/fastpath/_messages.py, a pure-Python implementation that runs on CPy
 
 from scaler.fastpath._messages import *  # noqa: F403  (every message class, enum, PROTOCOL_VERSION, MESSAGE_TYPES)
 from scaler.fastpath._messages import __all__ as _generated_names
-from scaler.fastpath.codec import decode_frame, encode, encode_many
+from scaler.fastpath.codec import Encoded, decode_frame, encode, encode_many
+from scaler.fastpath.templates import Builder, Template, make_template
 from scaler.fastpath.wire import ProtocolError
 from scaler.protocol import heartbeat_flags
 
-__all__ = [*_generated_names, "ProtocolError", "decode_frame", "encode", "encode_many", "heartbeat_flags"]
+__all__ = [
+    *_generated_names,
+    "Builder",
+    "Encoded",
+    "ProtocolError",
+    "Template",
+    "decode_frame",
+    "encode",
+    "encode_many",
+    "heartbeat_flags",
+    "make_template",
+]

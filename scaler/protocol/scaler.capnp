@@ -60,7 +60,9 @@ struct HelloReply {
   reason @2 :Text;             # why it was refused, for the peer to show its user
   heartbeatIntervalMs @3 :UInt32;
   peerTimeoutMs @4 :UInt32;    # a peer silent this long is considered gone
-  resumed @5 :Bool;            # the scheduler already had this peer registered (a Hello again after a dropped
+  forwardsTaskOutput @5 :Bool; # the scheduler forwards TaskOutput: only then do workers send it (older ones would
+                               # drop the whole frame), and only then is a client's streamOutput honoured
+  resumed @6 :Bool;            # the scheduler already had this peer registered (a Hello again after a dropped
                                # connection): what it held for the peer is still there
 }
 
@@ -101,6 +103,7 @@ struct Task {
   reportResult @5 :Bool = true; # false for graph nodes the client did not ask for
   parentTaskId @6 :Data;        # set when submitted from inside a running task (nested tasks)
   serializerId @7 :Data;        # object id of the client's serializer; empty means cloudpickle
+  streamOutput @8 :Bool;        # forward what the task writes to stdout and stderr to its client (TaskOutput)
 }
 
 struct TaskResult {
@@ -112,6 +115,20 @@ struct TaskResult {
   durationUs @5 :UInt64;    # profiling: wall time of the call
   cpuTimeUs @6 :UInt64;     # profiling: CPU time of the call
   peakMemory @7 :UInt64;    # profiling: peak RSS growth during the call, bytes
+}
+
+enum OutputStream {
+  stdout @0;
+  stderr @1;
+}
+
+struct TaskOutput {
+  # Worker to scheduler, forwarded as is to the task's client: what a task with streamOutput wrote, in order per
+  # stream, sent before the task's TaskResult. `data` holds whole lines, except a line longer than the worker's batch
+  # size (split) and the task's last output (which may not end with a newline).
+  taskId @0 :Data;
+  stream @1 :OutputStream;
+  data @2 :Data;
 }
 
 struct TaskCancel {
@@ -222,7 +239,17 @@ struct SchedulerStatus {
   clients @8 :UInt32;
   malformed @9 :UInt64;        # frames dropped because they did not decode
   completedTasks @10 :UInt64;  # total finished since start, for rates
-  registeredAgain @11 :UInt64; # clients and workers whose Hello said they had registered before (a lost scheduler)
+  # Demand, for autoscalers: counts the scheduler keeps as tasks and workers change (see docs/protocol.md, Monitoring).
+  tasksWaiting @11 :UInt64;     # held by the scheduler on no worker: ready, or waiting on dependencies
+  tasksReady @12 :UInt64;       # of tasksWaiting, those that could run now if a worker had a free slot
+  tasksAssigned @13 :UInt64;    # sent to workers and not finished: queued there or running (canceling included)
+  tasksRunning @14 :UInt64;     # running, as each worker said in its last heartbeat (parked tasks included)
+  workerCount @15 :UInt32;      # workers connected
+  idleWorkers @16 :UInt32;      # workers holding no task (tasks parked on nested tasks aside)
+  workerSlots @17 :UInt64;      # the workers' capacities, summed
+  freeSlots @18 :UInt64;        # slots free for one more task, summed over workers (a parked task lends its slot)
+  oldestReadyWaitUs @19 :UInt64;  # how long the ready task first in line has waited for a worker; 0 when none waits
+  registeredAgain @20 :UInt64;     # clients and workers whose Hello said they had registered before (a lost scheduler)
 }
 
 struct Message {
@@ -246,6 +273,7 @@ struct Message {
     workerDisconnect @16 :WorkerDisconnect;
     goodbye @17 :Goodbye;
     schedulerStatus @18 :SchedulerStatus;
-    workerRetire @19 :WorkerRetire;
+    taskOutput @19 :TaskOutput;
+    workerRetire @20 :WorkerRetire;
   }
 }

@@ -3,7 +3,8 @@
 libzmq refuses failed CurveZMQ handshakes, and closes the connection of a peer that sends a frame over
 --max-frame-bytes, without the scheduler ever reading a message; only the socket's monitor events tell. These watchers
 turn those events into log lines, rate limited with the scheduler's other peer warnings (scaler.rate_limit), so a
-peer retrying forever cannot flood the log.
+peer retrying forever cannot flood the log. The same events count the connections for the open-files budget
+(scaler.io.limits.ConnectionBudget), which stops new connections before the process runs out of descriptors.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Callable, Dict, Optional
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from scaler.io.limits import ConnectionBudget
 from scaler.rate_limit import LimitedLog
 
 _HANDSHAKE_FAILURES = {
@@ -39,15 +41,20 @@ class ConnectionWatch:
         warnings: LimitedLog,
         goodbyes: Optional[Callable[[], int]] = None,
         max_frame_bytes: int = 0,
+        budget: Optional[ConnectionBudget] = None,
     ) -> None:
-        """Without `goodbyes`, closed connections are not watched (monitors leave without a word). `warnings` is
-        shared with the scheduler's core, which sums up what it suppressed."""
+        """Without `goodbyes`, closed connections are not watched (monitors leave without a word); with `budget`,
+        accepted and closed connections are counted in it. `warnings` is shared with the scheduler's core, which sums
+        up what it suppressed."""
         self._what = what
         self._warnings = warnings
         self._goodbyes = goodbyes
         self._max_frame_bytes = max_frame_bytes
-        events = (zmq.EVENT_DISCONNECTED if goodbyes is not None else 0) | (
-            sum(_HANDSHAKE_FAILURES) if watch_handshakes else 0
+        self._budget = budget
+        events = (
+            (zmq.EVENT_DISCONNECTED if goodbyes is not None or budget is not None else 0)
+            | (sum(_HANDSHAKE_FAILURES) if watch_handshakes else 0)
+            | (zmq.EVENT_ACCEPTED | zmq.EVENT_ACCEPT_FAILED if budget is not None else 0)
         )
         self._events = socket.get_monitor_socket(events)
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
@@ -66,11 +73,24 @@ class ConnectionWatch:
 
     def read_events(self) -> None:
         events = self._events
+        budget = self._budget
         while events.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-            event = recv_monitor_message(events, zmq.NOBLOCK)["event"]
+            message = recv_monitor_message(events, zmq.NOBLOCK)
+            event = message["event"]
+            if event == zmq.EVENT_ACCEPTED:
+                if budget is not None:
+                    budget.accepted()
+                continue
+            if event == zmq.EVENT_ACCEPT_FAILED:
+                if budget is not None:
+                    budget.accept_failed(message["value"])
+                continue
             if event == zmq.EVENT_DISCONNECTED:
-                self.disconnects += 1
-                self._loop.call_later(_EXPLAIN_DELAY_SECONDS, self._explain_disconnects)
+                if budget is not None:
+                    budget.disconnected()
+                if self._goodbyes is not None:
+                    self.disconnects += 1
+                    self._loop.call_later(_EXPLAIN_DELAY_SECONDS, self._explain_disconnects)
                 continue
             count = self.failures.get(event, 0) + 1
             self.failures[event] = count

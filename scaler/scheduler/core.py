@@ -3,7 +3,8 @@
 No sockets, clocks or event loops here: `receive`, `receive_malformed` and `tick` change state and queue messages, and
 `take_outgoing` hands the queued bytes to whoever does the IO. Every message type is handled in exactly one method,
 reached through a per-role table indexed by the message's small-int `WHICH`. Tasks and results are forwarded as the
-bytes their sender encoded, so routing a task costs no re-encoding.
+bytes their sender encoded, so routing a task costs no re-encoding; only a graph node is encoded again, once, when the
+small results it reads are copied into it (_inline_results).
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import heapq
 import logging
 from collections import deque
-from typing import Callable, Deque, Dict, List, Optional, Set
+from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Set, Tuple, Union
 
+from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
 from scaler.protocol import (
     MESSAGE_TYPES,
     PROTOCOL_VERSION,
+    Argument,
+    ArgumentKind,
     BalanceRequest,
     BalanceResponse,
     ClientDisconnect,
@@ -34,16 +38,18 @@ from scaler.protocol import (
     Role,
     Task,
     TaskCancel,
+    TaskOutput,
     TaskResult,
     TaskStatus,
     WorkerDisconnect,
     WorkerHeartbeat,
     WorkerRetire,
+    decode_frame,
     encode,
     heartbeat_flags,
 )
 from scaler.rate_limit import LimitedLog, RateLimiter
-from scaler.scheduler.invariants import check_invariants
+from scaler.scheduler.placement import WorkerLoads
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
     ASSIGNED,
@@ -67,9 +73,35 @@ _UINT32_MAX = 2**32 - 1
 _STALL_SECONDS = 1.0
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
+_KIND_RESULT = int(ObjectKind.result)
+_TASK_REF = int(ArgumentKind.task_ref)
+_INLINE = int(ArgumentKind.inline)
+# A graph node's dependency result is copied into the node's Task (see _inline_results) while all its copies, one per
+# unfinished consumer, add up to at most this: one small result may go to thousands of consumers, a large one to few.
+_INLINE_RESULT_BYTES = config.DEFAULT_INLINE_LIMIT_BYTES
 FINISHED_NAMES = tuple(status.name for status in TaskStatus)
 
+
+def _ready_since(task: TaskState) -> float:
+    return task.ready_since
+
+
 Handler = Callable[..., None]
+Peer = Union[WorkerState, ClientState]
+
+
+class Demand(NamedTuple):
+    """What an autoscaler reads in the status: how much work waits, and how much room the workers have."""
+
+    tasks_waiting: int  # held by the scheduler, on no worker: ready, or waiting on dependencies
+    tasks_ready: int  # of those, the ones that could run now if a worker had a free slot
+    tasks_assigned: int  # on workers (queued there or running), canceling ones included
+    tasks_running: int  # running, as the workers said at their last heartbeat (parked ones included)
+    workers: int
+    idle_workers: int  # holding no task (tasks parked on nested ones aside)
+    worker_slots: int  # the workers' capacities, summed
+    free_slots: int  # slots free for another task, summed
+    oldest_ready_wait: float  # seconds the ready task first in line has waited for a worker; 0 when none waits
 
 
 def _registered(previous_registrations: int) -> str:
@@ -102,6 +134,12 @@ class SchedulerCore:
             logger, RateLimiter(overall=DEFAULT_PEER_EVENTS_PER_INTERVAL), level=logging.INFO, what="line(s) on peers"
         )
         self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
+        self.loads = WorkerLoads()
+        self.tasks_running = 0  # sum of what each worker last said it runs
+        # (when to look again, tie-break, peer): each connected peer once; a peer is looked at when its timeout could
+        # have passed, not on every tick, so liveness costs nothing per tick beyond the peers due
+        self._liveness: List[Tuple[float, int, Peer]] = []
+        self._liveness_order = 0
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
         self._last_call = now
@@ -122,6 +160,7 @@ class SchedulerCore:
         for message_type, handler in (
             (WorkerHeartbeat, self._on_worker_heartbeat),
             (TaskResult, self._on_task_result),
+            (TaskOutput, self._on_task_output),
             (ObjectPut, self._on_object_put),
             (ObjectRequest, self._on_object_request),
             (BalanceResponse, self._on_balance_response),
@@ -185,18 +224,37 @@ class SchedulerCore:
         self.peer_warnings.flush(now)
         self.peer_events.flush(now)
         self._forgive_stall(now)
-        worker_deadline = now - self.settings.worker_timeout_seconds
-        for worker in [w for w in self.workers.values() if w.last_seen < worker_deadline]:
-            self._drop_worker(worker, f"no heartbeat for {now - worker.last_seen:.1f}s", now)
-        client_deadline = now - self.settings.client_timeout_seconds
-        for client in [c for c in self.clients.values() if c.last_seen < client_deadline]:
-            self._drop_client(client, f"no heartbeat for {now - client.last_seen:.1f}s")
+        self._drop_silent_peers(now)
         if now >= self._next_balance:
             self._next_balance = now + self.settings.balance_interval_seconds
             self._balance()
         if self.retiring:
             self._advance_retirements(now)
         self._assign_ready()
+
+    def _drop_silent_peers(self, now: float) -> None:
+        liveness = self._liveness
+        while liveness and liveness[0][0] < now:
+            peer = heapq.heappop(liveness)[2]
+            if type(peer) is WorkerState:
+                if self.workers.get(peer.identity) is not peer:
+                    continue  # gone meanwhile
+                deadline = peer.last_seen + self.settings.worker_timeout_seconds
+                if deadline < now:
+                    self._drop_worker(peer, f"no heartbeat for {now - peer.last_seen:.1f}s", now)
+                    continue
+            else:
+                if self.clients.get(peer.identity) is not peer:
+                    continue
+                deadline = peer.last_seen + self.settings.client_timeout_seconds
+                if deadline < now:
+                    self._drop_client(peer, f"no heartbeat for {now - peer.last_seen:.1f}s")
+                    continue
+            self._watch(peer, deadline)
+
+    def _watch(self, peer: Peer, when: float) -> None:
+        self._liveness_order += 1
+        heapq.heappush(self._liveness, (when, self._liveness_order, peer))
 
     def _forgive_stall(self, now: float) -> None:
         """After a stall, credit every peer with it: their messages of that time are still queued, unread."""
@@ -207,6 +265,69 @@ class SchedulerCore:
                 peer.last_seen += stall
         if now > self._last_call:
             self._last_call = now
+
+    def demand(self, now: float) -> Demand:
+        """What waits and what room there is, from counts kept up to date: O(1), whatever the number of tasks."""
+        counts = self.state_counts
+        loads = self.loads
+        loads.settle()
+        return Demand(
+            tasks_waiting=counts[WAITING] + counts[READY],
+            tasks_ready=counts[READY],
+            tasks_assigned=counts[ASSIGNED] + counts[CANCELING],
+            tasks_running=self.tasks_running,
+            workers=len(self.workers),
+            idle_workers=loads.idle(),
+            worker_slots=loads.capacity,
+            free_slots=loads.free_slots,
+            oldest_ready_wait=max(0.0, now - self._first_ready().ready_since) if counts[READY] else 0.0,
+        )
+
+    def _first_ready(self) -> TaskState:
+        """The ready task first in line, dropping stale entries before it (tasks canceled or finished meanwhile). It
+        became ready first: tasks join at the back, except those handed back by a worker, which join at the front and
+        became ready before any task behind them (they were assigned, so everything ahead of them was too)."""
+        ready = self.ready
+        tasks = self.tasks
+        while True:
+            task = ready[0]
+            if task.state == READY and tasks.get(task.task_id) is task:
+                return task
+            ready.popleft()
+
+    def validate(self) -> None:
+        """Assert the core's invariants; the tests call it after every step (production never does)."""
+        holders: Dict[bytes, List[bytes]] = {}
+        for identity, worker in self.workers.items():
+            assert worker.identity == identity
+            for task_id in worker.assigned:
+                holders.setdefault(task_id, []).append(identity)
+        counts = [0, 0, 0, 0]
+        for task_id, task in self.tasks.items():
+            counts[task.state] += 1
+            if task.state in (WAITING, READY):
+                assert task_id not in holders and task.worker is None, f"{task_id.hex()} waits and is on a worker"
+            else:
+                assert holders.get(task_id) == [task.worker], f"{task_id.hex()} is not on exactly its worker"
+        assert not set(holders) - set(self.tasks), "a worker holds a task the core forgot"
+        assert counts == self.state_counts, f"state counts {self.state_counts}, tasks say {counts}"
+        queued = [task for task in self.ready if task.state == READY and self.tasks.get(task.task_id) is task]
+        assert len(queued) == len({id(task) for task in queued}) == counts[READY], "ready tasks not queued once each"
+        assert all(a.ready_since <= b.ready_since for a, b in zip(queued, queued[1:])), "ready queue not oldest first"
+        self.loads.validate(self.workers)
+        retiring = {identity for identity, worker in self.workers.items() if worker.retire_deadline is not None}
+        assert retiring == set(self.retiring), "the retiring workers and the retiring index differ"
+        assert all(self.workers.get(identity) is worker for identity, worker in self.retiring.items())
+        assert all(worker.row.retiring == (worker.retire_deadline is not None) for worker in self.workers.values())
+        assert self.tasks_running == sum(worker.running for worker in self.workers.values())
+        watched = [
+            peer
+            for _, _, peer in self._liveness
+            if self.workers.get(peer.identity) is peer or self.clients.get(peer.identity) is peer
+        ]
+        assert len(watched) == len({id(peer) for peer in watched}) == len(self.workers) + len(self.clients), (
+            "every connected peer is watched for silence exactly once"
+        )
 
     def take_outgoing(self) -> Dict[bytes, List[bytes]]:
         """Encoded messages queued per peer since the last call; each list is meant to travel as one frame."""
@@ -264,10 +385,15 @@ class SchedulerCore:
             queue_cap = self.settings.per_worker_queue_size
             if queue_cap is not None and capacity > queue_cap:
                 capacity = queue_cap
-            self.workers[peer] = WorkerState(peer, name, capacity, now, again)
+            worker = WorkerState(peer, name, capacity, now, again)
+            self.workers[peer] = worker
+            self.loads.add(worker)
+            self._watch(worker, now + self.settings.worker_timeout_seconds)
             self.peer_events.log(peer, now, "worker %s %s, capacity %d", name, _registered(again), capacity)
         elif message.role == Role.client:
-            self.clients[peer] = ClientState(peer, name, now, again)
+            client = ClientState(peer, name, now, again)
+            self.clients[peer] = client
+            self._watch(client, now + self.settings.client_timeout_seconds)
             self.peer_events.log(peer, now, "client %s %s", name, _registered(again))
         else:
             reason = f"role {message.role} does not connect to the scheduler address (monitors subscribe)"
@@ -304,6 +430,7 @@ class SchedulerCore:
                 accepted=True,
                 heartbeat_interval_ms=self._heartbeat_interval_ms,
                 peer_timeout_ms=min(int(timeout * 1000), _UINT32_MAX),  # a huge timeout must not break Hello
+                forwards_task_output=True,
                 resumed=resumed,
             ),
         )
@@ -319,17 +446,23 @@ class SchedulerCore:
         self._send_message(client.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
 
     def _on_worker_heartbeat(self, worker: WorkerState, message: WorkerHeartbeat, now: float) -> None:
-        worker.agent_cpu = message.agent_cpu
-        worker.agent_rss = message.agent_rss
-        worker.cpu = message.processor_cpu
-        worker.rss = message.processor_rss
-        worker.queued = message.queued
-        worker.lag_us = message.lag_us
-        worker.flags = message.flags
+        row = worker.row
+        row.agent_cpu = message.agent_cpu
+        row.agent_rss = message.agent_rss
+        row.cpu = message.processor_cpu
+        row.rss = message.processor_rss
+        row.queued = message.queued
+        row.lag_us = message.lag_us
+        row.flags = message.flags
         # Tasks parked on their children (nested tasks) hold a slot without using the worker: lend their slots back,
         # or parents could fill every slot and leave none for the children they wait for.
         active = 1 if message.flags & _BIT_TASK_LOCK else 0
-        worker.parked = max(0, message.running - active)
+        parked = max(0, message.running - active)
+        self.tasks_running += message.running - worker.running
+        worker.running = message.running
+        if parked != worker.parked:
+            worker.parked = parked
+            self.loads.file(worker)
         self._send_message(worker.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
 
     def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
@@ -354,7 +487,9 @@ class SchedulerCore:
         if worker.retire_deadline is not None:
             return True
         worker.retire_deadline = now + deadline_seconds
+        worker.row.retiring = True
         self.retiring[identity] = worker
+        self.loads.file(worker)  # no free slot from now on: never a placement or balancing target (WorkerLoads.file)
         self.peer_events.log(
             identity,
             now,
@@ -390,6 +525,8 @@ class SchedulerCore:
         if self.workers.pop(worker.identity, None) is None:
             return
         self.retiring.pop(worker.identity, None)
+        self.loads.remove(worker)
+        self.tasks_running -= worker.running
         self.peer_events.log(
             worker.identity,
             now,
@@ -400,6 +537,7 @@ class SchedulerCore:
         )
         retry_limit = self.settings.task_retry_limit
         suspects = self._likely_running(worker) if blame else set()
+        back: List[TaskState] = []  # newest first
         for task_id in reversed(list(worker.assigned)):
             task = self.tasks.get(task_id)
             if task is None or task.worker != worker.identity:
@@ -413,7 +551,7 @@ class SchedulerCore:
             self._cancel_children(task)
             if task_id not in suspects:
                 self._set_state(task, READY)
-                self.ready.appendleft(task)
+                back.append(task)
                 continue
             task.retries += 1
             if task.retries >= retry_limit:
@@ -425,7 +563,9 @@ class SchedulerCore:
                 self._finish_locally(task, int(TaskStatus.worker_died), b"", text)
                 continue
             self._set_state(task, READY)
-            self.ready.appendleft(task)  # first in line: it has waited longest
+            back.append(task)
+        back.reverse()
+        self._hand_back(back)
 
     def _likely_running(self, worker: WorkerState) -> Set[bytes]:
         """The tasks a dead worker most likely was running, which alone count a retry: a task merely queued there
@@ -514,6 +654,7 @@ class SchedulerCore:
             message.parent_task_id,
             message.dependencies,
         )
+        task.ready_since = now
         self.tasks[task_id] = task
         self.state_counts[READY] += 1
         client.tasks[task_id] = None
@@ -530,6 +671,8 @@ class SchedulerCore:
         if task.pending_dependencies:
             self._set_state(task, WAITING)
         else:
+            if task.dependency_ids:
+                self._inline_results(task)
             self.ready.append(task)
 
     def _link_dependencies(self, task: TaskState) -> bool:
@@ -559,45 +702,49 @@ class SchedulerCore:
         self._send_message(client, TaskResult(task_id=task_id, status=TaskStatus.refused, error_text=reason))
 
     def _assign_ready(self) -> None:
-        """Hand ready tasks to the least loaded workers with free capacity, so bursts and rebalanced tasks spread."""
+        """Hand ready tasks, oldest first, each to a least loaded worker with a free slot, so bursts and rebalanced
+        tasks spread over idle workers; O(1) per task however many workers there are (see WorkerLoads)."""
+        loads = self.loads
+        loads.settle()
         ready = self.ready
         if not ready:
             return
-        # (load, tie-break, worker): a heap keeps the least loaded on top at O(log workers) per task
-        heap = [
-            (len(w.assigned) - w.parked, n, w)
-            for n, w in enumerate(self.workers.values())
-            if len(w.assigned) - w.parked < w.capacity and w.retire_deadline is None
-        ]
-        if not heap:
-            return
-        heapq.heapify(heap)
         tasks = self.tasks
         counts = self.state_counts
         send = self._send
         task_which = Task.WHICH
-        while ready and heap:
+        worker: Optional[WorkerState] = None
+        while ready:
+            if worker is None:
+                worker = loads.take_least_loaded()
+                if worker is None:
+                    return
             task = ready.popleft()
             if task.state != READY or tasks.get(task.task_id) is not task:
-                continue
-            load, order, worker = heap[0]
+                continue  # canceled or finished while it waited
             worker.assigned[task.task_id] = None
             task.worker = worker.identity
             task.state = ASSIGNED
             counts[READY] -= 1
             counts[ASSIGNED] += 1
             send(worker.identity, task_which, task.raw)
-            if load + 1 >= worker.capacity:
-                heapq.heappop(heap)
-            else:
-                heapq.heapreplace(heap, (load + 1, order, worker))
+            loads.file(worker)
+            worker = None
+        if worker is not None:
+            loads.file(worker)
 
     def _on_task_result(self, worker: WorkerState, message: TaskResult, now: float) -> None:
         task = self.tasks.get(message.task_id)
         if task is None or task.worker != worker.identity:
             return  # a result crossing a cancel or a reassignment: the task was settled already
-        worker.processed += 1
+        worker.row.processed += 1
         self._finish(task, message.status, message, message.raw)
+
+    def _on_task_output(self, worker: WorkerState, message: TaskOutput, now: float) -> None:
+        """What a task with streamOutput printed: to its client as the worker encoded it, like results."""
+        task = self.tasks.get(message.task_id)
+        if task is not None and task.worker == worker.identity and task.client in self.clients:
+            self._send(task.client, TaskOutput.WHICH, message.raw)
 
     def _finish_locally(self, task: TaskState, status: int, payload: bytes, error_text: str) -> None:
         """Finish a task the scheduler settles itself (cancel, failed dependency, dead workers)."""
@@ -631,8 +778,8 @@ class SchedulerCore:
         self.finished_counts[status] += 1
         if task.worker is not None:
             worker = self.workers.get(task.worker)
-            if worker is not None:
-                worker.assigned.pop(task_id, None)
+            if worker is not None and worker.assigned.pop(task_id, 0) is None:
+                self.loads.touch(worker)
         function_tasks = self.function_tasks
         remaining = function_tasks[task.function_id] - 1
         if remaining:
@@ -683,7 +830,45 @@ class SchedulerCore:
             dependent.pending_dependencies -= 1
             if dependent.pending_dependencies == 0 and dependent.state == WAITING:
                 self._set_state(dependent, READY)
+                self._inline_results(dependent)
+                dependent.ready_since = self._last_call
                 self.ready.append(dependent)
+
+    def _inline_results(self, task: TaskState) -> None:
+        """A graph node about to be ready: copy the small results it reads into its Task as inline arguments, so that
+        its worker runs it without fetching them (a fetch is a round trip and several messages for a few bytes).
+
+        A result goes inline while its copies, one per unfinished consumer, fit _INLINE_RESULT_BYTES together; a
+        larger one stays an object, fetched once per worker. An inlined result is no longer this task's to hold."""
+        objects = self.objects
+        inlined: Dict[bytes, bytes] = {}
+        for dependency_id in task.dependency_ids:
+            stored = objects.get(dependency_id)
+            if (
+                stored is not None
+                and stored.kind == _KIND_RESULT
+                and stored.chunk_count == 1
+                and len(stored.chunks) == 1
+                and stored.total_size * max(1, stored.consumers) <= _INLINE_RESULT_BYTES
+            ):
+                inlined[dependency_id] = stored.chunks[0]
+        if not inlined:
+            return
+        message = decode_frame(task.raw)[0]  # our own bytes of a Task that decoded once: the fast reader's layout
+        message.args = [
+            Argument(kind=_INLINE, name=argument.name, data=inlined[argument.data])
+            if argument.kind == _TASK_REF and argument.data in inlined
+            else argument
+            for argument in message.args
+        ]
+        message.dependencies = [dependency for dependency in message.dependencies if dependency not in inlined]
+        task.raw = encode(message)
+        task.dependency_ids = message.dependencies
+        for dependency_id in inlined:
+            stored = objects[dependency_id]
+            if stored.consumers:
+                stored.consumers -= 1
+                self._maybe_free(stored)
 
     def _fail_dependents(self, task: TaskState, status: int, result: TaskResult) -> None:
         """Every task downstream of a failed or canceled one finishes the same way, without running.
@@ -806,19 +991,33 @@ class SchedulerCore:
     # ---- balancing ---------------------------------------------------------------------------------------------------
 
     def _balance(self) -> None:
-        """Move queued tasks from the busiest workers to idle ones; running tasks never move."""
-        if self.ready or len(self.workers) - len(self.retiring) < 2:
+        """Move queued tasks from the busiest workers to idle ones; running tasks never move. Asks the busiest first
+        and stops once the idle workers would get their fair share, so it touches only the workers it asks. Retiring
+        workers are neither (they have no free slot, so never count as idle, and were asked for all they hold)."""
+        retiring = self.retiring
+        pool = len(self.workers) - len(retiring)
+        if self.ready or pool < 2:
             return
-        workers = [w for w in self.workers.values() if w.retire_deadline is None]  # a retiring one hands all back
-        loads = [max(0, len(w.assigned) - w.parked) for w in workers]  # parked tasks neither run nor move
-        if 0 not in loads:
+        loads = self.loads
+        loads.settle()
+        idle = loads.idle()
+        if not idle:
             return
-        fair_share = max(1, sum(loads) // len(workers))
-        for worker, load in zip(workers, loads):
-            surplus = load - fair_share
-            if surplus >= 1 and load >= 2 and not worker.balance_pending:
+        total_load = loads.total_load
+        if retiring:  # rare, and O(retiring workers)
+            total_load -= sum(worker.level for worker in retiring.values())
+        fair_share = max(1, total_load // pool)
+        wanted = idle * fair_share
+        for worker in loads.busiest(max(2, fair_share + 1)):  # parked tasks neither run nor move
+            if worker.retire_deadline is not None:
+                continue
+            surplus = worker.level - fair_share
+            if not worker.balance_pending:
                 worker.balance_pending = True
                 self._send_message(worker.identity, BalanceRequest(count=surplus))
+            wanted -= surplus
+            if wanted <= 0:
+                return
 
     def _on_balance_response(self, worker: WorkerState, message: BalanceResponse, now: float) -> None:
         worker.balance_pending = False
@@ -834,13 +1033,31 @@ class SchedulerCore:
                 continue
             self._set_state(task, READY)
             moved.append(task)
+        self.loads.file(worker)
         if moved:
-            # first in line, in their original order: they have waited longest
-            self.ready.extendleft(reversed(moved))
+            self._hand_back(moved)
             logger.debug("balanced %d task(s) away from %s", len(moved), worker.name)
 
-    # ---- invariants --------------------------------------------------------------------------------------------------
-
-    def validate(self) -> None:
-        """Check every invariant (invariants.py); tests call this after every step, production never does."""
-        check_invariants(self)
+    def _hand_back(self, tasks: List[TaskState]) -> None:
+        """Queue tasks a worker no longer holds (it left, retired, or balancing took them) where they belong: by when
+        each first became ready, so the first in line is still the one that has waited longest. They go ahead of every
+        task that became ready after them, which is all the queue holds unless earlier hand-backs are still waiting
+        (workers leaving one after the other while none has room): those few are merged with them."""
+        tasks = [task for task in tasks if task.state == READY and self.tasks.get(task.task_id) is task]
+        if not tasks:
+            return
+        tasks.sort(key=_ready_since)  # stable; in the order they were assigned, which is already this one
+        ready = self.ready
+        newest = tasks[-1].ready_since
+        older: List[TaskState] = []
+        while ready:
+            task = ready[0]
+            live = task.state == READY and self.tasks.get(task.task_id) is task
+            if live and task.ready_since >= newest:
+                break
+            ready.popleft()
+            if live:  # stale entries (tasks canceled or finished while queued) are dropped on the way
+                older.append(task)
+        if older:
+            tasks = sorted(older + tasks, key=_ready_since)
+        ready.extendleft(reversed(tasks))

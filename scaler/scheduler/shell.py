@@ -19,6 +19,7 @@ import psutil
 import zmq
 
 from scaler.io.ipc_files import BoundIpcFile
+from scaler.io.limits import budget_for, listen_backlog, raise_open_files_limit, size_context
 from scaler.io.sockets import TcpKeepalive, create_publisher, create_router, is_loopback
 from scaler.protocol import (
     MESSAGE_TYPES,
@@ -28,7 +29,6 @@ from scaler.protocol import (
     ProtocolError,
     SchedulerStatus,
     WorkerDisconnect,
-    WorkerStatus,
     decode_frame,
     encode,
 )
@@ -42,6 +42,12 @@ logger = logging.getLogger(__name__)
 
 # bound the work done per readable event, so timers and sends are not starved by a flood of input
 _MAX_FRAMES_PER_DRAIN = 4096
+# pyzmq's flags are enum.Flag members, whose | and & cost an enum lookup each: plain ints on the hot path
+_NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
+_POLLIN = int(zmq.POLLIN)
+_EVENTS = int(zmq.EVENTS)
+_RCVMORE = int(zmq.RCVMORE)
 _TICK_SECONDS = 0.1
 
 
@@ -50,7 +56,10 @@ class SchedulerShell:
         self.settings = settings
         self._parent_pid = parent_pid
         self.core = SchedulerCore(settings, time.monotonic())
+        # every peer's connection is a file descriptor: as many as the hard limit allows, and ZeroMQ sized to match
+        self.open_files = raise_open_files_limit()
         self.context = zmq.Context()
+        size_context(self.context, self.open_files)
         curve = settings.curve_keys
         # the ZAP handler must be bound before any CURVE server socket exists, or libzmq has nobody to ask
         warnings = self.core.peer_warnings
@@ -58,11 +67,19 @@ class SchedulerShell:
             None if curve is None else ZapHandler(self.context, curve.authorized_keys, warnings)
         )
         keepalive = TcpKeepalive.of(settings)
-        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve, keepalive)
+        backlog = listen_backlog(self.open_files)
+        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve, keepalive, backlog)
         self.monitor = create_publisher(self.context, settings.monitor_address, curve, keepalive)
+        self.budget = budget_for(self.router, "scheduler address", self.open_files, backlog)
         self._ipc_files = [BoundIpcFile.after_bind(self.router), BoundIpcFile.after_bind(self.monitor)]
         router_watch = ConnectionWatch(
-            self.router, "scheduler address", curve is not None, warnings, self._goodbyes, settings.max_frame_bytes
+            self.router,
+            "scheduler address",
+            curve is not None,
+            warnings,
+            self._goodbyes,
+            settings.max_frame_bytes,
+            self.budget,
         )
         self._watches = [router_watch]
         if curve is not None:
@@ -87,12 +104,14 @@ class SchedulerShell:
         tick = loop.create_task(self._tick_forever())
         self._on_readable()  # anything queued before the reader was registered
         logger.info("Scheduler: listening on %s", self.settings.address)
+        logger.info("Scheduler: %s", self.budget.describe())
         try:
             await self._stopped
         finally:
             tick.cancel()
             loop.remove_reader(fd)
             self._flush()
+            self.budget.close()
             self.router.close(linger=500)  # give the final Goodbyes a chance to leave
             self.monitor.close()
             for watch in self._watches:
@@ -132,13 +151,13 @@ class SchedulerShell:
         try:
             while frames < _MAX_FRAMES_PER_DRAIN:
                 try:
-                    peer = router.recv(zmq.NOBLOCK)
+                    peer = router.recv(_NOBLOCK)
                 except zmq.Again:
                     break
-                payload = router.recv(zmq.NOBLOCK)
+                payload = router.recv(_NOBLOCK)
                 frames += 1
-                if router.getsockopt(zmq.RCVMORE):
-                    while router.getsockopt(zmq.RCVMORE):
+                if router.getsockopt(_RCVMORE):
+                    while router.getsockopt(_RCVMORE):
                         router.recv()
                     core.receive_malformed(peer, "a message of more than one frame", now)
                     continue
@@ -150,7 +169,7 @@ class SchedulerShell:
                 core.receive(peer, messages, now)
         finally:
             self._flush()
-        if frames >= _MAX_FRAMES_PER_DRAIN or router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if frames >= _MAX_FRAMES_PER_DRAIN or router.getsockopt(_EVENTS) & _POLLIN:
             self._schedule_drain()
         if self.core.stopping:
             self.stop("shutdown requested")
@@ -167,12 +186,12 @@ class SchedulerShell:
         router = self.router
         for peer, chunks in outgoing.items():
             try:
-                router.send(peer, zmq.SNDMORE | zmq.NOBLOCK)
-                router.send(chunks[0] if len(chunks) == 1 else b"".join(chunks), zmq.NOBLOCK)
+                router.send(peer, _SNDMORE_NOBLOCK)
+                router.send(chunks[0] if len(chunks) == 1 else b"".join(chunks), _NOBLOCK)
             except zmq.Again:
                 logger.warning("dropped %d message(s) to %r: its queue is full", len(chunks), peer)
         # sending can consume the edge that announced new input; look again
-        if router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if router.getsockopt(_EVENTS) & _POLLIN:
             self._schedule_drain()
 
     async def _tick_forever(self) -> None:
@@ -202,6 +221,13 @@ class SchedulerShell:
             rss = self._process.memory_info().rss
         task_states = [Counter(name=name, value=count) for name, count in zip(STATE_NAMES, core.state_counts)]
         task_states += [Counter(name=name, value=count) for name, count in zip(FINISHED_NAMES, core.finished_counts)]
+        rows = []
+        for worker in core.workers.values():  # each row is kept up to date by the core; only these two change per task
+            row = worker.row
+            row.free = worker.free_slots
+            row.sent = len(worker.assigned)
+            rows.append(row)
+        demand = core.demand(time.monotonic())
         return SchedulerStatus(
             time_us=int(time.time() * 1_000_000),
             cpu=cpu,
@@ -213,27 +239,19 @@ class SchedulerShell:
                 Counter(name=core.function_names.get(function_id, function_id.hex()[:12]), value=count)
                 for function_id, count in core.function_tasks.items()
             ],
-            workers=[
-                WorkerStatus(
-                    name=w.name,
-                    agent_cpu=w.agent_cpu,
-                    agent_rss=w.agent_rss,
-                    cpu=w.cpu,
-                    rss=w.rss,
-                    free=0 if w.retire_deadline is not None else max(0, w.capacity - len(w.assigned)),
-                    sent=len(w.assigned),
-                    queued=w.queued,
-                    lag_us=w.lag_us,
-                    flags=w.flags,
-                    processed=w.processed,
-                    previous_registrations=w.previous_registrations,
-                    retiring=w.retire_deadline is not None,
-                )
-                for w in core.workers.values()
-            ],
+            workers=rows,
             clients=len(core.clients),
             malformed=core.malformed,
             completed_tasks=sum(core.finished_counts),
+            tasks_waiting=demand.tasks_waiting,
+            tasks_ready=demand.tasks_ready,
+            tasks_assigned=demand.tasks_assigned,
+            tasks_running=demand.tasks_running,
+            worker_count=demand.workers,
+            idle_workers=demand.idle_workers,
+            worker_slots=demand.worker_slots,
+            free_slots=demand.free_slots,
+            oldest_ready_wait_us=int(demand.oldest_ready_wait * 1_000_000),
             registered_again=core.registered_again,
         )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from scaler.protocol import WorkerStatus
+
 # Task states, small ints so the hot path branches cheaply. A finished task is forgotten, not kept in a final state.
 WAITING = 0  # has unfinished dependencies
 READY = 1  # in the ready queue, waiting for a worker with free capacity
@@ -27,6 +29,7 @@ class TaskState:
         "parent_task_id",
         "retries",
         "dependency_ids",
+        "ready_since",
     )
 
     def __init__(
@@ -51,6 +54,7 @@ class TaskState:
         self.parent_task_id = parent_task_id
         self.retries = 0
         self.dependency_ids = dependency_ids
+        self.ready_since = 0.0  # when it first became ready: how long it waits for a worker, for the status
 
 
 class WorkerState:
@@ -61,17 +65,15 @@ class WorkerState:
         "assigned",
         "last_seen",
         "balance_pending",
-        "agent_cpu",
-        "agent_rss",
-        "cpu",
-        "rss",
-        "queued",
-        "lag_us",
-        "flags",
-        "processed",
+        "row",
         "malformed",
         "parked",
-        "previous_registrations",
+        "running",
+        "level",
+        "takes_tasks",
+        "free_slots",
+        "refill_mark",
+        "stale",
         "retire_deadline",
     )
 
@@ -83,17 +85,19 @@ class WorkerState:
         self.assigned: Dict[bytes, None] = {}
         self.last_seen = now
         self.balance_pending = False
-        self.agent_cpu = 0.0
-        self.agent_rss = 0
-        self.cpu = 0.0
-        self.rss = 0
-        self.queued = 0
-        self.lag_us = 0
-        self.flags = 0
-        self.processed = 0
+        # its row of the published status, kept up to date by its heartbeats and results rather than built per status
+        # previous_registrations, from its Hello: >0 for a worker that survived a lost scheduler
+        self.row = WorkerStatus(name=name, previous_registrations=previous_registrations)
         self.malformed = 0
         self.parked = 0  # its tasks waiting on nested tasks (last heartbeat): they do not count against capacity
-        self.previous_registrations = previous_registrations  # Hello: >0 for a worker that survived a lost scheduler
+        self.running = 0  # tasks it said it runs (last heartbeat), parked ones included
+        # where scaler.scheduler.placement.WorkerLoads filed it: load level (-1: not filed), whether it takes tasks
+        # now (at least `refill_mark` free slots), its free slots
+        self.level = -1
+        self.takes_tasks = False
+        self.free_slots = 0
+        self.refill_mark = 1
+        self.stale = False  # its load changed since it was filed
         # Set when it asked to retire (WorkerRetire): it gets no new task, and what it still runs then is run elsewhere
         self.retire_deadline: Optional[float] = None
 

@@ -1,11 +1,12 @@
 """The worker agent: the shell around WorkerCore (core.py), one per worker.
 
-It owns what the core must not touch: the ZeroMQ socket to the scheduler, the processors' channels and shared
-progress, the fork server that starts processors (zygote.py), signals, psutil and the clock. Everything happens on
-one thread around one poll of the scheduler socket, the processors' channels, the fork server's control socket and a
-signal wake-up socket. Each turn of the loop reads what is there (processors first, so that results they sent beat a
-cancel that crosses them), feeds it to the core with the time, carries out the core's instructions in order and sends
-what the core has for the scheduler as one frame.
+It owns what the core must not touch: the ZeroMQ socket to the scheduler, the processors' channels, shared
+progress and output pipes, the fork server that starts processors (zygote.py), signals, psutil and the clock.
+Everything happens on one thread around one poll of the scheduler socket, the processors' channels and output pipes,
+the fork server's control socket and a signal wake-up socket. Each turn of the loop reads what is there (processors
+first, so that results they sent beat a cancel that crosses them; of a processor, its reports, then its output pipes,
+which then hold all that the reported tasks wrote, fed to the core before the reports), feeds it to the core with the
+time, carries out the core's instructions in order and sends what the core has for the scheduler as one frame.
 """
 
 from __future__ import annotations
@@ -133,14 +134,16 @@ class WorkerAgent:
             self._on_signals()
         # Processors first: results they sent before a cancel crossed them beat the cancel.
         for link in list(self._links.values()):
-            if link.fileno() in events:
-                self._read_processor(link, now)
+            stdout_fd, stderr_fd = link.output.fds
+            pipes_ready = stdout_fd in events or stderr_fd in events
+            if pipes_ready or link.fileno() in events:
+                self._read_processor(link, now, pipes_ready)
         if self._zygote.fileno() in events:
             self._zygote.read_exits()
             # Its exit, not only its end of file: children its task forked may keep the socket open.
             for link in list(self._links.values()):
                 if self._zygote.has_exited(link.pid):
-                    self._read_processor(link, now)
+                    self._read_processor(link, now, pipes_ready=True)
                     self._processor_died(link, now)
         for link in self._links.values():
             core.observe(link.number, *link.progress.read())
@@ -150,7 +153,8 @@ class WorkerAgent:
             self._read_dealer_events(now)
         if self._dealer is not None and self._dealer in events:
             self._read_scheduler(now)
-        core.tick(now)
+        if now >= deadline:  # a timer is due (the stimuli above dispatch on their own)
+            core.tick(now)
         if self._parent_pid is not None and now >= self._next_orphan_check:
             self._next_orphan_check = now + config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS
             if not parent_alive(self._parent_pid):
@@ -197,10 +201,20 @@ class WorkerAgent:
         if dropped:
             self._core.connection_dropped(now)
 
-    def _read_processor(self, link: ProcessorLink, now: float) -> None:
+    def _read_processor(self, link: ProcessorLink, now: float, pipes_ready: bool) -> None:
         if link.number not in self._links:
             return
-        for report in link.reader.read_available():
+        reports = link.reader.read_available()
+        # After the reports: the processor wrote the output of the tasks they answer before it sent them. Only if
+        # there may be some: reading empty pipes costs two system calls per report.
+        for report in reports:
+            if report.streamed:
+                pipes_ready = True
+        output = link.read_output(pipes_ready)
+        self._unwatch_closed_pipes(link)
+        if output:
+            self._core.processor_output(link.number, output, now)
+        for report in reports:
             self._core.processor_report(link.number, report, now)
         if link.reader.closed:
             self._processor_died(link, now)
@@ -209,7 +223,7 @@ class WorkerAgent:
         if self._links.pop(link.number, None) is None:
             return
         self._core.observe(link.number, *link.progress.read())  # its last word on which task it ran
-        self._poller.unregister(link.fileno())
+        self._unwatch(link)
         link.close_after_death()
         how = describe_wait_status(self._zygote.wait_exit(link.pid, _EXIT_STATUS_TIMEOUT_SECONDS))
         self._core.processor_died(link.number, how, now)
@@ -226,11 +240,13 @@ class WorkerAgent:
             elif kind is SendHeartbeat:
                 self._send_heartbeat(instruction)
             elif kind is StartProcessor:
-                pid, sock, progress = self._zygote.fork_processor(_FORK_TIMEOUT_SECONDS)
-                link = ProcessorLink(instruction.number, pid, sock, progress)
+                forked = self._zygote.fork_processor(_FORK_TIMEOUT_SECONDS)
+                link = ProcessorLink(instruction.number, forked, self._settings.task_output_limit_bytes)
                 self._links[link.number] = link
                 self._poller.register(link.fileno(), zmq.POLLIN)
-                logging.debug("%s: processor %d started as pid %d", self._name, link.number, pid)
+                for fd in link.output.fds:
+                    self._poller.register(fd, zmq.POLLIN)
+                logging.debug("%s: processor %d started as pid %d", self._name, link.number, link.pid)
             elif kind is KillProcessor:
                 link = self._links.get(instruction.number)
                 if link is not None:
@@ -253,9 +269,20 @@ class WorkerAgent:
 
     def _kill(self, link: ProcessorLink) -> None:
         del self._links[link.number]
-        self._poller.unregister(link.fileno())
+        self._unwatch(link)
         link.kill()
         self._zygote.ignore_exit(link.pid)
+
+    def _unwatch(self, link: ProcessorLink) -> None:
+        self._poller.unregister(link.fileno())
+        for fd in link.output.fds:
+            self._poller.register(fd, 0)  # unregisters it, if it still is
+
+    def _unwatch_closed_pipes(self, link: ProcessorLink) -> None:
+        """A pipe at its end (every writer closed it: a task closed the processor's end) would poll readable forever."""
+        for fd, is_open in zip(link.output.fds, link.output.open):
+            if not is_open:
+                self._poller.register(fd, 0)
 
     def _connect(self) -> None:
         """A new socket and identity: whatever the old socket still queued is dropped, never sent to a scheduler

@@ -6,10 +6,10 @@ tuples of bytes. A stream socket (not SEQPACKET) because arguments and results m
 The agent sends `ProcessorOrders`: tasks to run in order, and ids of tasks sent earlier to drop if not started yet.
 The processor answers with `ProcessorReport`s: the results of the tasks it finished since its last report and the
 tasks it dropped; or that its running task blocked on a future (it is then "parked", see core.py). It reports when
-its tasks run out or it is half-way through many, before a task that blocks, or when its oldest unsent result has
-waited RESULT_DELAY_SECONDS, so short tasks cost an exchange per batch, not one per task. Which task has started is
-not reported at all: the processor writes it to memory shared with the agent (SharedProgress below), and the agent
-reads it when it must know (a cancel, a crash, a heartbeat).
+its tasks run out or it is half-way through many, before a task that blocks, when its oldest unsent result has
+waited RESULT_DELAY_SECONDS, or once a task has run that long with results waiting, so short tasks cost an exchange
+per batch, not one per task. Which task has started is not reported at all: the processor writes it to memory shared
+with the agent (SharedProgress below), and the agent reads it when it must know (a cancel, a crash, a heartbeat).
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ import select
 import socket
 import struct
 import tempfile
-from typing import Any, List, NamedTuple, Optional
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 _HEADER = struct.Struct("<Q")
 SMALL_MESSAGE_BYTES = 64 * 1024  # below this, header and body go in one syscall; above, concatenating would copy
 _READ_CHUNK_BYTES = 256 * 1024
-# A finished task's result waits at most this long (checked between tasks) for the results of the tasks after it, so
-# short tasks batch. A task that runs long holds back the unsent results before it until it ends: the agent hands a
-# task ahead of another only when it expects both to be short, so that happens only when a usually short one is not.
+# A finished task's result waits for the results of the tasks after it, so short tasks batch, but not much longer than
+# this: checked between tasks, and by a thread of the processor once a task has run this long (processor.py), so that
+# a task that runs long never holds back the results of the tasks before it.
 RESULT_DELAY_SECONDS = 0.005
 
 
@@ -49,10 +49,11 @@ class ProcessorTask(NamedTuple):
     arguments: List[ProcessorArgument]
     profiling: bool
     forget_object_ids: List[bytes]  # objects the agent evicted: the processor drops its copies
+    stream_output: bool = False  # capture what it writes to fds 1 and 2 for its client (capture.py)
 
 
 class ProcessorOrders(NamedTuple):
-    tasks: List[ProcessorTask]  # the agent's are plain tuples of the same shape, cheaper to pickle
+    tasks: List[ProcessorTask]  # plain tuples of that shape as sent and as read: cheaper to pickle and to unpack
     drops: List[bytes]  # ids of tasks sent earlier: drop each one that has not started
     # The agent's answer to a parking: every task sent before this order was taken back, so a parked processor skips
     # them all, up to this order, once its blocked task is done, and never reports them (the agent may hand them to it
@@ -74,6 +75,7 @@ class ProcessorReport(NamedTuple):
     results: List[ProcessorResult]  # of the tasks finished since the last report, in the order they ran
     dropped: List[bytes]  # tasks dropped on the agent's drop orders, never started; nothing else
     blocked: Optional[bytes] = None  # the running task waits on a future: this processor runs nothing else for now
+    streamed: bool = False  # a task it answers had streamOutput: read the output pipes first (capture.py)
 
 
 # On the wire the NamedTuples travel as plain tuples: pickle writes a NamedTuple as a call of its class, which costs
@@ -86,10 +88,11 @@ def _to_wire(message: Any) -> tuple:
     if type(message) is ProcessorOrders:
         tasks = message.tasks
         if tasks and type(tasks[0]) is not tuple:  # NamedTuples (tests): as plain tuples, like the agent's own
-            tasks = [(*task[:6], [tuple(argument) for argument in task[6]], task[7], task[8]) for task in tasks]
+            tasks = [(*task[:6], [tuple(argument) for argument in task[6]], *task[7:]) for task in tasks]
         return (_ORDERS, tasks, message.drops, message.end_of_parking)
     if type(message) is ProcessorReport:
-        return (_REPORT, [tuple(result) for result in message.results], message.dropped, message.blocked)
+        results = [tuple(result) for result in message.results]
+        return (_REPORT, results, message.dropped, message.blocked, message.streamed)
     raise TypeError(f"not a message of the processor channel: {type(message).__name__}")
 
 
@@ -97,28 +100,26 @@ def _from_wire(wire: tuple) -> Any:
     # tuple.__new__ skips the NamedTuples' own __new__, a Python-level call per object; the fields are ours
     new = tuple.__new__
     if wire[0] == _ORDERS:
-        tasks = [
-            new(
-                ProcessorTask,
-                (t[0], t[1], t[2], t[3], t[4], t[5], [new(ProcessorArgument, a) for a in t[6]], t[7], t[8]),
-            )
-            for t in wire[1]
-        ]
-        return new(ProcessorOrders, (tasks, wire[2], wire[3]))
-    return new(ProcessorReport, ([new(ProcessorResult, result) for result in wire[1]], wire[2], wire[3]))
+        # Tasks and their arguments stay plain tuples: the processor unpacks each once (processor.py).
+        return new(ProcessorOrders, (wire[1], wire[2], wire[3]))
+    return new(ProcessorReport, ([new(ProcessorResult, result) for result in wire[1]], wire[2], wire[3], wire[4]))
 
 
 def encode_message(message: Any) -> bytes:
     return pickle.dumps(_to_wire(message), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def send_encoded(sock: socket.socket, body: bytes) -> None:
+def frame_encoded(body: bytes) -> Tuple[bytes, ...]:
+    """The bytes to send for an encoded message: one piece if small, else two, since concatenating would copy."""
     header = _HEADER.pack(len(body))
     if len(body) < SMALL_MESSAGE_BYTES:
-        sock.sendall(header + body)
-    else:
-        sock.sendall(header)
-        sock.sendall(body)
+        return (header + body,)
+    return header, body
+
+
+def send_encoded(sock: socket.socket, body: bytes) -> None:
+    for part in frame_encoded(body):
+        sock.sendall(part)
 
 
 def send_message(sock: socket.socket, message: Any) -> None:

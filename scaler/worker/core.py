@@ -1,18 +1,19 @@
 """The worker's sans-IO core: decoded messages, processor reports and the time in; messages and commands out.
 
 No sockets, processes, psutil or clocks here. The shell (agent.py) feeds the stimuli: `receive` (messages from the
-scheduler), `processor_report`, `observe` (a processor's shared progress: which task it started and finished),
-`processor_died`, `connection_dropped`, `tick`, `stop`; and carries out, in order, what `take_instructions` returns
-(see instructions.py), then sends what `take_outgoing` returns as one frame. Each task has one state (state.py);
-every change is checked against state.TRANSITIONS.
+scheduler), `processor_report`, `processor_output` (what tasks with streamOutput wrote), `observe` (a processor's
+shared progress: which task it started and finished), `processor_died`, `connection_dropped`, `tick`, `stop`; and
+carries out, in order, what `take_instructions` returns (see instructions.py), then sends what `take_outgoing`
+returns as one frame. Each task has one state (state.py); every change is checked against state.TRANSITIONS.
 
 What the worker does: it registers with Hello and heartbeats; queues the tasks it is sent and fetches the objects
 they need, each once (cached while used, evicted after the retention time); feeds them to its processor, several
-at a time while they are known to be short; answers each with one TaskResult; answers cancels, balance requests and
-Goodbye. Nested tasks: a task that waits on a future "parks" its processor: the core takes back what it had handed
-that processor ahead, and from then on feeds another one (a spare, or a fresh fork), so the children a parent waits
-for never queue behind it. Tasks submitted from tasks run newest first (task_queue.py), which keeps the number of
-parked processors near the nesting depth. A parked processor finishes its task and becomes a spare.
+at a time while they are known to be short; answers each with one TaskResult, preceded by TaskOutput messages of
+what it wrote if it asked for them (task_output.py); answers cancels, balance requests and Goodbye. Nested tasks: a
+task that waits on a future "parks" its processor: the core takes back what it had handed that processor ahead, and
+from then on feeds another one (a spare, or a fresh fork), so the children a parent waits for never queue behind it.
+Tasks submitted from tasks run newest first (task_queue.py), which keeps the number of parked processors near the
+nesting depth. A parked processor finishes its task and becomes a spare.
 
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
@@ -59,6 +60,7 @@ from scaler.protocol import (
     heartbeat_flags,
 )
 from scaler.rate_limit import LimitedLog
+from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
     Connect,
@@ -72,6 +74,7 @@ from scaler.worker.instructions import (
 )
 from scaler.worker.invariants import check_invariants
 from scaler.worker.objects import ObjectCache
+from scaler.worker.outbox import SuccessResults
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.state import (
     ACTIVE,
@@ -90,6 +93,7 @@ from scaler.worker.state import (
     ProcessorState,
     WorkerTask,
 )
+from scaler.worker.task_output import TaskOutputBuffer
 from scaler.worker.task_queue import TaskQueue
 
 logger = logging.getLogger(__name__)
@@ -134,6 +138,7 @@ class WorkerCore:
         self.heartbeat_interval = settings.heartbeat_interval_seconds
         self.lost_after = settings.death_timeout_seconds  # the scheduler's peer timeout, once it told us
         self.lag_us = 0
+        self.output_forwarded = False  # the scheduler forwards TaskOutput: only then is streamOutput honoured
         self.last_heard = now
         self.malformed = 0
         # What the scheduler, or the tasks it sends, make us warn about: a few lines per kind, then a summary.
@@ -147,7 +152,9 @@ class WorkerCore:
         self._reconnect_delay = RECONNECT_FIRST_SECONDS
         self._to_request: Set[bytes] = set()
         self._requested: Set[bytes] = set()  # asked for, not (completely) received yet
-        self._outgoing: List[Tuple[object, int]] = []  # (message, payload bytes)
+        self._outgoing: List[Tuple[object, int]] = []  # (message or Encoded message, payload bytes)
+        self._success_results = SuccessResults()
+        self.outputs: Dict[bytes, TaskOutputBuffer] = {}  # tasks with streamOutput that wrote something, by id
         self._instructions: List[object] = [Connect()]
         self._processor_count = 0
         self.active = self._start_processor()
@@ -254,6 +261,24 @@ class WorkerCore:
             self._unpark(processor)
         self._dispatch()
 
+    def processor_output(self, number: int, chunks: List[OutputChunk], now: float) -> None:
+        """What processor `number`'s tasks with streamOutput wrote (capture.py). The shell reads it after the
+        processor's reports and feeds it before them, so a task's output always precedes its result."""
+        self._now = now
+        processor = self.processors.get(number)
+        if processor is None:
+            return
+        outputs = self.outputs
+        for seq, stream, data, dropped in chunks:
+            task = processor.task_with_seq(seq)
+            if task is None or task.state == CANCELED or not task.task.stream_output:
+                continue  # answered already
+            buffer = outputs.get(task.task_id)
+            if buffer is None:
+                buffer = outputs[task.task_id] = TaskOutputBuffer(task.task_id)
+            buffer.add(stream, data, dropped, now)
+        self._send_output(now)
+
     def processor_died(self, number: int, how: str, now: float) -> None:
         """Processor `number` ended on its own (the shell reaped it and observed its last progress)."""
         self._now = now
@@ -313,6 +338,8 @@ class WorkerCore:
             self._connect_again()
         for spare in [spare for spare in self.spares if now - spare.idle_since > SPARE_IDLE_SECONDS]:
             self._remove_processor(spare, kill=True)
+        if self.outputs:
+            self._send_output(now)
         if now >= self._next_garbage_collect:
             self._forget_objects(self.cache.evict_unused(now))
             self._next_garbage_collect = now + self.settings.garbage_collect_interval_seconds
@@ -353,6 +380,8 @@ class WorkerCore:
             deadline = min(deadline, min(spare.idle_since for spare in self.spares) + SPARE_IDLE_SECONDS)
         if any(processor.canceled for processor in self.processors.values()):
             deadline = min(deadline, self._now + CANCELED_CHECK_SECONDS)
+        if self.outputs:
+            deadline = min(deadline, min(buffer.due() for buffer in self.outputs.values()))
         return deadline
 
     # --- outputs --------------------------------------------------------------------------------------------------
@@ -395,6 +424,7 @@ class WorkerCore:
             self.heartbeat_interval = reply.heartbeat_interval_ms / 1000
         if reply.peer_timeout_ms:
             self.lost_after = reply.peer_timeout_ms / 1000
+        self.output_forwarded = reply.forwards_task_output
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
@@ -561,8 +591,9 @@ class WorkerCore:
         self._outgoing.append((BalanceResponse(task_ids=[task.task_id for task in taken]), 0))
 
     def _on_result(self, processor: ProcessorState, result: ProcessorResult) -> None:
+        task_id, succeeded, payload, error_text, duration_us = result[:5]  # unpacked: runs once per task
         pipe = processor.pipe
-        task = pipe.pop(result.task_id, None)
+        task = pipe.pop(task_id, None)
         if task is None:
             return  # taken back meanwhile (a parking), or from before a restart of this worker's connection
         # as _take_from_pipe does (reset when empty so float drift never accumulates)
@@ -574,17 +605,17 @@ class WorkerCore:
             return
         message = task.task
         function_id = message.function_id
-        seconds = result.duration_us / 1_000_000
-        previous = self.durations.get(function_id)
-        self.durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
-        payload = result.payload
-        if result.succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling:
-            # the common case, spelled out: a small value, no profile
-            self._outgoing.append((TaskResult(task_id=task.task_id, status=_SUCCESS, payload=payload), len(payload)))
+        durations = self.durations
+        previous = durations.get(function_id)
+        seconds = duration_us * 1e-6
+        durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
+        if succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling and not self.outputs:
+            # the common case, spelled out: a small value, no profile, no output to send first
+            self._outgoing.append((self._success_results.encode(task_id, payload), len(payload)))
             self._forget(task, "result")
             return
-        status = _SUCCESS if result.succeeded else TaskStatus.failed
-        self._answer(task, "result", status, payload, result.error_text, result)
+        status = _SUCCESS if succeeded else TaskStatus.failed
+        self._answer(task, "result", status, payload, error_text, result)
 
     def _answer(
         self,
@@ -606,8 +637,12 @@ class WorkerCore:
         error_text: str = "",
         profile: Optional[ProcessorResult] = None,
     ) -> None:
-        """The one TaskResult of a task, after its payload as an object if it is large."""
+        """The one TaskResult of a task, after its output and its payload as an object if it is large."""
         task_id = task.task_id
+        if self.outputs:
+            buffer = self.outputs.pop(task_id, None)
+            if buffer is not None:
+                buffer.finish(self._outgoing)
         size = len(payload)
         in_object = False
         if size > config.DEFAULT_INLINE_LIMIT_BYTES:
@@ -648,6 +683,12 @@ class WorkerCore:
         task.move(stimulus, DONE)
         del self.tasks[task.task_id]
         self.cache.unpin(task.needs, self._now)
+        if self.outputs:
+            self.outputs.pop(task.task_id, None)  # not answered (balanced away, scheduler lost): nobody to tell
+
+    def _send_output(self, now: float) -> None:
+        for buffer in self.outputs.values():
+            buffer.take(now, self._outgoing)
 
     # --- objects --------------------------------------------------------------------------------------------------
 
@@ -848,6 +889,7 @@ class WorkerCore:
             arguments,
             message.profiling,
             forget,
+            message.stream_output and self.output_forwarded,  # an older scheduler would drop TaskOutput's frames
         )
 
     def _payload_for(self, processor: ProcessorState, serializer_id: bytes, object_id: bytes) -> Optional[bytes]:

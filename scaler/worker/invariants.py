@@ -28,8 +28,8 @@ def check_invariants(core: Any) -> None:
     assert all(task in queued for task in core.tasks.values() if task.state in (WAITING, READY))
     for task in queued:
         assert core.tasks.get(task.task_id) is task, task.task_id
-        assert task.state in (WAITING, READY) and task.processor is None, task.story
-        assert (task.state == WAITING) == bool(task.missing), task.story
+        assert task.state in (WAITING, READY) and task.processor is None, task.stimuli()
+        assert (task.state == WAITING) == bool(task.missing), task.stimuli()
         for object_id in task.missing:
             assert object_id not in core.cache and object_id in asked
     in_pipes = 0
@@ -40,8 +40,8 @@ def check_invariants(core: Any) -> None:
         last_seq = 0
         canceled = 0
         for task_id, task in processor.pipe.items():
-            assert core.tasks.get(task_id) is task and task.processor is processor, task.story
-            assert task.state in (HANDED, PARKED, CANCELED), task.story
+            assert core.tasks.get(task_id) is task and task.processor is processor, task.stimuli()
+            assert task.state in (HANDED, PARKED, CANCELED), task.stimuli()
             assert last_seq < task.seq <= processor.handed_count
             last_seq = task.seq
             canceled += task.state == CANCELED
@@ -64,5 +64,8 @@ def check_invariants(core: Any) -> None:
         assert core.active is not None
     if core.connection != CONNECTED:
         assert not core.tasks
+    for task_id, buffer in core.outputs.items():
+        assert buffer.task_id == task_id and task_id in core.tasks, task_id  # the output of answered tasks is sent
+        assert core.tasks[task_id].task.stream_output
     pins = Counter(object_id for task in core.tasks.values() for object_id in task.needs)
     assert pins == Counter(core.cache.pins()), (pins, core.cache.pins())

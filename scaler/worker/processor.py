@@ -23,9 +23,11 @@ from scaler import config
 from scaler import task_context as context
 from scaler.logs import flush_logs
 from scaler.serializer import DefaultSerializer
+from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import (
     RESULT_DELAY_SECONDS,
     MessageReader,
+    ProcessorArgument,
     ProcessorOrders,
     ProcessorReport,
     ProcessorResult,
@@ -38,6 +40,7 @@ from scaler.worker.profiling import CallProfile
 
 # A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
 _MIN_HALF_WAY_REPORT = 16
+_SEQ, _TASK_ID, _STREAM_OUTPUT = 0, 1, 9  # in a ProcessorTask
 _ValueKey = Tuple[bytes, bytes]  # (id of the serializer that deserialized it, object id)
 _MISSING = object()
 
@@ -47,10 +50,7 @@ class _CloudpickleSerializer:
 
     # the client's default: plain values (most results) skip cloudpickle's costly Pickler set-up, same bytes
     serialize = staticmethod(DefaultSerializer.serialize)
-
-    @staticmethod
-    def deserialize(payload: bytes) -> Any:
-        return cloudpickle.loads(payload)
+    deserialize = staticmethod(cloudpickle.loads)  # pickle.loads itself: no Python frame per argument
 
 
 _CLOUDPICKLE = _CloudpickleSerializer()
@@ -100,12 +100,15 @@ def _ignore_sigterm() -> None:
     os.register_at_fork(before=set_handler(signal.SIG_DFL), after_in_parent=set_handler(on_sigterm))
 
 
-def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool) -> None:
+def run_processor(
+    sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool, capture: OutputCapture
+) -> None:
     """Serve the agent on `sock` until it goes away: run its tasks in order, report their results in batches.
 
     `progress_fd`: the memory shared with the agent, where the processor writes which task it started and finished.
     `watch_parent`: poll for the parent's death from a thread, for systems without PR_SET_PDEATHSIG. Only then,
     because a thread here would make every os.fork() in user code warn (Python >= 3.12) and risk its locks.
+    `capture`: sends what a task with streamOutput writes to fds 1 and 2 to the agent, ended before its result.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when a processor stops, not Ctrl-C...
     _ignore_sigterm()  # ...nor a job manager's SIGTERM to every process of the job
@@ -152,29 +155,39 @@ def run_processor(sock: socket.socket, progress_fd: int, parent_pid: int, watch_
             orders = reader.wait()
         if reader.closed:
             return
-        orders, after_parking = after_parking + orders, []
+        if after_parking:
+            orders, after_parking = after_parking + orders, []
         for order in orders:
             pending.extend(order.tasks)
             to_drop.update(order.drops)
         next_task = None
         while pending and next_task is None:
             task = pending.popleft()
-            if task.task_id in to_drop:
+            task_id = task[_TASK_ID]
+            if task_id in to_drop:
                 # Absorbed in its turn, not earlier: its evictions must not reach tasks handed before it.
                 runner.absorb(task)
-                to_drop.discard(task.task_id)
-                reporter.dropped(task.task_id)
+                to_drop.discard(task_id)
+                reporter.dropped(task_id)
             else:
                 next_task = task
         if to_drop:  # a drop that arrived after its task ran means nothing
-            to_drop.intersection_update(task.task_id for task in pending)
+            to_drop.intersection_update(task[_TASK_ID] for task in pending)
         if next_task is None:
             continue
-        reporter.flush_if_due(len(pending))
-        progress.start(next_task.seq)
-        result = runner.run(next_task)
-        progress.finish(next_task.seq)
-        reporter.add(result)
+        reporter.before_task(len(pending))
+        seq = next_task[_SEQ]
+        progress.start(seq)
+        if next_task[_STREAM_OUTPUT]:
+            capture.begin(seq)
+            result = runner.run(next_task)
+            capture.end(seq)  # before its result leaves: the agent reads the output first
+            progress.finish(seq)
+            reporter.add(result, streamed=True)
+        else:
+            result = runner.run(next_task)
+            progress.finish(seq)
+            reporter.add(result)
 
 
 class _Reporter:
@@ -182,35 +195,58 @@ class _Reporter:
     RESULT_DELAY_SECONDS at most, then leave together. A task about to wait on a future (a nested task's, usually)
     parks its processor: it sends what waits and says so, and the agent takes back the tasks it handed ahead and
     starts them on another processor, so children never wait behind their blocked parent. A lock, because a task's
-    own threads may wait on futures meanwhile."""
+    own threads may wait on futures meanwhile, and the flusher thread sends results that have waited long enough.
 
-    def __init__(self, sock: socket.socket) -> None:
+    The flusher: results held while the next task runs would otherwise wait for its end, however long it runs (a
+    function seen short may not be, this once). So when the processor starts a task with results waiting, a thread
+    sends them should that one task run for RESULT_DELAY_SECONDS. Not once the oldest result is that old: a flood of
+    short tasks, preempted now and then on a busy machine, would then send a report per delay and lose its batching;
+    between tasks, the main thread sends results that old itself. The thread is started on first need only, that is
+    once the agent hands this processor several tasks at once: a processor running long tasks one by one never has a
+    second thread (which would make os.fork() in their code warn, on Python >= 3.12). While tasks keep coming it
+    wakes once per delay at most, whatever their number (each wake takes the GIL from the tasks), and waits for an
+    event once it finds nothing waiting."""
+
+    def __init__(self, sock: socket.socket, delay_seconds: float = RESULT_DELAY_SECONDS) -> None:
         self._sock = sock
+        self._delay_seconds = delay_seconds
         self._lock = threading.Lock()
         self._results: List[ProcessorResult] = []
         self._dropped: List[bytes] = []
         self._oldest = 0.0  # when the oldest unsent result was added
+        self._task_started = 0.0  # when the running task started, if results wait (what the flusher watches)
+        self._armed = False  # the flusher watches the results waiting now
+        self._flusher_wake: Optional[threading.Event] = None  # made with the flusher thread
+        self._flusher_parked = False  # the flusher waits for _flusher_wake (else it sleeps at most one delay)
         self.parked = False
+        self.streamed = False  # a task with streamOutput ran since the last report
 
-    def add(self, result: ProcessorResult) -> None:
+    def add(self, result: ProcessorResult, streamed: bool = False) -> None:
         with self._lock:
             if not self._results:
                 self._oldest = time.monotonic()
             self._results.append(result)
+            if streamed:  # with its result, under the lock: the flusher may send it any time from now on
+                self.streamed = True
 
     def dropped(self, task_id: bytes) -> None:
         with self._lock:
             self._dropped.append(task_id)
 
-    def flush_if_due(self, pending: int) -> None:
+    def before_task(self, pending: int) -> None:
         """Before the next task: send once half of what we were handed is done (so the agent hands more while we
-        run the rest, and we never idle waiting for it), or once the oldest result has waited long enough."""
+        run the rest, and we never idle waiting for it), or once the oldest result has waited long enough; if
+        results still wait, the flusher sends them should the task outlast the delay."""
         results = len(self._results)
-        if results and (
-            (results >= pending and results >= _MIN_HALF_WAY_REPORT)
-            or time.monotonic() - self._oldest >= RESULT_DELAY_SECONDS
-        ):
+        if not results:
+            return
+        now = time.monotonic()
+        if (results >= pending and results >= _MIN_HALF_WAY_REPORT) or now - self._oldest >= self._delay_seconds:
             self.flush()
+            return
+        self._task_started = now
+        if not self._armed:
+            self._arm()
 
     def flush(self) -> None:
         with self._lock:
@@ -228,9 +264,47 @@ class _Reporter:
             self._send(task_id)
 
     def _send(self, blocked: Optional[bytes]) -> None:
-        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked))
+        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked, self.streamed))
         self._results = []
         self._dropped = []
+        self._armed = False
+        self.streamed = False
+
+    def _arm(self) -> None:
+        with self._lock:
+            if not self._results:
+                return  # the flusher sent them meanwhile
+            self._armed = True
+            wake = self._flusher_parked
+            self._flusher_parked = False
+        if self._flusher_wake is None:
+            self._flusher_wake = threading.Event()
+            threading.Thread(target=self._flush_late, name="scaler-result-flusher", daemon=True).start()
+        elif wake:
+            self._flusher_wake.set()
+
+    def _flush_late(self) -> None:
+        """The flusher thread: send the waiting results once the task after them has run for the delay, unless the
+        main thread sent them first; park once nothing waits."""
+        wake = self._flusher_wake
+        while True:
+            with self._lock:
+                if self._armed:
+                    delay = self._task_started + self._delay_seconds - time.monotonic()
+                    if delay <= 0:
+                        try:
+                            self._send(None)
+                        except OSError:
+                            return  # the agent is gone; the main thread finds out on its own
+                        delay = self._delay_seconds
+                else:
+                    self._flusher_parked = True
+                    delay = None
+            if delay is None:
+                wake.wait()  # _arm clears _flusher_parked and sets it
+                wake.clear()
+            else:
+                time.sleep(delay)
 
 
 def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Optional[List[ProcessorOrders]]:
@@ -265,30 +339,52 @@ class TaskRunner:
 
     def absorb(self, task: ProcessorTask) -> None:
         """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
-        if task.forget_object_ids:
-            forgotten = set(task.forget_object_ids)
-            for key in [key for key in self._values if key[1] in forgotten]:
-                del self._values[key]
-        serializer_id = task.serializer_id
-        if task.serializer_payload is not None:
-            self._values[(b"", serializer_id)] = _Serialized(task.serializer_payload)
-        if task.function_payload is not None:
-            self._values[(serializer_id, task.function_id)] = _Serialized(task.function_payload)
-        for argument in task.arguments:
-            if argument.cacheable and argument.payload is not None:
-                self._values[(serializer_id, argument.object_id)] = _Serialized(argument.payload)
+        _, _, serializer_id, serializer_payload, function_id, function_payload, arguments, _, forget, _ = task
+        self._absorb_head(serializer_id, serializer_payload, function_id, function_payload, forget)
+        self._hold_arguments(serializer_id, arguments)
+
+    def _hold_arguments(self, serializer_id: bytes, arguments: List[ProcessorArgument]) -> None:
+        values = self._values
+        for _, object_id, payload, cacheable in arguments:
+            if cacheable and payload is not None:
+                values[(serializer_id, object_id)] = _Serialized(payload)
+
+    def _absorb_head(
+        self,
+        serializer_id: bytes,
+        serializer_payload: Optional[bytes],
+        function_id: bytes,
+        function_payload: Optional[bytes],
+        forget: List[bytes],
+    ) -> None:
+        values = self._values
+        if forget:
+            forgotten = set(forget)
+            for key in [key for key in values if key[1] in forgotten]:
+                del values[key]
+        if serializer_payload is not None:
+            values[(b"", serializer_id)] = _Serialized(serializer_payload)
+        if function_payload is not None:
+            values[(serializer_id, function_id)] = _Serialized(function_payload)
 
     def run(self, task: ProcessorTask) -> ProcessorResult:
-        self.absorb(task)
+        # Tasks arrive as plain tuples of ProcessorTask's shape (channel.py): unpacked once, not read by name. What
+        # absorb() takes is taken here too: the head only when there is one (rarely, after the first task of a
+        # function), the arguments' objects as _arguments() reads them.
+        _, task_id, serializer_id, serializer_bytes, function_id, function_bytes, arguments, profiling, forget, _ = task
+        if forget or serializer_bytes is not None or function_bytes is not None:
+            self._absorb_head(serializer_id, serializer_bytes, function_id, function_bytes, forget)
         try:
-            serializer = self._serializer(task.serializer_id)
-            function = self._value(serializer, task.serializer_id, task.function_id)
-            args, kwargs = self._arguments(serializer, task)
+            # A serializer object is itself cloudpickled, hence keyed under the empty (cloudpickle) serializer id.
+            serializer = self._value(_CLOUDPICKLE, b"", serializer_id) if serializer_id else _CLOUDPICKLE
+            function = self._value(serializer, serializer_id, function_id)
+            args, kwargs = self._arguments(serializer, serializer_id, arguments)
         except BaseException as error:  # noqa: B036 - a task's failure must never take the processor down
-            return _failure(task.task_id, error, skip_frames=0, duration_us=0, profile=None)
+            self._hold_arguments(serializer_id, arguments)  # those after the one that failed: the agent counts them
+            return _failure(task_id, error, skip_frames=0, duration_us=0, profile=None)
 
-        profile = CallProfile() if task.profiling else None
-        context.current_task_id = task.task_id
+        profile = CallProfile() if profiling else None
+        context.current_task_id = task_id
         start = time.perf_counter_ns()
         try:
             if profile is None:
@@ -297,32 +393,33 @@ class TaskRunner:
                 with profile:
                     value = function(*args, **kwargs)
         except BaseException as error:  # noqa: B036 - SystemExit/KeyboardInterrupt from a task are its failure
-            return _failure(task.task_id, error, 1, (time.perf_counter_ns() - start) // 1000, profile)
+            return _failure(task_id, error, 1, (time.perf_counter_ns() - start) // 1000, profile)
         finally:
             context.current_task_id = None
         duration_us = (time.perf_counter_ns() - start) // 1000
         try:
-            payload = bytes(serializer.serialize(value))
+            payload = serializer.serialize(value)
+            if payload.__class__ is not bytes:
+                payload = bytes(payload)
         except BaseException as error:  # noqa: B036 - an unserializable result is the task's failure
-            return _failure(task.task_id, error, 1, duration_us, profile)
-        return _result(task.task_id, True, payload, "", duration_us, profile)
+            return _failure(task_id, error, 1, duration_us, profile)
+        return _result(task_id, True, payload, "", duration_us, profile)
 
-    def _serializer(self, serializer_id: bytes) -> Any:
-        if not serializer_id:
-            return _CLOUDPICKLE
-        # A serializer object is itself cloudpickled, hence keyed under the empty (cloudpickle) serializer id.
-        return self._value(_CLOUDPICKLE, b"", serializer_id)
-
-    def _arguments(self, serializer: Any, task: ProcessorTask) -> Tuple[List[Any], Dict[str, Any]]:
+    def _arguments(
+        self, serializer: Any, serializer_id: bytes, arguments: List[ProcessorArgument]
+    ) -> Tuple[List[Any], Dict[str, Any]]:
         args: List[Any] = []
         kwargs: Dict[str, Any] = {}
-        for argument in task.arguments:
-            if argument.cacheable:
-                value = self._value(serializer, task.serializer_id, argument.object_id)
+        deserialize = serializer.deserialize
+        for name, object_id, payload, cacheable in arguments:
+            if cacheable:
+                if payload is not None:  # sent with this task: held here from now on
+                    self._values[(serializer_id, object_id)] = _Serialized(payload)
+                value = self._value(serializer, serializer_id, object_id)
             else:  # inline data, or a graph result used by one task or a few: not worth keeping
-                value = serializer.deserialize(argument.payload)
-            if argument.name:
-                kwargs[argument.name] = value
+                value = deserialize(payload)
+            if name:
+                kwargs[name] = value
             else:
                 args.append(value)
         return args, kwargs

@@ -10,7 +10,6 @@ of every start.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 # --- task states ------------------------------------------------------------------------------------------------------
@@ -97,23 +96,26 @@ class WorkerTask:
         self.seq = 0  # its number on the processor it was handed to (processors count what they are handed)
         self.processor: Optional[ProcessorState] = None
         self.expected_seconds = 0.0  # its run time as guessed when it was handed
-        self.story: Optional[List[str]] = None  # made on its first change of state
+        self.story: Optional[tuple] = None  # (the story before, the last stimulus): see stimuli()
 
     def move(self, stimulus: str, state: int) -> None:
         """Change state on `stimulus`; raises InvalidTransition if TRANSITIONS does not allow it."""
         if _NEXT[self.state].get(stimulus) != state:
             raise InvalidTransition(
                 f"task {self.task_id.hex()}: {stimulus!r} cannot take it from {STATE_NAMES[self.state]} to "
-                f"{STATE_NAMES[state]}; its story: {' -> '.join(self.story or ()) or '(none)'}"
+                f"{STATE_NAMES[state]}; its story: {' -> '.join(self.stimuli()) or '(none)'}"
             )
-        story = self.story
-        if story is None:
-            self.story = [stimulus]
-        else:
-            story.append(stimulus)
-            if len(story) > _STORY_LENGTH:
-                del story[0]
+        self.story = (self.story, stimulus)  # one small tuple per change: this runs twice per task
         self.state = state
+
+    def stimuli(self) -> List[str]:
+        """Its last changes of state, oldest first (at most _STORY_LENGTH)."""
+        names: List[str] = []
+        link = self.story
+        while link is not None and len(names) < _STORY_LENGTH:
+            link, stimulus = link
+            names.append(stimulus)
+        return names[::-1]
 
 
 # --- the connection to the scheduler ----------------------------------------------------------------------------------
@@ -152,8 +154,8 @@ class ProcessorState:
     def __init__(self, number: int) -> None:
         self.number = number
         self.role = ACTIVE
-        # handed, not answered, in the order the processor runs them
-        self.pipe: OrderedDict[bytes, WorkerTask] = OrderedDict()
+        # handed, not answered, in the order the processor runs them (a dict keeps the order they were added in)
+        self.pipe: Dict[bytes, WorkerTask] = {}
         self.pipe_expected_seconds = 0.0  # their guessed total run time
         self.handed_count = 0  # the seq of the last task handed; the processor numbers what it receives the same way
         self.canceled = 0  # tasks of its pipe in state CANCELED
@@ -164,16 +166,20 @@ class ProcessorState:
         self.forget: List[bytes] = []  # object ids evicted since it was last handed a task: it drops its copies
         self.idle_since = 0.0
 
+    def task_with_seq(self, seq: int) -> Optional[WorkerTask]:
+        """The task of its pipe it numbered `seq`, if it is still there."""
+        for task in self.pipe.values():
+            if task.seq == seq:
+                return task
+            if task.seq > seq:
+                break
+        return None
+
     def running(self) -> Optional[WorkerTask]:
         """The task it runs now, if it runs one of ours."""
         if self.started <= self.done:
             return None
-        for task in self.pipe.values():
-            if task.seq == self.started:
-                return task
-            if task.seq > self.started:
-                break
-        return None
+        return self.task_with_seq(self.started)
 
 
 # What each stimulus of TRANSITIONS is, for the table in docs/protocol.md.

@@ -7,9 +7,10 @@ creates one, so every processor it forks, the first and any replacement after a 
 clean, single-threaded state, in a millisecond. It also reaps its children and reports how each one ended, which the
 agent needs to tell a user why a task's processor died.
 
-Agent and zygote talk over a SOCK_SEQPACKET pair: the agent sends b"fork", the zygote answers ("forked", pid) with
-the agent's end of a fresh socket pair and the processor's shared progress memory attached (SCM_RIGHTS), and sends
-("exited", pid, wait_status) whenever a processor ends.
+Agent and zygote talk over a SOCK_SEQPACKET pair: the agent sends b"fork", the zygote answers ("forked", pid, nonce)
+with the agent's end of a fresh socket pair, the processor's shared progress memory and the read ends of its two
+output pipes attached (SCM_RIGHTS; see capture.py for the pipes and the nonce), and sends ("exited", pid,
+wait_status) whenever a processor ends.
 """
 
 from __future__ import annotations
@@ -22,16 +23,26 @@ import select
 import signal
 import socket
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 from scaler import config
 from scaler.logs import flush_logs
+from scaler.worker.capture import OutputCapture, make_pipes
 from scaler.worker.channel import SharedProgress
 from scaler.worker.lifetime import die_with_parent, parent_alive
 from scaler.worker.processor import run_processor
 
 _FORK_REQUEST = b"fork"
 _REPLY_BYTES = 4096
+_MAX_FDS = 4  # a fork reply carries the channel, the shared progress and two output pipes
+
+
+class ForkedProcessor(NamedTuple):
+    pid: int
+    sock: socket.socket  # the agent's end of its channel
+    progress: SharedProgress
+    output_fds: Tuple[int, int]  # read ends of its stdout and stderr pipes (capture.py)
+    output_nonce: bytes
 
 
 class ZygoteGone(RuntimeError):
@@ -70,8 +81,8 @@ class ProcessorZygote:
     def fileno(self) -> int:
         return self._control.fileno()
 
-    def fork_processor(self, timeout_seconds: float) -> Tuple[int, socket.socket, SharedProgress]:
-        """A new processor: its pid, the agent's end of its channel and its shared progress."""
+    def fork_processor(self, timeout_seconds: float) -> ForkedProcessor:
+        """A new processor, with the agent's ends of what it shares with it."""
         try:
             self._control.send(_FORK_REQUEST)
         except OSError as error:
@@ -82,7 +93,7 @@ class ProcessorZygote:
             if reply[0] == "forked":
                 progress = SharedProgress(fds[1])
                 os.close(fds[1])
-                return reply[1], socket.socket(fileno=fds[0]), progress
+                return ForkedProcessor(reply[1], socket.socket(fileno=fds[0]), progress, (fds[2], fds[3]), reply[2])
             self._record_exit(reply[1], reply[2])
 
     def read_exits(self) -> None:
@@ -158,7 +169,7 @@ class ProcessorZygote:
 def _receive_with_fds(sock: socket.socket, flags: int) -> Tuple[bytes, List[int]]:
     # Not socket.recv_fds: up to Python 3.12 it ignores its flags argument, so MSG_DONTWAIT would block.
     fds = array.array("i")
-    data, ancillary, _, _ = sock.recvmsg(_REPLY_BYTES, socket.CMSG_LEN(2 * fds.itemsize), flags)
+    data, ancillary, _, _ = sock.recvmsg(_REPLY_BYTES, socket.CMSG_LEN(_MAX_FDS * fds.itemsize), flags)
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
@@ -209,6 +220,7 @@ def _serve(control: socket.socket, agent_pid: int) -> None:
 def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
     agent_end, processor_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     progress_fd = SharedProgress.create_fd()
+    (stdout_read, stdout_write), (stderr_read, stderr_write), nonce = make_pipes()
     zygote_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
@@ -220,10 +232,13 @@ def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
                 os.close(fd)
             control.close()
             agent_end.close()
+            os.close(stdout_read)
+            os.close(stderr_read)
             # Its own process group, so that killing a processor also kills whatever its task started.
             os.setpgid(0, 0)
             orphan_signal_armed = die_with_parent(zygote_pid)
-            run_processor(processor_end, progress_fd, zygote_pid, watch_parent=not orphan_signal_armed)
+            capture = OutputCapture(stdout_write, stderr_write, nonce)
+            run_processor(processor_end, progress_fd, zygote_pid, not orphan_signal_armed, capture)
         except BaseException:  # noqa: B036 - report anything, then leave without running the zygote's cleanup
             logging.exception("processor failed")
             exit_code = 1
@@ -231,12 +246,16 @@ def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
             flush_logs()  # os._exit skips the flush at exit
             os._exit(exit_code)
     processor_end.close()
+    os.close(stdout_write)
+    os.close(stderr_write)
     try:
-        socket.send_fds(control, [pickle.dumps(("forked", pid))], [agent_end.fileno(), progress_fd])
+        fds = [agent_end.fileno(), progress_fd, stdout_read, stderr_read]
+        socket.send_fds(control, [pickle.dumps(("forked", pid, nonce))], fds)
     except OSError:
         pass  # the agent is gone; so will we be, and the processor with us (PDEATHSIG)
     agent_end.close()
-    os.close(progress_fd)
+    for fd in (progress_fd, stdout_read, stderr_read):
+        os.close(fd)
 
 
 def _report_exits(control: socket.socket) -> bool:

@@ -253,6 +253,7 @@ def test_a_client_pickles_its_settings_only(peer: ProtocolPeer) -> None:
             "timeout_seconds": 7.0,
             "curve_files": (None, None),
             "reconnect_seconds": 9.0,
+            "stream_output": False,
             "keepalive": (True, 30, 10, 6),
         }
         assert "not connected yet" in repr(copy)

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Sequence
 
 import pytest
 
@@ -39,6 +39,7 @@ EXPECTED_OUTPUT: Dict[str, List[str]] = {
     "joblib_parallel.py": ["666616.46"],
     "joblib_grid_search.py": ["{'C': 1, 'gamma': 0.1}"],
     "progress.py": ["124750 4950"],
+    "task_output.py": ["[work#0] working on 0", "14"],
 }
 STARTS_OWN_CLUSTER = {"local_cluster.py", "map_client.py", "simple_client.py", "uvloop_combo.py"}
 NEEDS_UNPROTECTED = {"shutdown.py"}
@@ -54,7 +55,8 @@ def shared_cluster(tmp_path_factory) -> Iterator[str]:
     yield from _cli_cluster(tmp_path_factory.mktemp("shared"), protected=True)
 
 
-def _cli_cluster(directory: Path, protected: bool) -> Iterator[str]:
+def _cli_cluster(directory: Path, protected: bool, cluster_options: Sequence[str] = ()) -> Iterator[str]:
+    """A scheduler and a 2-worker scaler_cluster (given `cluster_options`) from the CLIs; yields the address."""
     address = free_tcp_address()
     monitor = f"ipc://{directory}/monitor"
     protection = "--protected" if protected else "--no-protected"
@@ -63,7 +65,8 @@ def _cli_cluster(directory: Path, protected: bool) -> Iterator[str]:
     )
     try:
         scheduler.wait_for_output("Scheduler: listening on")
-        cluster = ScalerProcess("scaler.cluster", ["-n", "2", address], str(directory / "cluster.log"))
+        arguments = ["-n", "2", *cluster_options, address]
+        cluster = ScalerProcess("scaler.cluster", arguments, str(directory / "cluster.log"))
         try:
             cluster.wait_for_output("Worker[1] started")
             yield address

@@ -111,15 +111,21 @@ def restartable(tmp_path) -> Iterator[Restartable]:
 
 @pytest.fixture
 def settlements(monkeypatch) -> Counter:
-    """How often the client settled each task id's future (its IO thread hands every answer to _settle)."""
+    """How often the client settled each task id's future: its IO thread hands every answer to _settle, or a frame's
+    plain successes together to _settle_values."""
     counts: Counter = Counter()
-    settle = ScalerFuture._settle
+    settle, settle_values = ScalerFuture._settle, ScalerFuture._settle_values
 
     def counting(future: ScalerFuture, *args) -> None:
         counts[future.task_id] += 1
         settle(future, *args)
 
+    def counting_values(entries) -> None:
+        counts.update(future.task_id for future, _, _ in entries)
+        settle_values(entries)
+
     monkeypatch.setattr(ScalerFuture, "_settle", counting)
+    monkeypatch.setattr(ScalerFuture, "_settle_values", staticmethod(counting_values))
     return counts
 
 
@@ -227,7 +233,7 @@ def test_a_scheduler_that_never_comes_back_fails_pending_futures_within_reconnec
     try:
         with Client(restartable.address, reconnect_seconds=3) as client:
             future = client.submit(time.sleep, 60)
-            wait_for_status(restartable.monitor, lambda status: status.workers and status.workers[0].sent, 30)
+            wait_for_status(restartable.monitor, lambda status: any(worker.sent for worker in status.workers), 30)
             killed_at = restartable.kill()
             with pytest.raises(SchedulerGoneError) as raised:
                 future.result(30)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Dict, FrozenSet, Optional, Tuple
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -51,12 +50,6 @@ def worker_labels(samples: Samples, name: str = "scaler_worker_free_slots") -> s
     return {dict(labels)["worker"] for sample_name, labels in samples if sample_name == name}
 
 
-def with_demand(message: SchedulerStatus, **fields: float) -> SimpleNamespace:
-    """The status as a scheduler that publishes demand (issue 15) would give it: the same fields plus new ones."""
-    current = {slot: getattr(message, slot) for slot in SchedulerStatus.__slots__ if slot != "raw"}
-    return SimpleNamespace(**current, **fields)
-
-
-def full_status() -> SimpleNamespace:
+def full_status() -> SchedulerStatus:
     """A status that makes the exporter show every metric it has: with a worker, and the demand fields."""
-    return with_demand(status([worker("W|a")]), tasks_waiting=1, tasks_running=1, free_slots=1, oldest_waiting_us=1)
+    return status([worker("W|a")], tasks_waiting=1, tasks_ready=1, tasks_running=1, worker_slots=1, free_slots=1)

@@ -6,6 +6,11 @@ from typing import Dict, List, Optional, Sequence
 
 from scaler.protocol import Counter, SchedulerStatus, WorkerStatus, decode_frame, encode
 
+# the demand fields of SchedulerStatus (appended in protocol version 1, after completedTasks): 0 unless a test gives
+# them, as from an older scheduler
+_SLOTS = SchedulerStatus.__slots__
+_DEMAND = tuple(name for name in _SLOTS[_SLOTS.index("completed_tasks") + 1 :] if name != "raw")
+
 
 def worker(name: str, **fields: float) -> WorkerStatus:
     values: Dict[str, float] = dict(
@@ -39,6 +44,7 @@ def status(
         malformed=fields.pop("malformed", 0),
         completed_tasks=completed_tasks,
         registered_again=fields.pop("registered_again", 0),
+        **{name: fields.pop(name) for name in _DEMAND if name in fields},
     )
     assert not fields, f"unknown fields {sorted(fields)}"
     (decoded,) = decode_frame(encode(message))

@@ -14,7 +14,7 @@ import pytest
 
 from scaler.monitor.ui.app import METRICS_EXTRA_MESSAGE, build_app
 from scaler.monitor.ui.metrics import METRICS, check_max_workers
-from tests.monitor.samples import exported, full_status, names, parse, value, with_demand, worker_labels
+from tests.monitor.samples import exported, full_status, names, parse, value, worker_labels
 from tests.monitor.statuses import counters, status, worker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,14 +95,29 @@ def test_per_worker_series_are_bounded_and_totals_count_every_worker():
 
 
 def test_demand_fields_are_exposed_when_the_status_has_them():
-    message = with_demand(
-        status([worker("W|a", free=4)]), tasks_waiting=12, tasks_running=3, free_slots=1, oldest_waiting_us=2_500_000
+    message = status(
+        [worker("W|a", free=4), worker("W|b", free=4)],
+        tasks_waiting=15,
+        tasks_ready=12,
+        tasks_assigned=8,
+        tasks_running=3,
+        worker_count=2,
+        worker_slots=16,
+        free_slots=1,
+        oldest_ready_wait_us=2_500_000,
     )
     samples = exported(message)
-    assert value(samples, "scaler_demand_tasks_waiting") == 12
+    assert value(samples, "scaler_demand_tasks_waiting") == 12, "ready tasks wait for a worker; the others on tasks"
     assert value(samples, "scaler_demand_tasks_running") == 3
     assert value(samples, "scaler_demand_oldest_waiting_seconds") == 2.5
     assert value(samples, "scaler_free_slots") == 1, "the scheduler's own count wins over the workers' sum"
+
+
+def test_an_idle_scheduler_that_publishes_demand_shows_zero_demand():
+    samples = exported(status([worker("W|a", free=4)], worker_count=1, worker_slots=4, free_slots=4))
+    assert value(samples, "scaler_demand_tasks_waiting") == 0
+    assert value(samples, "scaler_demand_oldest_waiting_seconds") == 0
+    assert value(samples, "scaler_free_slots") == 4
 
 
 def test_every_declared_metric_is_exposed_by_some_status():

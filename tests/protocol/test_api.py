@@ -20,10 +20,12 @@ from scaler.protocol import (
     ObjectKind,
     ObjectPut,
     ObjectResponse,
+    OutputStream,
     ProtocolError,
     Role,
     SchedulerStatus,
     Task,
+    TaskOutput,
     TaskResult,
     TaskStatus,
     WorkerHeartbeat,
@@ -38,9 +40,10 @@ pytestmark = pytest.mark.timeout(60)
 
 def test_message_types_in_union_order() -> None:
     names = [cls.__name__ for cls in MESSAGE_TYPES]
-    assert len(names) == 20 and names[0] == "Hello" and names[5] == "Task" and names[18] == "SchedulerStatus"
-    assert names[19] == "WorkerRetire"
-    assert [cls.WHICH for cls in MESSAGE_TYPES] == list(range(20))
+    assert len(names) == 21 and names[0] == "Hello" and names[5] == "Task" and names[18] == "SchedulerStatus"
+    assert names[19] == "TaskOutput"  # appended after the first release of the protocol: fields only ever appended
+    assert names[20] == "WorkerRetire"
+    assert [cls.WHICH for cls in MESSAGE_TYPES] == list(range(21))
     assert not hasattr(protocol, "Message")
     assert not hasattr(Argument, "WHICH") and not hasattr(Argument(), "raw")
 
@@ -52,12 +55,14 @@ def test_constants_and_enums() -> None:
     assert (ArgumentKind.inline, ArgumentKind.object_ref, ArgumentKind.task_ref) == (0, 1, 2)
     assert (Role.client, Role.worker, Role.monitor) == (0, 1, 2)
     assert (ObjectKind.object, ObjectKind.function, ObjectKind.result) == (0, 1, 2)
+    assert (OutputStream.stdout, OutputStream.stderr) == (0, 1)
 
 
 def test_defaults() -> None:
     task = Task()
     assert (task.task_id, task.args, task.dependencies) == (b"", [], [])
-    assert task.profiling is False and task.report_result is True
+    assert task.profiling is False and task.report_result is True and task.stream_output is False
+    assert TaskOutput().stream == OutputStream.stdout and TaskOutput().data == b""
     assert ObjectPut().chunk_count == 1 and ObjectResponse().chunk_count == 1 and ObjectPut().name == ""
     assert WorkerHeartbeat().agent_cpu == 0.0 and Hello().role == Role.client
     assert Task().args is not Task().args, "each instance needs its own list"

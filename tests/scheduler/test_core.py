@@ -21,10 +21,13 @@ from scaler.protocol import (
     Role,
     Task,
     TaskCancel,
+    TaskOutput,
     TaskResult,
     TaskStatus,
     WorkerDisconnect,
     WorkerHeartbeat,
+    decode_frame,
+    encode_many,
 )
 from tests.scheduler.harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
 
@@ -36,6 +39,7 @@ def test_handshake_accepts_client_and_worker_with_timings() -> None:
     assert client_reply.protocol_version == PROTOCOL_VERSION
     assert worker_reply.heartbeat_interval_ms == 2000
     assert worker_reply.peer_timeout_ms == 7000
+    assert client_reply.forwards_task_output and worker_reply.forwards_task_output
     assert set(harness.core.clients) == {CLIENT} and set(harness.core.workers) == {WORKER_A}
 
 
@@ -72,7 +76,7 @@ def test_heartbeats_are_echoed_and_worker_stats_kept() -> None:
     (echo,) = harness.send(WORKER_A, WorkerHeartbeat(sent_at_us=7, queued=3, lag_us=900, agent_rss=5))[WORKER_A]
     assert echo.sent_at_us == 7
     worker = harness.core.workers[WORKER_A]
-    assert (worker.queued, worker.lag_us, worker.agent_rss) == (3, 900, 5)
+    assert (worker.row.queued, worker.row.lag_us, worker.row.agent_rss) == (3, 900, 5)
 
 
 def test_task_and_result_are_forwarded_byte_for_byte() -> None:
@@ -90,6 +94,39 @@ def test_task_and_result_are_forwarded_byte_for_byte() -> None:
     assert delivered == result(task, payload=b"42")
     assert not harness.core.tasks and not harness.core.workers[WORKER_A].assigned
     assert harness.core.finished_counts[TaskStatus.success] == 1
+
+
+def test_task_output_reaches_the_client_as_the_worker_encoded_it_before_the_result() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker()
+    harness.connect_worker(WORKER_B)
+    task = harness.task(stream_output=True)
+    harness.send(CLIENT, task)
+    owner, other = (WORKER_A, WORKER_B) if harness.core.workers[WORKER_A].assigned else (WORKER_B, WORKER_A)
+    line = TaskOutput(task_id=task.task_id, stream=1, data=b"hello\n")
+    frame = encode_many([line, result(task)])
+    harness.core.receive(owner, decode_frame(frame), harness.now)
+    assert b"".join(harness.core.take_outgoing()[CLIENT]) == frame, "forwarded byte for byte, output first"
+    assert harness.core.received_counts[TaskOutput.WHICH] == 1 and harness.core.sent_counts[TaskOutput.WHICH] == 1
+    # after its result the task is unknown: late output goes nowhere; so does output from a worker the task is not
+    # assigned to, and output for a task whose client left
+    assert harness.send(owner, line) == {}
+    late = harness.task(stream_output=True)
+    harness.send(CLIENT, late)
+    owner, other = (WORKER_A, WORKER_B) if harness.core.workers[WORKER_A].assigned else (WORKER_B, WORKER_A)
+    stray = TaskOutput(task_id=late.task_id, stream=0, data=b"x\n")
+    assert harness.send(other, stray) == {}
+    harness.send(CLIENT, ClientDisconnect())
+    assert CLIENT not in harness.send(owner, stray)
+    assert harness.core.malformed == 0
+
+
+def test_a_client_may_not_send_task_output() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.send(CLIENT, TaskOutput(task_id=b"t" * 16, data=b"x"))
+    assert harness.core.malformed == 1
 
 
 def test_capacity_is_never_exceeded_and_the_queue_drains_as_results_return() -> None:
@@ -324,7 +361,7 @@ def test_function_names_feed_the_per_function_counts() -> None:
     assert harness.core.function_names[b"f" * 16] == "calculate"
 
 
-def test_graph_node_waits_for_its_dependency_and_reads_its_result_object() -> None:
+def test_graph_node_waits_for_its_dependency_and_reads_its_large_result_object() -> None:
     harness = Harness()
     harness.connect_client()
     harness.connect_worker()
@@ -332,11 +369,14 @@ def test_graph_node_waits_for_its_dependency_and_reads_its_result_object() -> No
     sink = harness.task(dependencies=[source.task_id])
     out = harness.send(CLIENT, source, sink)
     assert [t.task_id for t in out[WORKER_A]] == [source.task_id]
-    out = harness.send(WORKER_A, result(source, payload=b"3"))
+    large = b"3" * 100_000  # over the inline limit: the worker puts it as an object (small ones: test_graph_inline.py)
+    put = ObjectPut(object_id=source.task_id, kind=ObjectKind.result, payload=large, total_size=len(large))
+    out = harness.send(WORKER_A, put, result(source, payload=b"", in_object=True))
     assert CLIENT not in out  # not a requested key
-    assert [t.task_id for t in of_type(out[WORKER_A], Task)] == [sink.task_id]
+    (forwarded,) = of_type(out[WORKER_A], Task)
+    assert forwarded == sink, "a large result stays a taskRef, fetched by the worker"
     (stored,) = harness.send(WORKER_A, ObjectRequest(object_ids=[source.task_id]))[WORKER_A]
-    assert stored.found and stored.payload == b"3" and stored.kind == ObjectKind.result
+    assert stored.found and stored.payload == large and stored.kind == ObjectKind.result
     (final,) = harness.send(WORKER_A, result(sink, payload=b"4"))[CLIENT]
     assert final.payload == b"4"
     assert not harness.core.objects and not harness.core.tasks

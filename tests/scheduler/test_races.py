@@ -255,7 +255,7 @@ def test_graph_result_is_freed_when_its_last_consumer_finishes_and_the_client_fe
     left = harness.task(dependencies=[source.task_id])
     right = harness.task(dependencies=[source.task_id])
     harness.send(CLIENT, source, left, right)
-    harness.send(WORKER_A, result(source))
+    harness.send(WORKER_A, result(source, payload=b"x" * 40_000))  # two copies would exceed the inline limit
     assert source.task_id in harness.core.objects
     harness.send(WORKER_A, result(left))
     assert source.task_id in harness.core.objects

@@ -32,7 +32,7 @@ def test_a_peer_registering_again_is_logged_and_counted(caplog) -> None:
         harness.send(WORKER_A, hello(Role.worker, previous_registrations=1, capacity=3))
     assert reply.accepted and not reply.resumed
     assert harness.core.registered_again == 2
-    assert harness.core.workers[WORKER_A].previous_registrations == 1
+    assert harness.core.workers[WORKER_A].row.previous_registrations == 1, "published in its status row"
     assert harness.core.clients[CLIENT].previous_registrations == 2
     assert "client peer registered again (it had registered 2 time(s) before" in caplog.text
     assert "worker peer registered again (it had registered 1 time(s) before" in caplog.text

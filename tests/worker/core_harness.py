@@ -26,7 +26,9 @@ from scaler.protocol import (
     decode_frame,
     encode_many,
 )
+from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import (
+    ProcessorArgument,
     ProcessorOrders,
     ProcessorReport,
     ProcessorResult,
@@ -159,6 +161,13 @@ class Harness:
         self.core.retire(deadline_seconds, "received SIGTERM", self.now)
         return self._step()
 
+    def output(self, number: int, *chunks: tuple) -> List[object]:
+        """What processor `number` wrote: (seq, stream, data) or (seq, stream, data, dropped) each."""
+        self._observe()
+        whole = [OutputChunk(*chunk, *(() if len(chunk) == 4 else (0,))) for chunk in chunks]
+        self.core.processor_output(number, whole, self.now)
+        return self._step()
+
     def block(self, number: int) -> List[object]:
         sim = self.processors[number]
         assert sim.running is not None and not sim.parked
@@ -183,13 +192,14 @@ class Harness:
 
     # --- helpers ------------------------------------------------------------------------------------------------------
 
-    def connect(self, peer_timeout_ms: int = 5000) -> None:
+    def connect(self, peer_timeout_ms: int = 5000, forwards_task_output: bool = True) -> None:
         self.send(
             HelloReply(
                 protocol_version=PROTOCOL_VERSION,
                 accepted=True,
                 heartbeat_interval_ms=1000,
                 peer_timeout_ms=peer_timeout_ms,
+                forwards_task_output=forwards_task_output,
             )
         )
 
@@ -232,6 +242,12 @@ class Harness:
             elif kind is HandTasks:
                 # through the channel's own encoding, as the processor receives them
                 orders = _from_wire(pickle.loads(encode_message(ProcessorOrders(instruction.tasks, []))))
+                # read by name in tests (the processor unpacks the plain tuples)
+                tasks = [
+                    ProcessorTask(*task[:6], [ProcessorArgument(*a) for a in task[6]], *task[7:])
+                    for task in orders.tasks
+                ]
+                orders = orders._replace(tasks=tasks)
                 self.hands.append(HandTasks(instruction.number, orders.tasks))
                 self.processors[instruction.number].inbox.append(orders)
             elif kind is DropTasks:

@@ -106,6 +106,7 @@ class SchedulerPeer:
             accepted=True,
             heartbeat_interval_ms=self.heartbeat_interval_ms,
             peer_timeout_ms=10 * self.heartbeat_interval_ms,
+            forwards_task_output=True,
         )
         reply.update(reply_fields)
         self.send(identity, HelloReply(**reply))

@@ -1,5 +1,5 @@
-"""The processor channel's messages cross a real socket pair unchanged (every field, and the NamedTuple types), and
-its shared progress is shared."""
+"""The processor channel's messages cross a real socket pair unchanged (every field, and the NamedTuple types of
+reports; orders' tasks as plain tuples), and its shared progress is shared."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ ORDERS = ProcessorOrders(
             arguments=[ProcessorArgument("", b"", b"inline", False), ProcessorArgument("key", b"o" * 32, None, True)],
             profiling=True,
             forget_object_ids=[b"old"],
+            stream_output=True,
         ),
         ProcessorTask(2, b"u" * 16, b"", None, b"g" * 32, b"function", [], False, []),
     ],
@@ -45,6 +46,7 @@ REPORTS = [
         ],
         [b"d" * 16],
         None,
+        True,
     ),
     ProcessorReport([], [], b"t" * 16),
 ]
@@ -65,10 +67,10 @@ def test_every_message_shape_crosses_unchanged() -> None:
         right.close()
     assert received == sent
     assert [type(m) for m in received] == [type(m) for m in sent]
-    task = received[0].tasks[0]
-    assert type(task) is ProcessorTask and task.function_id == b"f" * 32 and task.seq == 1
-    assert [type(a) for a in task.arguments] == [ProcessorArgument, ProcessorArgument]
-    assert task.arguments[1].name == "key" and task.arguments[1].cacheable is True
+    # Orders' tasks arrive as plain tuples of ProcessorTask's shape, which the processor unpacks
+    task = ProcessorTask(*received[0].tasks[0])
+    assert task.function_id == b"f" * 32 and task.seq == 1
+    assert ProcessorArgument(*task.arguments[1]) == ("key", b"o" * 32, None, True)
     results = received[2].results
     assert [type(r) for r in results] == [ProcessorResult] * 2 and results[0].peak_memory == 4096
 

@@ -121,7 +121,7 @@ class Walk:
                 harness.report(sim.number)
             harness.send(HeartbeatEcho(sent_at_us=0))
             harness.tick(0.05)
-        raise AssertionError(f"tasks never finished: {[(t.story, t.state) for t in harness.core.tasks.values()]}")
+        raise AssertionError(f"tasks never finished: {[(t.stimuli(), t.state) for t in harness.core.tasks.values()]}")
 
     def check(self) -> None:
         answers: Counter = Counter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 import sys
 import time
@@ -20,7 +21,7 @@ from scaler.worker.channel import (
     ProcessorTask,
     send_message,
 )
-from scaler.worker.processor import _Reporter
+from scaler.worker.processor import TaskRunner, _Reporter
 from scaler.worker.zygote import ProcessorZygote
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -33,6 +34,16 @@ _SEQ = itertools.count(1)  # tasks are created in the order they are handed, as 
 
 def add_after(seconds, left, right):
     time.sleep(seconds)
+    return left + right
+
+
+def add_once_exists(path, left, right):
+    """A long task, as long as the test wants: it ends once `path` exists (bounded, in case it never does)."""
+    import os
+
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.005)
     return left + right
 
 
@@ -56,7 +67,10 @@ def wait_on_a_pending_future_until(path: str) -> str:
 
 class Processor:
     def __init__(self, zygote: ProcessorZygote) -> None:
-        self.pid, self.sock, self.progress = zygote.fork_processor(10)
+        forked = zygote.fork_processor(10)
+        self.pid, self.sock, self.progress = forked.pid, forked.sock, forked.progress
+        for fd in forked.output_fds:  # no task here streams its output
+            os.close(fd)
         self.reader = MessageReader(self.sock)
         self.reports: List[ProcessorReport] = []  # read, not yet matched by wait_report
         self.history: List[ProcessorReport] = []  # every report read
@@ -148,28 +162,88 @@ def test_short_tasks_results_come_back_in_batches_and_objects_are_kept(processor
     assert processor.progress.read() == (handed[-1].seq, handed[-1].seq)  # the object and function were sent once
 
 
+def test_objects_sent_with_a_task_that_fails_on_an_earlier_argument_are_kept():
+    """The agent counts every object it sent with a task as held by the processor, even if the task failed before
+    reaching it: a later task gets it without its bytes."""
+    runner = TaskRunner()
+    broken = ProcessorArgument("", b"b" * 16, b"not a pickle", True)
+    first = task(b"first", 0, send_function=True, send_object=True)
+    first = first._replace(arguments=[first.arguments[0], broken, *first.arguments[1:]])
+    assert not runner.run(first).succeeded  # the broken object fails it before OBJECT is read
+    result = runner.run(task(b"second", 0))  # OBJECT and the function without their bytes: held since the first
+    assert result.succeeded and cloudpickle.loads(result.payload) == 42
+
+
 def test_results_wait_for_half_of_the_batch_or_its_end():
     left, right = socket.socketpair()
     try:
-        reporter = _Reporter(left)
+        reporter = _Reporter(left, delay_seconds=3600)  # only the half-way rule and the end of the batch here
         reader = MessageReader(right)
         result = ProcessorResult(b"r", True, b"", "", 1, 0, 0)
         for _ in range(19):
             reporter.add(result)
-        reporter.flush_if_due(pending=21)  # not half-way yet
+        reporter.before_task(pending=21)  # not half-way yet
         reporter.add(result)
-        reporter.flush_if_due(pending=20)  # half-way: the agent hands more while the rest runs
+        reporter.before_task(pending=20)  # half-way: the agent hands more while the rest runs
         (report,) = reader.wait()
         assert len(report.results) == 20
         for _ in range(3):
             reporter.add(result)
-        reporter.flush_if_due(pending=1)  # a handful waits for the end of the batch
+        reporter.before_task(pending=1)  # a handful waits for the end of the batch
         reporter.flush()
         (report,) = reader.wait()
         assert len(report.results) == 3
     finally:
         left.close()
         right.close()
+
+
+def test_results_held_before_a_task_leave_after_the_delay_without_the_main_thread():
+    left, right = socket.socketpair()
+    try:
+        reporter = _Reporter(left, delay_seconds=0.005)
+        reader = MessageReader(right)
+        reporter.add(ProcessorResult(b"a", True, b"", "", 1, 0, 0))
+        reporter.before_task(pending=10)  # held: the next task starts, and may run for ever
+        (report,) = reader.wait()  # sent by the flusher thread
+        assert [result.task_id for result in report.results] == [b"a"]
+        reporter.add(ProcessorResult(b"b", True, b"", "", 1, 0, 0))
+        reporter.before_task(pending=10)  # a new batch arms it again
+        (report,) = reader.wait()
+        assert [result.task_id for result in report.results] == [b"b"]
+    finally:
+        left.close()
+        right.close()
+
+
+def test_a_result_leaves_while_the_long_task_after_it_runs(processor, tmp_path):
+    """Handed together (the agent expected both to be short), a finished task's result must not wait for the end of
+    the next one: it leaves within RESULT_DELAY_SECONDS or so, whatever that task does."""
+    processor.order([task(b"warm", 0, send_function=True, send_object=True)])
+    assert processor.result_of(b"warm").succeeded
+    marker = tmp_path / "long-task-may-end"
+    short = task(b"short", 0)
+    long = ProcessorTask(
+        seq=next(_SEQ),
+        task_id=b"long",
+        serializer_id=b"",
+        serializer_payload=None,
+        function_id=b"L" * 16,
+        function_payload=cloudpickle.dumps(add_once_exists),
+        arguments=[ProcessorArgument("", b"", cloudpickle.dumps(str(marker)), False)]
+        + [ProcessorArgument("", b"", cloudpickle.dumps(value), False) for value in (40, 2)],
+        profiling=False,
+        forget_object_ids=[],
+    )
+    processor.order([short, long])
+    try:
+        processor.wait_started(long)
+        result = processor.result_of(b"short")  # fails (after its timeout) when the result waits for the long task
+        assert result.succeeded
+        assert processor.progress.read()[1] < long.seq, "the long task is still running"
+    finally:
+        marker.touch()
+    assert processor.result_of(b"long").succeeded
 
 
 def test_a_long_task_started_is_seen_in_the_progress_before_any_report(processor):

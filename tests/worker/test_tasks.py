@@ -11,7 +11,7 @@ import pytest
 
 from scaler import config
 from scaler.errors import ScalerError
-from scaler.protocol import ObjectKind, ObjectPut, TaskStatus
+from scaler.protocol import ObjectKind, ObjectPut, TaskResult, TaskStatus
 from tests.processes import wait_for
 from tests.worker.peer import Ref, TaskRef
 
@@ -207,3 +207,35 @@ def test_result_larger_than_a_chunk_travels_in_several_object_puts(peer, worker)
     assert all(put.object_id == task.task_id and put.total_size == puts[0].total_size for put in puts)
     payload = b"".join(put.payload for put in puts)
     assert len(payload) == puts[0].total_size and cloudpickle.loads(payload) == b"z" * size
+
+
+def value_once_exists(path, value):
+    """As short or as long as the test wants: returns once `path` exists (bounded, in case it never does)."""
+    import os
+
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return value
+
+
+def test_a_short_result_does_not_wait_for_the_long_task_handed_after_it(peer, worker, tmp_path):
+    """A function seen to be short is handed to the processor several at a time, so a short task's result may wait
+    for the results of the tasks after it (they batch); it must not wait for one of them that runs long this once."""
+    done = tmp_path / "exists"
+    done.touch()
+    for _ in range(3):  # the worker learns that the function is short
+        assert (
+            peer.run(worker.identity, peer.task(value_once_exists, str(done), "warm-up")).status == TaskStatus.success
+        )
+    marker = tmp_path / "long-task-may-end"
+    short = peer.task(value_once_exists, str(done), "short")
+    long = peer.task(value_once_exists, str(marker), "long")
+    peer.send(worker.identity, short, long)  # one frame: both handed to the one processor together
+    try:
+        result = peer.result_of(short, timeout_seconds=10)  # fails after 10 s when it waits for the long task
+        assert result.status == TaskStatus.success and cloudpickle.loads(result.payload) == "short"
+        assert not [m for _, m in peer.inbox if type(m) is TaskResult and m.task_id == long.task_id], "still running"
+    finally:
+        marker.touch()
+    assert cloudpickle.loads(peer.result_of(long).payload) == "long"

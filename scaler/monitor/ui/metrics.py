@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from scaler.monitor.model import publishes_demand
 from scaler.protocol import MESSAGE_TYPES, SchedulerStatus, TaskStatus
 
 # the task_states counters named after a TaskStatus count finished tasks; the others count tasks held now
@@ -74,23 +75,23 @@ METRICS: Tuple[MetricSpec, ...] = (
     _gauge("scaler_worker_agent_cpu_ratio", "CPU use of the worker's agent process (1 = one core)", "worker"),
     _gauge("scaler_worker_agent_resident_memory_bytes", "resident memory of the worker's agent process", "worker"),
     _gauge("scaler_worker_lag_seconds", "round trip of a heartbeat between the scheduler and the worker", "worker"),
-    _gauge("scaler_demand_tasks_waiting", "tasks waiting for a worker (schedulers that publish demand)"),
-    _gauge("scaler_demand_tasks_running", "tasks running on workers (schedulers that publish demand)"),
+    _gauge("scaler_demand_tasks_waiting", "tasks ready to run and held on no worker, waiting for a free slot"),
+    _gauge("scaler_demand_tasks_running", "tasks running on workers, as their last heartbeats said"),
     _gauge(
         "scaler_demand_oldest_waiting_seconds",
-        "how long the oldest waiting task has waited (schedulers that publish demand)",
+        "how long the ready task first in line has waited for a worker (0 when none waits)",
     ),
 )
 SPECS: Dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}
 
-# Demand fields (issue 15) that newer schedulers add to SchedulerStatus: each metric with the field names it may have
-# and the factor to its unit. Read with getattr, so scaler_ui works with schedulers from before and after them.
-_DEMAND_FIELDS: Tuple[Tuple[str, Tuple[Tuple[str, float], ...]], ...] = (
-    ("scaler_demand_tasks_waiting", (("tasks_waiting", 1.0), ("waiting_tasks", 1.0))),
-    ("scaler_demand_tasks_running", (("tasks_running", 1.0), ("running_tasks", 1.0))),
-    ("scaler_demand_oldest_waiting_seconds", (("oldest_waiting_us", 1e-6), ("oldest_waiting_seconds", 1.0))),
+# The demand a scheduler keeps and publishes in SchedulerStatus (docs/protocol.md, Monitoring): each metric with its
+# field and the factor to its unit. A scheduler from before those fields leaves them 0 (scaler.monitor.model
+# .publishes_demand tells): then the demand series are absent and scaler_free_slots is the sum of the workers' rows.
+_DEMAND_FIELDS: Tuple[Tuple[str, str, float], ...] = (
+    ("scaler_demand_tasks_waiting", "tasks_ready", 1.0),
+    ("scaler_demand_tasks_running", "tasks_running", 1.0),
+    ("scaler_demand_oldest_waiting_seconds", "oldest_ready_wait_us", 1e-6),
 )
-_FREE_SLOTS_FIELDS = (("free_slots", 1.0),)
 
 
 class Snapshot(NamedTuple):
@@ -119,15 +120,6 @@ class _Families:
 
     def all(self) -> List[Metric]:
         return list(self._families.values())
-
-
-def _first_field(status: object, fields: Sequence[Tuple[str, float]]) -> Optional[float]:
-    """The first of `fields` that `status` has, times its factor; None if it has none of them."""
-    for name, factor in fields:
-        value = getattr(status, name, None)
-        if value is not None:
-            return value * factor
-    return None
 
 
 def status_metrics(snapshot: Snapshot, max_workers: int) -> List[Metric]:
@@ -163,9 +155,9 @@ def status_metrics(snapshot: Snapshot, max_workers: int) -> List[Metric]:
     out.add("scaler_malformed_frames_total", status.malformed)
 
     workers = status.workers
-    free_slots = _first_field(status, _FREE_SLOTS_FIELDS)
+    demand = publishes_demand(status)
     out.add("scaler_workers", len(workers))
-    out.add("scaler_free_slots", free_slots if free_slots is not None else sum(worker.free for worker in workers))
+    out.add("scaler_free_slots", status.free_slots if demand else sum(worker.free for worker in workers))
     shown = sorted(workers, key=lambda worker: worker.name)[:max_workers] if max_workers > 0 else []
     out.add("scaler_metrics_workers_omitted", len(workers) - len(shown))
     for worker in shown:
@@ -180,10 +172,9 @@ def status_metrics(snapshot: Snapshot, max_workers: int) -> List[Metric]:
         out.add("scaler_worker_agent_resident_memory_bytes", worker.agent_rss, label)
         out.add("scaler_worker_lag_seconds", worker.lag_us / 1_000_000, label)
 
-    for name, fields in _DEMAND_FIELDS:
-        value = _first_field(status, fields)
-        if value is not None:
-            out.add(name, value)
+    if demand:
+        for name, field, factor in _DEMAND_FIELDS:
+            out.add(name, getattr(status, field) * factor)
     return out.all()
 
 

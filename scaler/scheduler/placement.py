@@ -1,0 +1,175 @@
+"""Where the next task goes: workers filed by load, so that placing a task and balancing never walk every worker."""
+
+from __future__ import annotations
+
+import heapq
+from typing import Dict, Iterator, List, Optional
+
+from scaler.scheduler.state import WorkerState
+
+# Past this many tasks a frame, a frame's own cost (a ZeroMQ send and receive, their system calls) no longer counts.
+REFILL_BATCH = 32
+
+
+def refill_mark(capacity: int) -> int:
+    """A worker that was full takes tasks again once this many of its slots are free: half of them, at most
+    REFILL_BATCH (1 for a capacity of 1 or 2); below that it waits, and a worker that was not full takes tasks until
+    it is.
+
+    Topping a full worker up in batches rather than one task per freed slot keeps it as busy (it still holds the other
+    tasks) and keeps frames full under load: with thousands of workers, one task per frame would make every task pay
+    a ZeroMQ send, a receive and their system calls alone. A batch much larger would only make the flow lumpy (a
+    worker with room for 30,000 tasks waiting for 15,000 results before it gets more). Workers that are not full are
+    filled least loaded first, so a burst still spreads over every idle worker."""
+    return min((capacity + 1) // 2, REFILL_BATCH)
+
+
+class WorkerLoads:
+    """Every connected worker, filed under its load: the tasks it holds minus those parked on nested tasks (which do
+    not use it), at least 0. Each load level has two rooms: `open`, the workers that take tasks now, and `closed`,
+    those that are full or, having been full, wait for `refill_mark` free slots.
+
+    Least-loaded placement takes a worker from the lowest level with an open one: O(1), plus O(log levels) when a
+    level's open room fills up again after emptying (`levels` is a heap of the levels whose open room may hold someone,
+    cleaned lazily). Ties go to the worker filed last at that level, so a burst over idle workers still spreads one task
+    per worker before any gets a second. Balancing walks the levels from the top down and stops as soon as it has
+    found enough surplus, so it touches only the busiest workers. The counts the status reports (free slots, total
+    load, capacity) are kept as workers move, not summed when asked. A retiring worker has no free slot: always closed.
+    """
+
+    __slots__ = ("open", "closed", "levels", "listed", "total_load", "free_slots", "capacity", "stale")
+
+    def __init__(self) -> None:
+        self.open: List[Dict[WorkerState, None]] = []  # level -> workers that take tasks now, in filing order
+        self.closed: List[Dict[WorkerState, None]] = []  # level -> the others
+        self.levels: List[int] = []  # heap of levels whose open room may be non-empty
+        self.listed: List[bool] = []  # level -> whether it is in `levels`
+        self.total_load = 0  # sum of every worker's level
+        self.free_slots = 0  # sum of every worker's free slots, open or not
+        self.capacity = 0  # sum of every worker's capacity
+        self.stale: List[WorkerState] = []  # workers whose load changed since they were filed: `settle` refiles them
+
+    def add(self, worker: WorkerState) -> None:
+        worker.refill_mark = refill_mark(worker.capacity)
+        self.capacity += worker.capacity
+        self.file(worker)
+
+    def remove(self, worker: WorkerState) -> None:
+        worker.stale = False
+        if worker.level >= 0:
+            self._unfile(worker)
+        self.capacity -= worker.capacity
+
+    def touch(self, worker: WorkerState) -> None:
+        """Its load changed: refiled at the next `settle`, once however many of its results a frame carried."""
+        if not worker.stale:
+            worker.stale = True
+            self.stale.append(worker)
+
+    def settle(self) -> None:
+        """Refile the workers touched since; call before reading the index."""
+        stale = self.stale
+        if stale:
+            for worker in stale:
+                if worker.stale:  # not removed meanwhile
+                    worker.stale = False
+                    self.file(worker)
+            stale.clear()
+
+    def file(self, worker: WorkerState) -> None:
+        """(Re)file a worker after the tasks it holds, or its parked count, changed."""
+        held = len(worker.assigned) - worker.parked
+        level = held if held > 0 else 0
+        slots = worker.capacity - held  # more than its capacity while it holds fewer tasks than it parks
+        if slots < 0 or worker.retire_deadline is not None:
+            # tasks assigned while parked ones lent their slots, and those went back to work; or a retiring worker,
+            # which takes no task: filed closed, it is never placed on nor counted idle or free
+            slots = 0
+        old = worker.level
+        if old >= 0:
+            if old == level and worker.free_slots == slots:
+                return
+            self._unfile(worker)
+        if level >= len(self.open):
+            self._grow(level)
+        worker.level = level
+        worker.free_slots = slots
+        self.total_load += level
+        self.free_slots += slots
+        # hysteresis: closed when full, open again at the refill mark, as it was in between
+        if slots >= worker.refill_mark or (slots and worker.takes_tasks):
+            worker.takes_tasks = True
+            self.open[level][worker] = None
+            if not self.listed[level]:
+                self.listed[level] = True
+                heapq.heappush(self.levels, level)
+        else:
+            worker.takes_tasks = False
+            self.closed[level][worker] = None
+
+    def take_least_loaded(self) -> Optional[WorkerState]:
+        """Unfile and return an open worker of the lowest load, or None; the caller files it again."""
+        levels = self.levels
+        rooms = self.open
+        while levels:
+            level = levels[0]
+            room = rooms[level]
+            if room:
+                worker = room.popitem()[0]
+                worker.level = -1
+                self.total_load -= level
+                self.free_slots -= worker.free_slots
+                return worker
+            heapq.heappop(levels)
+            self.listed[level] = False
+        return None
+
+    def idle(self) -> int:
+        """Workers with nothing to do (load 0; such a worker is always open)."""
+        return len(self.open[0]) if self.open else 0
+
+    def busiest(self, lowest: int) -> Iterator[WorkerState]:
+        """Workers with a load of at least `lowest`, the busiest first; do not (re)file workers while iterating."""
+        for level in range(len(self.open) - 1, lowest - 1, -1):
+            yield from self.closed[level]
+            yield from self.open[level]
+
+    def validate(self, workers: Dict[bytes, WorkerState]) -> None:
+        """Every worker filed once, at its load, in the right room; the counts are the sums they claim to be."""
+        assert not self.stale, "workers left to refile"
+        filed = 0
+        for level in range(len(self.open)):
+            for room, is_open in ((self.open[level], True), (self.closed[level], False)):
+                for worker in room:
+                    assert workers.get(worker.identity) is worker, f"{worker.name} filed but not connected"
+                    held = len(worker.assigned) - worker.parked
+                    assert worker.level == level == max(0, held), f"{worker.name} filed at {level}, load {held}"
+                    free = 0 if worker.retire_deadline is not None else max(0, worker.capacity - held)
+                    assert worker.free_slots == free, f"{worker.name}: wrong free slots"
+                    assert worker.takes_tasks == is_open, f"{worker.name} in the wrong room"
+                    if worker.free_slots == 0 or worker.free_slots >= worker.refill_mark:
+                        assert is_open == (worker.free_slots > 0), f"{worker.name} open or closed wrongly"
+                    filed += 1
+            if self.open[level]:
+                assert self.listed[level] and level in self.levels, f"level {level} has open workers, not listed"
+            assert self.listed[level] == (level in self.levels)
+        assert filed == len(workers), f"{filed} workers filed, {len(workers)} connected"
+        assert self.total_load == sum(w.level for w in workers.values())
+        assert self.free_slots == sum(w.free_slots for w in workers.values())
+        assert self.capacity == sum(w.capacity for w in workers.values())
+
+    def _unfile(self, worker: WorkerState) -> None:
+        level = worker.level
+        if worker.takes_tasks:
+            del self.open[level][worker]
+        else:
+            del self.closed[level][worker]
+        self.total_load -= level
+        self.free_slots -= worker.free_slots
+        worker.level = -1
+
+    def _grow(self, level: int) -> None:
+        while len(self.open) <= level:
+            self.open.append({})
+            self.closed.append({})
+            self.listed.append(False)
