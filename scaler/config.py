@@ -109,6 +109,12 @@ TASK_OUTPUT_LIMIT = SETTINGS.declare(
     "most bytes of a task's stdout and stderr sent to a Client(stream_output=True); the rest is dropped, counted",
     flags=("--task-output-limit", "-ol"), check=at_least(0), used_by=(WORKER,),
 )  # fmt: skip
+RETIRE_TIMEOUT = SETTINGS.declare(
+    "retire_timeout_seconds", float, 45.0,
+    "on SIGTERM each worker retires: it gets no new task, its queued ones go to other workers and its running one has"
+    " this long to finish, after which it runs elsewhere; a second SIGTERM (or SIGINT) stops the workers at once",
+    flags=("--retire-timeout", "-rt"), check=positive, used_by=(WORKER,),
+)  # fmt: skip
 
 # --- every process ----------------------------------------------------------------------------------------------------
 LOGGING_PATHS = SETTINGS.declare(
@@ -182,6 +188,7 @@ DEFAULT_NUMBER_OF_WORKERS = N_WORKERS.default
 DEFAULT_DEATH_TIMEOUT_SECONDS = DEATH_TIMEOUT.default
 DEFAULT_OBJECT_RETENTION_SECONDS = OBJECT_RETENTION.default
 DEFAULT_GARBAGE_COLLECT_INTERVAL_SECONDS = GARBAGE_COLLECT_INTERVAL.default
+DEFAULT_RETIRE_TIMEOUT_SECONDS = RETIRE_TIMEOUT.default
 
 # --- defaults that are not user settings ------------------------------------------------------------------------------
 # warnings that peers cause (malformed frames, refused peers, dying processors): see scaler.rate_limit
@@ -191,7 +198,8 @@ DEFAULT_PEER_WARNINGS_INTERVAL_SECONDS = 10.0  # ...and summed up in one line pe
 DEFAULT_PEER_EVENTS_PER_INTERVAL = 1000  # lines on peers connecting and leaving, in all (per peer as warnings)
 
 # worker
-DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS = 5.0  # after SIGTERM, workers get this long to disconnect, then SIGKILL
+DEFAULT_RETIRE_GRACE_SECONDS = 2.0  # a retiring worker's own deadline is the scheduler's plus this (core.py)
+DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS = 5.0  # told to stop at once, workers get this long to leave, then SIGKILL
 DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS = 1.0  # fallback to PR_SET_PDEATHSIG: how often a child checks its parent
 DEFAULT_PROFILING_SAMPLE_INTERVAL_SECONDS = 0.01  # peak-memory sampling, only where Linux can't reset VmHWM
 DEFAULT_PREFETCH_SECONDS = 0.01  # a processor is handed tasks ahead while their expected run time is under this...

@@ -25,7 +25,6 @@ DEFAULT_START_TIMEOUT_SECONDS = 300.0
 DEFAULT_BACKOFF_SECONDS = 30.0
 DEFAULT_INTERVAL_SECONDS = 1.0
 DEFAULT_STATUS_TIMEOUT_SECONDS = 10.0
-DEFAULT_RETIRE_TIMEOUT_SECONDS = 120.0
 DEFAULT_JOB_NAME = "scaler-workers"
 DEFAULT_DEPLOYMENT = "scaler-workers"
 DEFAULT_NAMESPACE = "default"
@@ -111,8 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--retire-timeout",
         type=float,
         metavar="SECONDS",
-        default=DEFAULT_RETIRE_TIMEOUT_SECONDS,
-        help="a retired job still running after this long is killed (local) or scancelled (slurm)",
+        dest="retire_timeout",
+        default=config.RETIRE_TIMEOUT.default,
+        help="a retired job's running tasks get this long to finish (scaler_cluster's --retire-timeout), then run"
+        " elsewhere; a job still there shortly after is killed (local) or scancelled (slurm)",
     )
     pool.add_argument(
         "--interval",
@@ -232,7 +233,9 @@ def make_backend(args: argparse.Namespace, workers_per_job: int, worker_argument
     from scaler.autoscale.backends.base import WorkerCommand, default_worker_command
 
     base = shlex.split(args.worker_command) if args.worker_command else default_worker_command()
-    command = WorkerCommand(tuple(base), args.address, workers_per_job, tuple(worker_arguments))
+    # the jobs' workers retire within the autoscaler's deadline (an explicit one after `--` still wins)
+    options = (*config.RETIRE_TIMEOUT.to_argv(args.retire_timeout), *worker_arguments)
+    command = WorkerCommand(tuple(base), args.address, workers_per_job, options)
     if args.backend == "local":
         from scaler.autoscale.backends.local import LocalBackend
 

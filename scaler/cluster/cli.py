@@ -18,7 +18,8 @@ from scaler.worker.settings import WorkerSettings
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scaler_cluster",
-        description="Run N Scaler workers connected to the scheduler at ADDRESS; stop them all with SIGTERM/SIGINT.",
+        description="Run N Scaler workers connected to the scheduler at ADDRESS. SIGTERM retires them (running tasks"
+        " finish, queued ones go to other workers); a second SIGTERM, or SIGINT, stops them at once.",
         formatter_class=HelpFormatter,
     )
     parser.add_argument("address", help="scheduler address, e.g. tcp://127.0.0.1:2345 or ipc:///tmp/scaler")

@@ -72,14 +72,16 @@ class Cluster:
         return [self._launcher.pid, *(child.pid for child in children)]
 
     def shutdown(self, timeout: float = config.DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS) -> Optional[int]:
-        """Stop every worker: SIGTERM (each worker tells the scheduler it leaves), wait up to `timeout` seconds,
-        then SIGKILL whatever is left of the tree. Returns the launcher's exit code (None if never started)."""
+        """Stop every worker at once: SIGINT (each worker tells the scheduler it leaves; its tasks run elsewhere),
+        wait up to `timeout` seconds, then SIGKILL whatever is left of the tree. Returns the launcher's exit code (None
+        if never started). To let running tasks finish first, send the launcher SIGTERM (`pids()[0]`): it retires its
+        workers, as `scaler_cluster` does."""
         launcher = self._launcher
         if launcher is None:
             return None
         tree = _processes(self.pids())
         if launcher.poll() is None:
-            launcher.send_signal(signal.SIGTERM)
+            launcher.send_signal(signal.SIGINT)
             try:
                 launcher.wait(timeout)
             except subprocess.TimeoutExpired:

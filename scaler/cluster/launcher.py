@@ -5,6 +5,10 @@ Forking is safe here because the launcher never creates a ZeroMQ context, and it
 its own processor fork server before it creates its context. The whole tree dies with the launcher, even on
 SIGKILL: every child sets PR_SET_PDEATHSIG (see scaler.worker.lifetime), forks happen on the main thread, and each
 level also checks its parent pid as a fallback.
+
+SIGTERM retires the workers (each asks the scheduler to take it out of the pool, see scaler/worker/core.py): the
+launcher passes it on and waits for them up to their retirement deadline. A second SIGTERM, or SIGINT, stops them at
+once (SIGINT to each); whatever is left after the shutdown timeout is killed.
 """
 
 from __future__ import annotations
@@ -91,10 +95,12 @@ class ClusterProcess:
             select.select([self._wake_read], [], [], config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS)
             signals = _drain(self._wake_read)
             self._reap()
-            stop_signal = next((signum for signum in signals if signum in (signal.SIGTERM, signal.SIGINT)), None)
-            if stop_signal is not None:
-                logging.info("ClusterProcess: received %s, stopping workers", signal.Signals(stop_signal).name)
+            if signal.SIGINT in signals:
+                logging.info("ClusterProcess: received SIGINT, stopping workers")
                 self._stop_workers()
+                return 0
+            if signal.SIGTERM in signals:
+                self._retire_workers(repeated=signals.count(signal.SIGTERM) > 1)
                 return 0
             if self._parent_pid is not None and not parent_alive(self._parent_pid):
                 logging.error("ClusterProcess: parent %d is gone, stopping workers", self._parent_pid)
@@ -125,16 +131,49 @@ class ClusterProcess:
             if code != 0 and self._exit_code == 0:
                 self._exit_code = code if code > 0 else 1
 
-    def _stop_workers(self) -> None:
+    def _retire_workers(self, repeated: bool) -> None:
+        """SIGTERM: every worker retires (finishes its running task, hands back its queue), within the deadline;
+        another SIGTERM or a SIGINT meanwhile stops them at once."""
+        if repeated:
+            logging.info("ClusterProcess: received SIGTERM twice, stopping workers at once")
+            self._stop_workers()
+            return
+        timeout = self._settings.retire_timeout_seconds
+        logging.info(
+            "ClusterProcess: received SIGTERM, retiring %d worker(s): running tasks have %gs to finish, queued ones go"
+            " to other workers (SIGTERM again to stop them at once)", len(self._workers), timeout,
+        )  # fmt: skip
         for pid in self._workers:
             _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + self._shutdown_timeout_seconds
+        # the workers' own deadline is the scheduler's plus a grace; then they need a moment to leave
+        deadline = time.monotonic() + timeout + config.DEFAULT_RETIRE_GRACE_SECONDS + self._shutdown_timeout_seconds
+        if self._wait_for_workers(deadline, interrupt=True):
+            logging.info("ClusterProcess: stopping the %d worker(s) still retiring at once", len(self._workers))
+            self._stop_workers()
+        elif self._workers:
+            self._kill_left()
+        else:
+            logging.info("ClusterProcess: every worker retired")
+
+    def _wait_for_workers(self, deadline: float, interrupt: bool) -> bool:
+        """Reap workers until none is left or `deadline`; True if a SIGTERM or SIGINT came first (with `interrupt`)."""
         while self._workers and time.monotonic() < deadline:
             select.select([self._wake_read], [], [], min(0.1, max(0.0, deadline - time.monotonic())))
-            _drain(self._wake_read)
+            signals = _drain(self._wake_read)
             self._reap()
+            if interrupt and self._workers and (signal.SIGTERM in signals or signal.SIGINT in signals):
+                return True
+        return False
+
+    def _stop_workers(self) -> None:
+        for pid in self._workers:
+            _signal(pid, signal.SIGINT)  # a worker leaves at once on SIGINT (SIGTERM would retire it)
+        self._wait_for_workers(time.monotonic() + self._shutdown_timeout_seconds, interrupt=False)
+        self._kill_left()
+
+    def _kill_left(self) -> None:
         for pid, index in list(self._workers.items()):
-            logging.warning("Worker[%d] did not stop within %gs, killing it", index, self._shutdown_timeout_seconds)
+            logging.warning("Worker[%d] did not stop in time, killing it", index)
             _signal(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             del self._workers[pid]

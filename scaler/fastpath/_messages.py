@@ -62,6 +62,7 @@ __all__ = [
     "ClientDisconnect",
     "DisconnectReply",
     "WorkerDisconnect",
+    "WorkerRetire",
     "Goodbye",
     "Counter",
     "WorkerStatus",
@@ -1104,18 +1105,61 @@ class WorkerDisconnect:
         )
 
 
+class WorkerRetire:
+    """Cap'n Proto struct WorkerRetire (@0xa7f58e92d1e00a02), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "reason",
+        "deadline_ms",
+        "raw",
+    )
+    WHICH = 20
+
+    reason: str
+    deadline_ms: int
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        reason: str = "",
+        deadline_ms: int = 0,
+    ) -> None:
+        self.reason = reason
+        self.deadline_ms = deadline_ms
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not WorkerRetire:
+            return NotImplemented
+        return (
+            self.reason == other.reason
+            and self.deadline_ms == other.deadline_ms
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "WorkerRetire("
+            + "reason=" + short_repr(self.reason)
+            + ", deadline_ms=" + short_repr(self.deadline_ms)
+            + ")"
+        )
+
+
 class Goodbye:
     """Cap'n Proto struct Goodbye (@0xec9239019fccad23), see scaler/protocol/scaler.capnp."""
 
     __slots__ = (
         "reason",
         "reconnect",
+        "retired",
         "raw",
     )
     WHICH = 17
 
     reason: str
     reconnect: bool
+    retired: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1123,9 +1167,11 @@ class Goodbye:
         *,
         reason: str = "",
         reconnect: bool = False,
+        retired: bool = False,
     ) -> None:
         self.reason = reason
         self.reconnect = reconnect
+        self.retired = retired
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1134,6 +1180,7 @@ class Goodbye:
         return (
             self.reason == other.reason
             and self.reconnect == other.reconnect
+            and self.retired == other.retired
         )
 
     def __repr__(self) -> str:
@@ -1141,6 +1188,7 @@ class Goodbye:
             "Goodbye("
             + "reason=" + short_repr(self.reason)
             + ", reconnect=" + short_repr(self.reconnect)
+            + ", retired=" + short_repr(self.retired)
             + ")"
         )
 
@@ -1198,6 +1246,7 @@ class WorkerStatus:
         "flags",
         "processed",
         "previous_registrations",
+        "retiring",
     )
 
     name: str
@@ -1212,6 +1261,7 @@ class WorkerStatus:
     flags: int
     processed: int
     previous_registrations: int
+    retiring: bool
 
     def __init__(
         self,
@@ -1228,6 +1278,7 @@ class WorkerStatus:
         flags: int = 0,
         processed: int = 0,
         previous_registrations: int = 0,
+        retiring: bool = False,
     ) -> None:
         self.name = name
         self.agent_cpu = agent_cpu
@@ -1241,6 +1292,7 @@ class WorkerStatus:
         self.flags = flags
         self.processed = processed
         self.previous_registrations = previous_registrations
+        self.retiring = retiring
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not WorkerStatus:
@@ -1258,6 +1310,7 @@ class WorkerStatus:
             and self.flags == other.flags
             and self.processed == other.processed
             and self.previous_registrations == other.previous_registrations
+            and self.retiring == other.retiring
         )
 
     def __repr__(self) -> str:
@@ -1275,6 +1328,7 @@ class WorkerStatus:
             + ", flags=" + short_repr(self.flags)
             + ", processed=" + short_repr(self.processed)
             + ", previous_registrations=" + short_repr(self.previous_registrations)
+            + ", retiring=" + short_repr(self.retiring)
             + ")"
         )
 
@@ -1447,13 +1501,14 @@ _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
 _DATA_BALANCE_REQUEST = struct.Struct("<I")
 _DATA_CLIENT_DISCONNECT = struct.Struct("<B")
 _DATA_DISCONNECT_REPLY = struct.Struct("<B")
+_DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
-_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQI")
+_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQI")
 _DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQ")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
-_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBxxxQQIxxxxiI")
+_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiI")
 _HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000200")
 _MESSAGE_HELLO = struct.Struct("<II24sIHxxIIIxxxxiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000002000100")
@@ -1494,6 +1549,8 @@ _HEAD_SCHEDULER_STATUS = bytes.fromhex("0000000001000100120000000000000000000000
 _MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQiIiIiIiIiI")
 _HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000200")
 _MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
+_HEAD_WORKER_RETIRE = bytes.fromhex("000000000100010014000000000000000000000001000100")
+_MESSAGE_WORKER_RETIRE = struct.Struct("<II24sIxxxxiI")
 
 
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
@@ -1771,11 +1828,22 @@ def _read_worker_disconnect(r: Reader, lo: int, hi: int, d: int, dn: int, p: int
     return obj
 
 
+def _read_worker_retire(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> WorkerRetire:
+    buf = r.buf
+    obj = _new(WorkerRetire)
+    u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
+    obj.deadline_ms = u0
+    obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
+    obj.raw = None
+    return obj
+
+
 def _read_goodbye(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Goodbye:
     buf = r.buf
     obj = _new(Goodbye)
     u0 = buf[d] if dn >= 1 else 0
     obj.reconnect = (u0 & 1) != 0
+    obj.retired = (u0 & 2) != 0
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
@@ -1805,7 +1873,7 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     buf = r.buf
     obj = _new(WorkerStatus)
     if dn >= 60:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10 = _DATA_WORKER_STATUS.unpack_from(buf, d)
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11 = _DATA_WORKER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_f.unpack_from(buf, d)[0] if dn >= 4 else 0.0
         u1 = _UNIT_f.unpack_from(buf, d + 4)[0] if dn >= 8 else 0.0
@@ -1815,9 +1883,10 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
         u5 = _UNIT_I.unpack_from(buf, d + 28)[0] if dn >= 32 else 0
         u6 = _UNIT_I.unpack_from(buf, d + 32)[0] if dn >= 36 else 0
         u7 = buf[d + 36] if dn >= 37 else 0
-        u8 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
-        u9 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
-        u10 = _UNIT_I.unpack_from(buf, d + 56)[0] if dn >= 60 else 0
+        u8 = buf[d + 37] if dn >= 38 else 0
+        u9 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
+        u10 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
+        u11 = _UNIT_I.unpack_from(buf, d + 56)[0] if dn >= 60 else 0
     obj.agent_cpu = u0
     obj.cpu = u1
     obj.agent_rss = u2
@@ -1826,9 +1895,10 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.sent = u5
     obj.queued = u6
     obj.flags = u7
-    obj.lag_us = u8
-    obj.processed = u9
-    obj.previous_registrations = u10
+    obj.retiring = (u8 & 1) != 0
+    obj.lag_us = u9
+    obj.processed = u10
+    obj.previous_registrations = u11
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     return obj
 
@@ -3402,6 +3472,7 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
         raise NotCanonical  # truncated
     obj = _new(Goodbye)
     obj.reconnect = (u0 & 1) != 0
+    obj.retired = (u0 & 2) != 0
     c = 48
     if b0:
         n = b0 >> 3
@@ -3422,6 +3493,8 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
 def _encode_goodbye(msg: Goodbye, parts: list) -> int:
     v = msg.reconnect
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+    v = msg.retired
+    u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     base = len(parts)
     parts.append(b"")
     c = 48
@@ -3597,7 +3670,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         c = e1 + (b4 >> 3 << 3)
         items1 = []
         for e1 in range(e1, c, 72):
-            u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, a1_0, b1_0 = _CANON_WORKER_STATUS.unpack_from(m, e1)
+            u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0 = _CANON_WORKER_STATUS.unpack_from(m, e1)
             el1 = _new(WorkerStatus)
             el1.agent_cpu = u1_0
             el1.cpu = u1_1
@@ -3607,9 +3680,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
             el1.sent = u1_5
             el1.queued = u1_6
             el1.flags = u1_7
-            el1.lag_us = u1_8
-            el1.processed = u1_9
-            el1.previous_registrations = u1_10
+            el1.retiring = (u1_8 & 1) != 0
+            el1.lag_us = u1_9
+            el1.processed = u1_10
+            el1.previous_registrations = u1_11
             if b1_0:
                 n = b1_0 >> 3
                 if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
@@ -3783,6 +3857,8 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         for el1 in items1:
             if el1.__class__ is not WorkerStatus:
                 raise NotCanonical
+            v = el1.retiring
+            u1_8 = 1 if v is True else 0 if v is False else bool_bit(v)
             v = el1.name
             if v.__class__ is not str:
                 raise NotCanonical
@@ -3805,6 +3881,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 el1.sent,
                 el1.queued,
                 el1.flags,
+                u1_8,
                 el1.lag_us,
                 el1.processed,
                 el1.previous_registrations,
@@ -3942,6 +4019,57 @@ def _encode_task_output(msg: TaskOutput, parts: list) -> int:
     parts[base] = _MESSAGE_TASK_OUTPUT.pack(0, c - 8 >> 3, _HEAD_TASK_OUTPUT, msg.stream, a0, b0, a1, b1)
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
+    return c
+
+
+def _decode_worker_retire(frame: bytes, pos: int) -> WorkerRetire:
+    segments, words, head, u0, a0, b0 = _MESSAGE_WORKER_RETIRE.unpack_from(frame, pos)
+    if segments or head != _HEAD_WORKER_RETIRE:
+        raise NotCanonical
+    end = pos + 8 + (words << 3)
+    if end == len(frame) and not pos:
+        m = frame
+    elif end <= len(frame):
+        m = frame[pos:end]
+    else:
+        raise NotCanonical  # truncated
+    obj = _new(WorkerRetire)
+    obj.deadline_ms = u0
+    c = 48
+    if b0:
+        n = b0 >> 3
+        if a0 + a0 != c - 46 or b0 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.reason = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.reason = ""
+    if c != end - pos:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _encode_worker_retire(msg: WorkerRetire, parts: list) -> int:
+    base = len(parts)
+    parts.append(b"")
+    c = 48
+    v = msg.reason
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a0 = c - 46 >> 1
+        b0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a0 = b0 = 0
+    parts[base] = _MESSAGE_WORKER_RETIRE.pack(0, c - 8 >> 3, _HEAD_WORKER_RETIRE, msg.deadline_ms, a0, b0)
     return c
 
 
@@ -4088,9 +4216,16 @@ def _fill_worker_disconnect(buf: bytearray, blobs: Blobs, start: int, obj: Worke
     write_text(buf, start + 0, obj.reason)
 
 
+def _fill_worker_retire(buf: bytearray, blobs: Blobs, start: int, obj: WorkerRetire) -> None:
+    _DATA_WORKER_RETIRE.pack_into(buf, start, obj.deadline_ms)
+    write_text(buf, start + 8, obj.reason)
+
+
 def _fill_goodbye(buf: bytearray, blobs: Blobs, start: int, obj: Goodbye) -> None:
     v = obj.reconnect
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+    v = obj.retired
+    u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     _DATA_GOODBYE.pack_into(buf, start, u0)
     write_text(buf, start + 8, obj.reason)
 
@@ -4113,6 +4248,8 @@ def _write_list_counter(buf: bytearray, blobs: Blobs, at: int, items: list[Count
 
 
 def _fill_worker_status(buf: bytearray, blobs: Blobs, start: int, obj: WorkerStatus) -> None:
+    v = obj.retiring
+    u8 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_WORKER_STATUS.pack_into(
         buf,
         start,
@@ -4124,6 +4261,7 @@ def _fill_worker_status(buf: bytearray, blobs: Blobs, start: int, obj: WorkerSta
         obj.sent,
         obj.queued,
         obj.flags,
+        u8,
         obj.lag_us,
         obj.processed,
         obj.previous_registrations,
@@ -4371,6 +4509,16 @@ def _build_task_output(msg: TaskOutput, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
+_PREFIX_WORKER_RETIRE = bytes.fromhex("0000000000000000000000000100010014000000000000000000000001000100") + bytes(16)
+
+
+def _build_worker_retire(msg: WorkerRetire, parts: list) -> int:
+    buf = bytearray(_PREFIX_WORKER_RETIRE)
+    blobs: Blobs = []
+    _fill_worker_retire(buf, blobs, 32, msg)
+    return finish_message(parts, buf, blobs)
+
+
 ROOT_DISCRIMINANT_BYTE = 0
 ROOT_MEMBER_POINTER_BYTE = 0
 
@@ -4395,6 +4543,7 @@ MESSAGE_TYPES = (
     Goodbye,
     SchedulerStatus,
     TaskOutput,
+    WorkerRetire,
 )
 
 # By message type (the union's discriminant): the general reader of a message's body, its fast reader.
@@ -4419,6 +4568,7 @@ BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ..
     _read_goodbye,
     _read_scheduler_status,
     _read_task_output,
+    _read_worker_retire,
 )
 FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_hello,
@@ -4441,6 +4591,7 @@ FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_goodbye,
     _decode_scheduler_status,
     _decode_task_output,
+    _decode_worker_retire,
 )
 
 # Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out
@@ -4466,6 +4617,7 @@ PARTS_ENCODERS: dict[type, Callable[[object, list], int]] = {
     Goodbye: _encode_goodbye,
     SchedulerStatus: _encode_scheduler_status,
     TaskOutput: _encode_task_output,
+    WorkerRetire: _encode_worker_retire,
 }
 BYTEARRAY_ENCODERS: dict[type, Callable[[object, list], int]] = {
     Hello: _build_hello,
@@ -4488,6 +4640,7 @@ BYTEARRAY_ENCODERS: dict[type, Callable[[object, list], int]] = {
     Goodbye: _build_goodbye,
     SchedulerStatus: _build_scheduler_status,
     TaskOutput: _build_task_output,
+    WorkerRetire: _build_worker_retire,
 }
 ENCODERS = BYTEARRAY_ENCODERS if sys.implementation.name == "pypy" else PARTS_ENCODERS
 
@@ -4604,9 +4757,14 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
     WorkerDisconnect: (
         FieldInfo("reason", "reason", "text", None),
     ),
+    WorkerRetire: (
+        FieldInfo("reason", "reason", "text", None),
+        FieldInfo("deadline_ms", "deadlineMs", "uint32", None),
+    ),
     Goodbye: (
         FieldInfo("reason", "reason", "text", None),
         FieldInfo("reconnect", "reconnect", "bool", None),
+        FieldInfo("retired", "retired", "bool", None),
     ),
     Counter: (
         FieldInfo("name", "name", "text", None),
@@ -4625,6 +4783,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("flags", "flags", "uint8", None),
         FieldInfo("processed", "processed", "uint64", None),
         FieldInfo("previous_registrations", "previousRegistrations", "uint32", None),
+        FieldInfo("retiring", "retiring", "bool", None),
     ),
     SchedulerStatus: (
         FieldInfo("time_us", "timeUs", "uint64", None),

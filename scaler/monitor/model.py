@@ -42,11 +42,14 @@ def format_lag(microseconds: int) -> str:
 
 
 REGISTERED_AGAIN_MARK = "~"  # before the name of a worker that registered again after a lost scheduler
+RETIRING_MARK = "<"  # before the name of a worker that is retiring: it gets no new task and leaves once done
 
 
 def worker_label(worker: WorkerStatus) -> str:
-    """The worker's name, marked if it survived a lost scheduler (a restart) and registered again."""
-    return REGISTERED_AGAIN_MARK + worker.name if worker.previous_registrations else worker.name
+    """The worker's name, marked if it is retiring, or if it survived a lost scheduler (a restart) and registered
+    again."""
+    name = REGISTERED_AGAIN_MARK + worker.name if worker.previous_registrations else worker.name
+    return RETIRING_MARK + name if worker.retiring else name
 
 
 def format_flags(flags: int) -> str:

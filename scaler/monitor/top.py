@@ -19,6 +19,7 @@ from scaler.monitor.model import (
     DEFAULT_SORT_KEY,
     ITL_HEADER,
     REGISTERED_AGAIN_MARK,
+    RETIRING_MARK,
     SORT_KEYS,
     WORKER_COLUMNS,
     Section,
@@ -78,9 +79,11 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
     lines += [Line(part) for part in textwrap.wrap(shortcuts_text(), width)]  # whole, on a narrow terminal too
     lines.append(Line(""))
     again = sum(1 for worker in status.workers if worker.previous_registrations)
+    retiring = sum(1 for worker in status.workers if worker.retiring)
     lines.append(
         Line(
             f"Total {len(status.workers)} worker(s)"
+            + (f", {retiring} retiring ({RETIRING_MARK})" if retiring else "")
             + (f", {again} registered again after a lost scheduler ({REGISTERED_AGAIN_MARK})" if again else "")
         )
     )

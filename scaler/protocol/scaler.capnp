@@ -188,11 +188,21 @@ struct WorkerDisconnect {
   reason @0 :Text;
 }
 
+struct WorkerRetire {
+  # Worker to scheduler: take this worker out of the pool without losing or repeating a task (its scaler_cluster got
+  # SIGTERM: an autoscaler, Slurm or Kubernetes is ending its job). The scheduler sends it no new task, takes back
+  # its queued ones (BalanceRequest) for other workers, lets the running one finish, then says Goodbye(retired).
+  reason @0 :Text;
+  deadlineMs @1 :UInt32;  # a task still running here this long after the request is run again elsewhere (its late
+                          # result is ignored) and the worker is told to go; 0: at once
+}
+
 struct Goodbye {
   # Scheduler to a peer: the scheduler is stopping, or has dropped this peer.
   reason @0 :Text;
   reconnect @1 :Bool;   # register again (Hello) rather than leave: this scheduler does not know the peer (it was
                         # restarted), or it stops on a signal and one may come back on its address (an upgrade)
+  retired @2 :Bool;     # the end of a WorkerRetire: every task the worker held is settled or runs elsewhere; it exits
 }
 
 struct Counter {
@@ -213,6 +223,7 @@ struct WorkerStatus {
   flags @9 :UInt8;
   processed @10 :UInt64;
   previousRegistrations @11 :UInt32;  # from its Hello: >0 for a worker that registered again after a lost scheduler
+  retiring @12 :Bool;                 # it asked to retire (WorkerRetire): it gets no new task and leaves once done
 }
 
 struct SchedulerStatus {
@@ -263,5 +274,6 @@ struct Message {
     goodbye @17 :Goodbye;
     schedulerStatus @18 :SchedulerStatus;
     taskOutput @19 :TaskOutput;
+    workerRetire @20 :WorkerRetire;
   }
 }

@@ -43,6 +43,7 @@ from scaler.protocol import (
     TaskStatus,
     WorkerDisconnect,
     WorkerHeartbeat,
+    WorkerRetire,
     decode_frame,
     encode,
     heartbeat_flags,
@@ -80,6 +81,11 @@ _INLINE = int(ArgumentKind.inline)
 _INLINE_RESULT_BYTES = config.DEFAULT_INLINE_LIMIT_BYTES
 FINISHED_NAMES = tuple(status.name for status in TaskStatus)
 
+
+def _ready_since(task: TaskState) -> float:
+    return task.ready_since
+
+
 Handler = Callable[..., None]
 Peer = Union[WorkerState, ClientState]
 
@@ -109,6 +115,7 @@ class SchedulerCore:
         self.settings = settings
         self.tasks: Dict[bytes, TaskState] = {}
         self.workers: Dict[bytes, WorkerState] = {}
+        self.retiring: Dict[bytes, WorkerState] = {}  # workers that asked to retire (WorkerRetire), until they go
         self.clients: Dict[bytes, ClientState] = {}
         self.objects: Dict[bytes, StoredObject] = {}
         self.ready: Deque[TaskState] = deque()
@@ -158,6 +165,7 @@ class SchedulerCore:
             (ObjectRequest, self._on_object_request),
             (BalanceResponse, self._on_balance_response),
             (WorkerDisconnect, self._on_worker_disconnect),
+            (WorkerRetire, self._on_worker_retire),
             (Hello, self._on_hello_again),
         ):
             self._worker_handlers[message_type.WHICH] = handler
@@ -188,6 +196,8 @@ class SchedulerCore:
                 self._misuse(peer, state, type(message).__name__, now)
                 continue
             handler(state, message, now)
+        if self.retiring:  # rare: one check per frame, none per task
+            self._advance_retirements(now)
         self._assign_ready()
 
     def receive_malformed(self, peer: bytes, reason: str, now: float) -> None:
@@ -218,6 +228,8 @@ class SchedulerCore:
         if now >= self._next_balance:
             self._next_balance = now + self.settings.balance_interval_seconds
             self._balance()
+        if self.retiring:
+            self._advance_retirements(now)
         self._assign_ready()
 
     def _drop_silent_peers(self, now: float) -> None:
@@ -303,6 +315,10 @@ class SchedulerCore:
         assert len(queued) == len({id(task) for task in queued}) == counts[READY], "ready tasks not queued once each"
         assert all(a.ready_since <= b.ready_since for a, b in zip(queued, queued[1:])), "ready queue not oldest first"
         self.loads.validate(self.workers)
+        retiring = {identity for identity, worker in self.workers.items() if worker.retire_deadline is not None}
+        assert retiring == set(self.retiring), "the retiring workers and the retiring index differ"
+        assert all(self.workers.get(identity) is worker for identity, worker in self.retiring.items())
+        assert all(worker.row.retiring == (worker.retire_deadline is not None) for worker in self.workers.values())
         assert self.tasks_running == sum(worker.running for worker in self.workers.values())
         watched = [
             peer
@@ -450,12 +466,65 @@ class SchedulerCore:
         self._send_message(worker.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
 
     def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
-        self._drop_worker(worker, "disconnected: {}".format(message.reason or "no reason given"), now)
+        # A retiring worker that leaves before its retirement is over was stopped from outside (a second SIGTERM, its
+        # own deadline): what it ran did not kill it, so no task is blamed.
+        reason = "disconnected: {}".format(message.reason or "no reason given")
+        self._drop_worker(worker, reason, now, blame=worker.retire_deadline is None)
 
-    def _drop_worker(self, worker: WorkerState, reason: str, now: float) -> None:
-        """Forget a worker; what it held runs elsewhere, unless a task has now killed too many workers."""
+    # ---- retirement --------------------------------------------------------------------------------------------------
+
+    def _on_worker_retire(self, worker: WorkerState, message: WorkerRetire, now: float) -> None:
+        self.retire(worker.identity, message.deadline_ms / 1000, now, message.reason or "it asked to")
+
+    def retire(self, identity: bytes, deadline_seconds: float, now: float, reason: str) -> bool:
+        """Take a worker out of the pool without losing or repeating a task: it gets no new task, its queued tasks
+        come back (BalanceRequest) for other workers, its running ones may finish for `deadline_seconds`, after which
+        they run elsewhere (a late result is ignored: the task settles once). Then Goodbye(retired) tells it to exit.
+        False if the worker is unknown. Asked again, the earlier deadline stands."""
+        worker = self.workers.get(identity)
+        if worker is None:
+            return False
+        if worker.retire_deadline is not None:
+            return True
+        worker.retire_deadline = now + deadline_seconds
+        worker.row.retiring = True
+        self.retiring[identity] = worker
+        self.loads.file(worker)  # no free slot from now on: never a placement or balancing target (WorkerLoads.file)
+        self.peer_events.log(
+            identity,
+            now,
+            "worker %s retiring (%s): %d task(s) to finish or hand back within %gs",
+            worker.name,
+            reason,
+            len(worker.assigned),
+            deadline_seconds,
+        )
+        if worker.assigned:  # it hands back those it has not started
+            worker.balance_pending = True
+            self._send_message(identity, BalanceRequest(count=len(worker.assigned)))
+        return True
+
+    def _advance_retirements(self, now: float) -> None:
+        """Let go of retiring workers that hold nothing any more, or whose deadline passed."""
+        for worker in list(self.retiring.values()):
+            if worker.assigned and now < worker.retire_deadline:
+                continue
+            if worker.assigned:
+                self._drop_worker(worker, "retirement deadline passed: its tasks run elsewhere", now, blame=False)
+                reason = "retired: the deadline passed, your unfinished tasks run elsewhere"
+            else:
+                self._drop_worker(worker, "retired", now)
+                reason = "retired: every task you held is settled"
+            self._send_message(worker.identity, Goodbye(reason=reason, retired=True))
+
+    # ---- leaving -----------------------------------------------------------------------------------------------------
+
+    def _drop_worker(self, worker: WorkerState, reason: str, now: float, blame: bool = True) -> None:
+        """Forget a worker; what it held runs elsewhere, unless a task has now killed too many workers. With `blame`
+        false the worker did not die (a retirement): no task counts a retry."""
         if self.workers.pop(worker.identity, None) is None:
             return
+        self.retiring.pop(worker.identity, None)
         self.loads.remove(worker)
         self.tasks_running -= worker.running
         self.peer_events.log(
@@ -467,7 +536,8 @@ class SchedulerCore:
             len(worker.assigned),
         )
         retry_limit = self.settings.task_retry_limit
-        suspects = self._likely_running(worker)
+        suspects = self._likely_running(worker) if blame else set()
+        back: List[TaskState] = []  # newest first
         for task_id in reversed(list(worker.assigned)):
             task = self.tasks.get(task_id)
             if task is None or task.worker != worker.identity:
@@ -481,7 +551,7 @@ class SchedulerCore:
             self._cancel_children(task)
             if task_id not in suspects:
                 self._set_state(task, READY)
-                self.ready.appendleft(task)
+                back.append(task)
                 continue
             task.retries += 1
             if task.retries >= retry_limit:
@@ -493,7 +563,9 @@ class SchedulerCore:
                 self._finish_locally(task, int(TaskStatus.worker_died), b"", text)
                 continue
             self._set_state(task, READY)
-            self.ready.appendleft(task)  # first in line: it has waited longest
+            back.append(task)
+        back.reverse()
+        self._hand_back(back)
 
     def _likely_running(self, worker: WorkerState) -> Set[bytes]:
         """The tasks a dead worker most likely was running, which alone count a retry: a task merely queued there
@@ -920,17 +992,25 @@ class SchedulerCore:
 
     def _balance(self) -> None:
         """Move queued tasks from the busiest workers to idle ones; running tasks never move. Asks the busiest first
-        and stops once the idle workers would get their fair share, so it touches only the workers it asks."""
-        if self.ready or len(self.workers) < 2:
+        and stops once the idle workers would get their fair share, so it touches only the workers it asks. Retiring
+        workers are neither (they have no free slot, so never count as idle, and were asked for all they hold)."""
+        retiring = self.retiring
+        pool = len(self.workers) - len(retiring)
+        if self.ready or pool < 2:
             return
         loads = self.loads
         loads.settle()
         idle = loads.idle()
         if not idle:
             return
-        fair_share = max(1, loads.total_load // len(self.workers))
+        total_load = loads.total_load
+        if retiring:  # rare, and O(retiring workers)
+            total_load -= sum(worker.level for worker in retiring.values())
+        fair_share = max(1, total_load // pool)
         wanted = idle * fair_share
         for worker in loads.busiest(max(2, fair_share + 1)):  # parked tasks neither run nor move
+            if worker.retire_deadline is not None:
+                continue
             surplus = worker.level - fair_share
             if not worker.balance_pending:
                 worker.balance_pending = True
@@ -955,6 +1035,29 @@ class SchedulerCore:
             moved.append(task)
         self.loads.file(worker)
         if moved:
-            # first in line, in their original order: they have waited longest
-            self.ready.extendleft(reversed(moved))
+            self._hand_back(moved)
             logger.debug("balanced %d task(s) away from %s", len(moved), worker.name)
+
+    def _hand_back(self, tasks: List[TaskState]) -> None:
+        """Queue tasks a worker no longer holds (it left, retired, or balancing took them) where they belong: by when
+        each first became ready, so the first in line is still the one that has waited longest. They go ahead of every
+        task that became ready after them, which is all the queue holds unless earlier hand-backs are still waiting
+        (workers leaving one after the other while none has room): those few are merged with them."""
+        tasks = [task for task in tasks if task.state == READY and self.tasks.get(task.task_id) is task]
+        if not tasks:
+            return
+        tasks.sort(key=_ready_since)  # stable; in the order they were assigned, which is already this one
+        ready = self.ready
+        newest = tasks[-1].ready_since
+        older: List[TaskState] = []
+        while ready:
+            task = ready[0]
+            live = task.state == READY and self.tasks.get(task.task_id) is task
+            if live and task.ready_since >= newest:
+                break
+            ready.popleft()
+            if live:  # stale entries (tasks canceled or finished while queued) are dropped on the way
+                older.append(task)
+        if older:
+            tasks = sorted(older + tasks, key=_ready_since)
+        ready.extendleft(reversed(tasks))

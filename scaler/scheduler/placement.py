@@ -34,7 +34,8 @@ class WorkerLoads:
     cleaned lazily). Ties go to the worker filed last at that level, so a burst over idle workers still spreads one task
     per worker before any gets a second. Balancing walks the levels from the top down and stops as soon as it has
     found enough surplus, so it touches only the busiest workers. The counts the status reports (free slots, total
-    load, capacity) are kept as workers move, not summed when asked."""
+    load, capacity) are kept as workers move, not summed when asked. A retiring worker has no free slot: always closed.
+    """
 
     __slots__ = ("open", "closed", "levels", "listed", "total_load", "free_slots", "capacity", "stale")
 
@@ -80,8 +81,10 @@ class WorkerLoads:
         held = len(worker.assigned) - worker.parked
         level = held if held > 0 else 0
         slots = worker.capacity - held  # more than its capacity while it holds fewer tasks than it parks
-        if slots < 0:
-            slots = 0  # tasks assigned while parked ones lent their slots, and those went back to work
+        if slots < 0 or worker.retire_deadline is not None:
+            # tasks assigned while parked ones lent their slots, and those went back to work; or a retiring worker,
+            # which takes no task: filed closed, it is never placed on nor counted idle or free
+            slots = 0
         old = worker.level
         if old >= 0:
             if old == level and worker.free_slots == slots:
@@ -141,7 +144,8 @@ class WorkerLoads:
                     assert workers.get(worker.identity) is worker, f"{worker.name} filed but not connected"
                     held = len(worker.assigned) - worker.parked
                     assert worker.level == level == max(0, held), f"{worker.name} filed at {level}, load {held}"
-                    assert worker.free_slots == max(0, worker.capacity - held), f"{worker.name}: wrong free slots"
+                    free = 0 if worker.retire_deadline is not None else max(0, worker.capacity - held)
+                    assert worker.free_slots == free, f"{worker.name}: wrong free slots"
                     assert worker.takes_tasks == is_open, f"{worker.name} in the wrong room"
                     if worker.free_slots == 0 or worker.free_slots >= worker.refill_mark:
                         assert is_open == (worker.free_slots > 0), f"{worker.name} open or closed wrongly"

@@ -74,6 +74,7 @@ class WorkerState:
         "free_slots",
         "refill_mark",
         "stale",
+        "retire_deadline",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -97,6 +98,8 @@ class WorkerState:
         self.free_slots = 0
         self.refill_mark = 1
         self.stale = False  # its load changed since it was filed
+        # Set when it asked to retire (WorkerRetire): it gets no new task, and what it still runs then is run elsewhere
+        self.retire_deadline: Optional[float] = None
 
 
 class ClientState:

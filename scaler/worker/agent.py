@@ -168,8 +168,13 @@ class WorkerAgent:
         except BlockingIOError:
             return
         for signum in received:
-            if signum in (signal.SIGTERM, signal.SIGINT):
-                self._core.stop(EXIT_OK, f"received {signal.Signals(signum).name}", disconnect=True)
+            if signum == signal.SIGTERM:
+                # Retire: the scheduler moves the queued tasks and waits for the running one. Repeated SIGTERMs
+                # change nothing (a process group may get one from its manager and one from scaler_cluster); the
+                # launcher stops its workers at once with SIGINT.
+                self._core.retire(self._settings.retire_timeout_seconds, "received SIGTERM", time.monotonic())
+            elif signum == signal.SIGINT:
+                self._core.stop(EXIT_OK, "received SIGINT", disconnect=True)
 
     def _read_scheduler(self, now: float) -> None:
         messages: List[object] = []

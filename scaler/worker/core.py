@@ -19,6 +19,11 @@ A lost scheduler is a state, not an exit: when the connection closes (a schedule
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
 its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
 registers as a new worker, retrying with backoff; it exits only when nothing was heard for the death timeout.
+
+Retirement (`retire`, on SIGTERM): the worker asks the scheduler to take it out of the pool (WorkerRetire), hands back
+its queued tasks when asked (BalanceRequest), runs the rest, and exits on Goodbye(retired). If the scheduler does not
+say so within the deadline (plus a grace), or is lost meanwhile, it exits at once: a retiring worker never registers
+again.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from scaler.protocol import (
     TaskStatus,
     WorkerDisconnect,
     WorkerHeartbeat,
+    WorkerRetire,
     heartbeat_flags,
 )
 from scaler.rate_limit import LimitedLog
@@ -100,6 +106,9 @@ EXIT_BROKEN = 3  # the worker can no longer start processors
 RECONNECT_FIRST_SECONDS = 1.0  # after a lost scheduler, Hello again this long after the first one, doubling...
 RECONNECT_MAX_SECONDS = 10.0  # ...up to this (ZeroMQ itself reconnects the socket meanwhile)
 CANCELED_CHECK_SECONDS = 0.02  # how often progress is checked for a canceled task that started all the same
+# A retiring worker waits this much longer than the deadline it gave the scheduler, whose Goodbye(retired) normally
+# comes first: its own deadline only guards against a scheduler that stopped answering.
+RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
 _SUCCESS = TaskStatus.success
 _NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
@@ -135,6 +144,7 @@ class WorkerCore:
         # What the scheduler, or the tasks it sends, make us warn about: a few lines per kind, then a summary.
         self.warnings = LimitedLog(logger, prefix=f"{name}: ")
         self.exit_code: Optional[int] = None
+        self.retiring_until: Optional[float] = None  # set by `retire`: exit at the latest then
         self._now = now
         self._next_heartbeat = now
         self._next_garbage_collect = now + settings.garbage_collect_interval_seconds
@@ -306,6 +316,9 @@ class WorkerCore:
         """Timers: the scheduler's silence, heartbeats, reconnection, spares, object retention."""
         self._now = now
         self.warnings.flush(now)
+        if self.retiring_until is not None and now >= self.retiring_until:
+            self._exit(EXIT_OK, "no go-ahead from the scheduler within the retirement deadline: leaving now", True)
+            return
         silent = now - self.last_heard
         if silent >= self.settings.death_timeout_seconds:
             if self.registrations:
@@ -336,9 +349,29 @@ class WorkerCore:
         """Leave (a signal, the launcher gone, the processors impossible to start)."""
         self._exit(code, reason, disconnect)
 
+    def retire(self, deadline_seconds: float, reason: str, now: float) -> None:
+        """Leave the pool without losing or repeating a task: ask the scheduler (WorkerRetire), which takes back the
+        queued tasks, lets the running ones finish within `deadline_seconds`, then says Goodbye(retired). Not
+        registered, or with no deadline, there is nothing to hand over: exit at once. Asked again: no change."""
+        self._now = now
+        if self.exit_code is not None or self.retiring_until is not None:
+            return
+        if self.connection != CONNECTED or deadline_seconds <= 0:
+            self._exit(EXIT_OK, f"{reason}: leaving at once (not registered, or no retirement deadline)", True)
+            return
+        self.retiring_until = now + deadline_seconds + RETIRE_GRACE_SECONDS
+        deadline_ms = min(int(deadline_seconds * 1000), 2**32 - 1)
+        self._outgoing.append((WorkerRetire(reason=reason, deadline_ms=deadline_ms), 0))
+        logger.info(
+            "%s: %s: retiring, %d task(s) to finish or hand back within %gs", self.name, reason, len(self.tasks),
+            deadline_seconds,
+        )  # fmt: skip
+
     def next_deadline(self) -> float:
         """When `tick` has something to do at the latest."""
         deadline = min(self.last_heard + self.settings.death_timeout_seconds, self._next_garbage_collect)
+        if self.retiring_until is not None:
+            deadline = min(deadline, self.retiring_until)
         if self.connection == CONNECTED:
             deadline = min(deadline, self._next_heartbeat, self.last_heard + self.lost_after)
         elif self._next_connect is not None:
@@ -407,6 +440,13 @@ class WorkerCore:
         self.lag_us = max(0, int(self._now * 1_000_000) - echo.sent_at_us)
 
     def _on_goodbye(self, goodbye: Goodbye) -> None:
+        if goodbye.retired:
+            self._outgoing = []  # the scheduler has forgotten us: what we would still send settles nothing
+            self._exit(EXIT_OK, goodbye.reason)
+            return
+        if goodbye.reconnect and self.retiring_until is not None:
+            self._lose_scheduler(f"scheduler said goodbye: {goodbye.reason}")
+            return
         if goodbye.reconnect:  # a scheduler that does not know us (restarted), or stopped from outside (an upgrade)
             if self.connection == CONNECTED:
                 self._lose_scheduler(f"scheduler said goodbye: {goodbye.reason}")
@@ -416,7 +456,12 @@ class WorkerCore:
     def _lose_scheduler(self, why: str) -> None:
         """The scheduler is gone (its connection closed), or dropped us (nothing heard for its peer timeout). Forget
         its tasks and register again on a new connection: a restarted scheduler, or the same one, takes us as a new
-        worker."""
+        worker. A retiring worker exits instead: its tasks are lost with the scheduler's state either way (their
+        clients resubmit them), and it was leaving."""
+        if self.retiring_until is not None:
+            self._outgoing = []  # nobody waits for it
+            self._exit(EXIT_OK, f"{why} while retiring: leaving now, its {len(self.tasks)} task(s) run elsewhere")
+            return
         logger.warning(
             "%s: %s: %d task(s) dropped, registering again (exit if nothing is heard for %gs)",
             self.name,

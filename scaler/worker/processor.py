@@ -15,7 +15,7 @@ import time
 import traceback
 from collections import deque
 from types import TracebackType
-from typing import Any, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 import cloudpickle
 
@@ -76,6 +76,30 @@ class _LoadFailure:
         self.traceback = error.__traceback__
 
 
+def _ignore_sigterm() -> None:
+    """Slurm (proctrack/linuxproc, cgroup) signals every process of a job step, and that SIGTERM retires the worker,
+    whose running task must be allowed to finish: the processor ignores it. With a handler rather than SIG_IGN, which
+    programs the task runs would inherit (exec resets handlers to the default, not SIG_IGN); and around each os.fork
+    of the task (multiprocessing) the default is back, so a child ends on SIGTERM as it always would, even one
+    signalled before it ran a line of Python (whose handler would have lost that signal)."""
+    processor_pid = os.getpid()
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if os.getpid() != processor_pid:  # a child forked on another thread, which kept this handler
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def set_handler(handler: Any) -> Callable[[], None]:
+        def set_it() -> None:
+            if threading.current_thread() is threading.main_thread():  # signal.signal works there only
+                signal.signal(signal.SIGTERM, handler)
+
+        return set_it
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    os.register_at_fork(before=set_handler(signal.SIG_DFL), after_in_parent=set_handler(on_sigterm))
+
+
 def run_processor(
     sock: socket.socket, progress_fd: int, parent_pid: int, watch_parent: bool, capture: OutputCapture
 ) -> None:
@@ -86,7 +110,8 @@ def run_processor(
     because a thread here would make every os.fork() in user code warn (Python >= 3.12) and risk its locks.
     `capture`: sends what a task with streamOutput writes to fds 1 and 2 to the agent, ended before its result.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when a processor stops, not Ctrl-C
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when a processor stops, not Ctrl-C...
+    _ignore_sigterm()  # ...nor a job manager's SIGTERM to every process of the job
     if watch_parent:
         threading.Thread(
             target=_exit_when_orphaned, args=(parent_pid,), name="scaler-orphan-check", daemon=True

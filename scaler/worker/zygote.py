@@ -190,8 +190,10 @@ def describe_wait_status(wait_status: Optional[int]) -> str:
 
 def _serve(control: socket.socket, agent_pid: int) -> None:
     die_with_parent(agent_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the agent decides
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Ctrl-C reaches the whole process group, and a job manager's SIGTERM may reach every process of the job (it
+    # retires the worker): the agent decides when the fork server stops. Processors set their own SIGTERM handler.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
     os.set_blocking(wake_write, False)

@@ -147,11 +147,14 @@ class Scenario:
 
     # --- the work ---
 
-    def burst(self, tasks: int, seconds: float) -> float:
-        """Submit `tasks` tasks at once, wait for all results and check them; returns when the burst was sent."""
+    def burst(self, tasks: int, seconds: float, meanwhile: Optional[Callable[[], None]] = None) -> float:
+        """Submit `tasks` tasks at once, wait for all results and check them; returns when the burst was sent.
+        `meanwhile` runs once the tasks are submitted, before their results are awaited."""
         with Client(address=self.address, timeout_seconds=30) as client:
             sent_at = time.time()
             futures = [client.submit(record_and_square, i, str(self.journal), seconds) for i in range(tasks)]
+            if meanwhile is not None:
+                meanwhile()
             results = [future.result(timeout=120) for future in futures]
         assert results == [i * i for i in range(tasks)]
         return sent_at

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from scaler import config
 from scaler.autoscale.backends.base import WorkerCommand
 from scaler.autoscale.backends.slurm import SlurmBackend
 from scaler.autoscale.cli import build_parser
@@ -41,5 +42,6 @@ def test_the_options_table_lists_exactly_the_options() -> None:
 def test_the_job_script_shown_is_the_one_written() -> None:
     shown = re.search(r"```sh\n(#!/bin/sh\n# scaler_autoscale.*?)```", _section(), re.DOTALL)
     assert shown is not None
-    command = WorkerCommand(("/path/to/python", "-m", "scaler.cluster"), "tcp://10.0.0.1:2345", 16)
+    retire = tuple(config.RETIRE_TIMEOUT.to_argv(config.RETIRE_TIMEOUT.default))  # what the autoscaler passes on
+    command = WorkerCommand(("/path/to/python", "-m", "scaler.cluster"), "tcp://10.0.0.1:2345", 16, retire)
     assert shown.group(1) == SlurmBackend(command, 120.0, "scaler-workers").job_script()

@@ -159,12 +159,42 @@ def test_fixed_pool_sbatch_script(slurm: LocalSlurm, tmp_path) -> None:
         scenario.wait_for_workers(0, timeout=30)
         wait_for(lambda: slurm.jobs("scaler-pool") == {}, 30, "the pool's job to end")
         output = (tmp_path / f"pool-{job_id}.out").read_text()
-        assert "ClusterProcess: received SIGTERM" in output, output
+        assert "ClusterProcess: received SIGTERM" in output and "every worker retired" in output, output
 
 
-def _sbatch(environment: dict, directory: Path, address: str) -> str:
+@pytest.mark.timeout(120)
+def test_scancel_signal_term_mid_burst_retires_a_pool_without_losing_or_repeating_a_task(
+    slurm: LocalSlurm, tmp_path
+) -> None:
+    """Two pools of one worker; one gets `scancel --signal=TERM` (Slurm's SIGTERM to every process of the step) while
+    the burst runs: its running task finishes, its queued ones run on the other pool, each task starts once."""
+    with Scenario(tmp_path, status_interval=INTERVAL, more_logs=slurm.logs) as scenario:
+        environment = slurm.environment()
+        environment["PATH"] = f"{os.path.dirname(sys.executable)}:{environment['PATH']}"  # scaler_cluster
+        environment["PYTHONPATH"] = ROOT  # the workers import the tasks from tests/
+        leaving = _sbatch(environment, tmp_path, scenario.address, "--cpus-per-task=1")
+        scenario.wait_for_workers(1, timeout=60)  # the first pool takes its share of the burst
+        staying = _sbatch(environment, tmp_path, scenario.address, "--cpus-per-task=1")
+        scenario.wait_for_workers(2, timeout=60)
+
+        def retire_the_first_pool() -> None:
+            wait_for(lambda: scenario.journal.exists() and scenario.runs(), 20, "the first task to start")
+            slurm.run("scancel", "--signal=TERM", leaving)
+
+        scenario.burst(tasks=16, seconds=0.3, meanwhile=retire_the_first_pool)
+        runs = scenario.runs()
+        assert sorted(runs) == list(range(16)) and set(runs.values()) == {1}, f"each task started once: {runs}"
+        wait_for(lambda: leaving not in slurm.jobs("scaler-pool"), 30, "the retired pool's job to end")
+        output = (tmp_path / f"pool-{leaving}.out").read_text()
+        assert "every worker retired" in output and "retired: every task you held is settled" in output, output
+        assert slurm.jobs("scaler-pool") == {staying: "RUNNING"}
+        slurm.run("scancel", "--signal=TERM", staying)
+        wait_for(lambda: slurm.jobs("scaler-pool") == {}, 30, "the other pool's job to end")
+
+
+def _sbatch(environment: dict, directory: Path, address: str, *options: str) -> str:
     done = subprocess.run(
-        ["sbatch", "--parsable", f"--output={directory}/pool-%j.out", str(POOL_SCRIPT), address],
+        ["sbatch", "--parsable", f"--output={directory}/pool-%j.out", *options, str(POOL_SCRIPT), address],
         env=environment,
         cwd=ROOT,
         capture_output=True,

@@ -173,6 +173,14 @@ def test_workers_and_clients_that_registered_again_after_a_lost_scheduler_are_ma
     assert "re-registered" not in screen() and "(~)" not in screen()
 
 
+def test_retiring_workers_are_marked():
+    leaving = worker("W|host|500|ee", retiring=True)
+    text = screen(status=status([*WORKERS, leaving]), width=80)
+    assert "Total 4 worker(s), 1 retiring (<)" in text
+    assert "<W|host|500|ee" in [row.split()[0] for row in table(text)[1:]]
+    assert "retiring" not in screen()
+
+
 def test_empty_lists_render():
     text = screen(status=status([], task_states=[], sent=[], received=[], function_tasks=counters()))
     assert "Total 0 worker(s)" in text and table(text)[0].split()[0] == "worker"

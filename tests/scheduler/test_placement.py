@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from typing import Dict, List
 
-from scaler.protocol import BalanceRequest, ClientHeartbeat, Task, WorkerHeartbeat
+from scaler.protocol import BalanceRequest, ClientHeartbeat, Task, WorkerDisconnect, WorkerHeartbeat
 from scaler.scheduler.placement import WorkerLoads
 from scaler.scheduler.state import WorkerState
 from tests.scheduler.harness import CLIENT, Harness, of_type, result
@@ -237,3 +237,29 @@ def test_a_task_back_from_a_dead_worker_keeps_its_wait_and_goes_first() -> None:
     harness.connect_worker(second, capacity=1)
     assert list(harness.core.workers[second].assigned) == [early.task_id]
     assert 2.99 < harness.core.demand(harness.now).oldest_ready_wait < 3.01, "now late is first in line"
+
+
+def test_tasks_back_from_workers_leaving_one_after_the_other_queue_by_their_wait() -> None:
+    harness = Harness()
+    harness.connect_client()
+    first, second, third = workers(3)
+    harness.connect_worker(first, capacity=1)
+    harness.connect_worker(second, capacity=1)
+    early, middle, late = harness.task(), harness.task(), harness.task()
+    harness.send(CLIENT, early)
+    harness.tick(advance=1.0)
+    harness.send(CLIENT, middle)
+    harness.tick(advance=1.0)
+    harness.send(CLIENT, late)  # waits: both workers are full
+    assert {*harness.core.workers[first].assigned, *harness.core.workers[second].assigned} == {
+        early.task_id,
+        middle.task_id,
+    }
+    # whichever holds the earlier task leaves first, then the other: the later task must not jump ahead of the earlier
+    holder = {task_id: peer for peer in (first, second) for task_id in harness.core.workers[peer].assigned}
+    harness.send(holder[early.task_id], WorkerDisconnect(reason="stopped"))
+    harness.send(holder[middle.task_id], WorkerDisconnect(reason="stopped"))
+    assert [task.task_id for task in harness.core.ready] == [early.task_id, middle.task_id, late.task_id]
+    assert 1.99 < harness.core.demand(harness.now).oldest_ready_wait < 2.01, "early has been ready since submitted"
+    harness.connect_worker(third, capacity=1)
+    assert list(harness.core.workers[third].assigned) == [early.task_id]

@@ -1,10 +1,10 @@
 """Seeded random runs of the sans-IO core against simulated workers and a client whose messages cross in flight.
 
-Submits (plain tasks, graph chains, nested children), cancels, results, balancing and worker deaths are interleaved at
-random, with each peer's messages delivered late but in order, as ZeroMQ does. After every step the core's invariants
-hold (the harness asserts SchedulerCore.validate: a task is in exactly one place, workers filed at their load); at the
-end every task the client submitted was answered exactly once, with the value its worker computed, and the core holds
-nothing."""
+Submits (plain tasks, graph chains, nested children), cancels, results, balancing, worker deaths and retirements
+(WorkerRetire, with deadlines that pass or not) are interleaved at random, with each peer's messages delivered late but
+in order, as ZeroMQ does. After every step the core's invariants hold (the harness asserts SchedulerCore.validate: a
+task is in exactly one place, workers filed at their load, retiring ones never open); at the end every task the client
+submitted was answered exactly once, with the value its worker computed, and the core holds nothing."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from scaler.protocol import (
     TaskStatus,
     WorkerDisconnect,
     WorkerHeartbeat,
+    WorkerRetire,
 )
 from tests.scheduler.harness import CLIENT, Harness, result
 
@@ -44,6 +45,8 @@ class SimulatedWorker:
         self.outbox: Deque[object] = deque()  # sent to the scheduler, not yet delivered
         self.held: List[Task] = []
         self.alive = True
+        self.rerun: Set[bytes] = set()  # tasks it ran, or may have, when its retirement ended: they may run again
+        self.told_to_go = False  # a Goodbye(retired) is on its way: what it runs until it reads it may run elsewhere
 
     def read_one(self, started_on: Dict[bytes, int]) -> None:
         message = self.inbox.popleft()
@@ -68,6 +71,8 @@ class SimulatedWorker:
     def finish_first(self, rng: random.Random, started_on: Dict[bytes, int]) -> None:
         task = self.held.pop(0)
         started_on[task.task_id] = started_on.get(task.task_id, 0) + 1
+        if self.told_to_go:
+            self.rerun.add(task.task_id)
         status = FAILED if rng.random() < 0.1 else SUCCESS
         self.outbox.append(result(task, status, payload=b"value:" + task.task_id))
 
@@ -95,6 +100,7 @@ def run(seed: int, steps: int) -> None:
     submitted: Dict[bytes, Task] = {}
     started_on: Dict[bytes, int] = {}
     died_holding: Set[bytes] = set()
+    retire_delivered: Set[bytes] = set()  # workers whose WorkerRetire reached the core
     counter = 0
 
     def deliver(out: Dict[bytes, List[object]]) -> None:
@@ -104,10 +110,30 @@ def run(seed: int, steps: int) -> None:
                     if isinstance(message, TaskResult):
                         answers.setdefault(message.task_id, []).append(message)
             elif peer in workers:
+                if peer in retire_delivered:
+                    assert not any(isinstance(m, Task) for m in messages), "a retiring worker was sent a task"
+                    if any(isinstance(m, Goodbye) and m.retired for m in messages):
+                        # From now on its results reach nobody: the one it runs and those not delivered yet are lost
+                        worker = workers[peer]
+                        worker.told_to_go = True
+                        worker.rerun.update(t.task_id for t in worker.held[:1])
+                        worker.rerun.update(m.task_id for m in worker.outbox if isinstance(m, TaskResult))
                 for message in messages:
                     if isinstance(message, Task):
                         check_graph_arguments(harness, submitted[message.task_id], message)
                 workers[peer].inbox.extend(m for m in messages if not isinstance(m, HeartbeatEcho))
+
+    def send_from(worker: SimulatedWorker) -> None:
+        message = worker.outbox.popleft()
+        if isinstance(message, WorkerRetire):
+            retire_delivered.add(worker.identity)
+        deliver(harness.send(worker.identity, message))
+
+    def replace_retired() -> None:
+        for worker in [w for w in workers.values() if not w.alive and w.identity in retire_delivered]:
+            died_holding.update(worker.rerun)
+            retired.append(workers.pop(worker.identity))
+            add_worker()
 
     def add_worker() -> None:
         nonlocal counter
@@ -152,7 +178,7 @@ def run(seed: int, steps: int) -> None:
         elif action < 0.85 and live:
             worker = rng.choice(live)
             if worker.outbox:
-                deliver(harness.send(worker.identity, worker.outbox.popleft()))
+                send_from(worker)
         elif action < 0.90:
             deliver(harness.tick(advance=rng.choice([0.1, 0.6])))
         elif action < 0.93 and len(live) > 1:
@@ -160,10 +186,16 @@ def run(seed: int, steps: int) -> None:
             worker.alive = False
             died_holding.update(t.task_id for t in worker.held[:1])  # running
             died_holding.update(m.task_id for m in worker.outbox if isinstance(m, TaskResult))  # ran, result lost
+            died_holding.update(worker.rerun)  # it may have been retiring, past its deadline
             worker.outbox.clear()
             deliver(harness.send(worker.identity, WorkerDisconnect(reason="killed")))
             retired.append(workers.pop(worker.identity))
             add_worker()
+        elif action < 0.95 and len(live) > 1:
+            worker = rng.choice(live)  # its scaler_cluster got SIGTERM; a short deadline passes while tasks run
+            deadline_ms = rng.choice([0, 1000, 60_000])
+            worker.outbox.append(WorkerRetire(reason="SIGTERM", deadline_ms=deadline_ms))
+        replace_retired()
 
     # Drain: no more chaos, every worker reads, runs and answers everything.
     for _ in range(100_000):
@@ -175,11 +207,13 @@ def run(seed: int, steps: int) -> None:
                 worker.read_one(started_on)
             if worker.held:
                 worker.finish_first(rng, started_on)
-            while worker.outbox:
-                deliver(harness.send(worker.identity, worker.outbox.popleft()))
+            while worker.outbox and worker.alive:
+                send_from(worker)
+        replace_retired()
         for worker in workers.values():
             deliver(harness.send(worker.identity, WorkerHeartbeat()))
         deliver(harness.tick(advance=0.6))
+        replace_retired()
     assert not harness.core.tasks, "every task finished"
     assert not harness.core.objects, "no graph result left behind"
     for task_id in submitted:
@@ -192,7 +226,10 @@ def run(seed: int, steps: int) -> None:
             assert answer.payload == b"value:" + task_id
             assert started_on.get(task_id, 0) >= 1
         if started_on.get(task_id, 0) > 1:
-            assert task_id in died_holding, "only a task whose worker died while running it may run twice"
+            assert task_id in died_holding, (
+                "only a task whose worker died, or whose retirement deadline passed, while running it may run twice"
+            )
+    assert sum(1 for w in retired if w.identity in retire_delivered) >= 1 or steps < 500, "no retirement was played"
 
 
 @pytest.mark.parametrize("seed", range(12))

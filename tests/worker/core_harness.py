@@ -156,6 +156,11 @@ class Harness:
         self.core.processor_report(number, self.processors[number].report(blocked), self.now)
         return self._step()
 
+    def retire(self, deadline_seconds: float = 30.0) -> List[object]:
+        """What the agent does on SIGTERM."""
+        self.core.retire(deadline_seconds, "received SIGTERM", self.now)
+        return self._step()
+
     def output(self, number: int, *chunks: tuple) -> List[object]:
         """What processor `number` wrote: (seq, stream, data) or (seq, stream, data, dropped) each."""
         self._observe()

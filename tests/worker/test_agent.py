@@ -7,7 +7,8 @@ import signal
 
 import psutil
 
-from scaler.protocol import PROTOCOL_VERSION, Goodbye, Role, WorkerDisconnect, heartbeat_flags
+from scaler import config
+from scaler.protocol import PROTOCOL_VERSION, Goodbye, Role, WorkerDisconnect, WorkerRetire, heartbeat_flags
 from tests.processes import wait_for
 from tests.worker.helpers import wait_exit, wait_heartbeat
 
@@ -71,13 +72,28 @@ def test_worker_gives_up_when_nobody_answers_hello(peer, start_cluster):
     assert f"no answer from {peer.address} within 1s" in process.output()
 
 
-def test_sigterm_sends_worker_disconnect(peer, worker):
+def test_sigint_sends_worker_disconnect(peer, worker):
+    wait_heartbeat(peer, lambda hb: True, what="a heartbeat: the worker read our HelloReply and is registered")
+    agent = psutil.Process(worker.process.pid).children()[0]
+    os.kill(agent.pid, signal.SIGINT)
+    (identity, message) = peer.wait_for(lambda received: type(received[1]) is WorkerDisconnect)
+    assert identity == worker.identity and "SIGINT" in message.reason
+    assert wait_exit(worker.process, peer) == 0
+
+
+def test_sigterm_asks_to_retire_and_the_worker_exits_on_the_go_ahead(peer, worker):
     wait_heartbeat(peer, lambda hb: True, what="a heartbeat: the worker read our HelloReply and is registered")
     agent = psutil.Process(worker.process.pid).children()[0]
     os.kill(agent.pid, signal.SIGTERM)
-    (identity, message) = peer.wait_for(lambda received: type(received[1]) is WorkerDisconnect)
-    assert identity == worker.identity and "SIGTERM" in message.reason
+    os.kill(agent.pid, signal.SIGTERM)  # a manager signalling every process, and scaler_cluster passing it on
+    (identity, message) = peer.wait_for(lambda received: type(received[1]) is WorkerRetire)
+    assert identity == worker.identity and message.reason == "received SIGTERM"
+    assert message.deadline_ms == int(config.RETIRE_TIMEOUT.default * 1000)
+    peer.pump_for(0.3)
+    assert worker.process.popen.poll() is None, "retiring: it waits for the scheduler"
+    peer.send(identity, Goodbye(reason="retired: every task you held is settled", retired=True))
     assert wait_exit(worker.process, peer) == 0
+    assert not any(type(received[1]) is WorkerDisconnect for received in peer.inbox)
 
 
 def test_stopping_the_cluster_disconnects_every_worker(peer, start_cluster):

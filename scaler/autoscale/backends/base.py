@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
+from scaler import config
 from scaler.autoscale.records import Job
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,14 @@ class WorkerCommand:
             "--",
             self.address,
         ]
+
+
+def retired_job_deadline(retire_timeout_seconds: float) -> float:
+    """Seconds after SIGTERM by which a job's scaler_cluster has surely exited: its workers' retirement deadline, the
+    grace they give the scheduler, and the launcher's time to stop them. A job still there then is killed."""
+    return (
+        retire_timeout_seconds + config.DEFAULT_RETIRE_GRACE_SECONDS + config.DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS
+    )
 
 
 def command_text(command: Sequence[str]) -> str:

@@ -1,9 +1,9 @@
 """The `local` backend: each job is a `scaler_cluster` process on this host. The test bed of the policy.
 
-A job is retired with SIGTERM to its `scaler_cluster`, which stops its workers (gracefully, where scaler_cluster
-retires them: they take no new task and finish the running one); one still running `retire_timeout` seconds later is
-killed with its whole tree. Jobs run with `--exit-with-parent`, so they also stop when the autoscaler dies; on a clean
-exit the autoscaler retires them all and waits for them.
+A job is retired with SIGTERM to its `scaler_cluster`, which retires its workers: they take no new task, their queued
+tasks go to other workers and the running ones finish within `retire_timeout` (then run elsewhere); a job still running
+a few seconds after that is killed with its whole tree. Jobs run with `--exit-with-parent`, so they also stop when the
+autoscaler dies; on a clean exit the autoscaler retires them all and waits for them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from typing import Dict, List, Optional
 
 import psutil
 
-from scaler.autoscale.backends.base import Backend, BackendError, WorkerCommand, command_text
+from scaler.autoscale.backends.base import (
+    Backend,
+    BackendError,
+    WorkerCommand,
+    command_text,
+    retired_job_deadline,
+)
 from scaler.autoscale.records import Job
 
 logger = logging.getLogger(__name__)
@@ -37,7 +43,7 @@ class LocalBackend(Backend):
 
     def __init__(self, command: WorkerCommand, retire_timeout_seconds: float) -> None:
         self._command = command.arguments("--exit-with-parent")
-        self._retire_timeout = retire_timeout_seconds
+        self._retire_timeout = retired_job_deadline(retire_timeout_seconds)
         self._host = socket.gethostname()
         self._jobs: Dict[str, _LocalJob] = {}
 

@@ -1,12 +1,13 @@
 """The `slurm` backend: each job is a Slurm batch job (`sbatch`) that runs `scaler_cluster` on its allocated node.
 
 A job is retired through SIGTERM, which `scaler_cluster` answers by retiring its workers (the scheduler sends them no
-new task, their running tasks finish, then they exit): `scancel --batch --signal=TERM JOB` signals the batch step's
-own process only, which is `scaler_cluster` itself (the job script `exec`s it), so the workers' task processes are not
-hit directly and Slurm does not kill anything. Once scaler_cluster exits, the job ends. A job still in the queue
-`retire_timeout` seconds later is cancelled with plain `scancel JOB` (Slurm's SIGTERM to every process, then SIGKILL
-after the cluster's KillWait). Jobs not yet started are cancelled at once. The job script also asks Slurm for a
-SIGTERM 120 s before a `--time` limit (`--signal=B:TERM@120`), so a time limit retires the workers gracefully too.
+new task, their running tasks finish, then they exit): `scancel --batch --signal=TERM JOB` signals the batch step's own
+process only, which is `scaler_cluster` itself (the job script `exec`s it), so the workers' task processes are not hit
+directly and Slurm does not kill anything. Once scaler_cluster exits, the job ends. A job still in the queue a few
+seconds after `retire_timeout` (the workers' retirement deadline) is cancelled with plain `scancel JOB` (Slurm's SIGTERM
+to every process, then SIGKILL after the cluster's KillWait). Jobs not yet started are cancelled at once. The job script
+also asks Slurm for a SIGTERM 120 s before a `--time` limit (`--signal=B:TERM@120`), so a time limit retires the workers
+gracefully too.
 
 Which connected workers belong to which job is known when the job runs on this host (`scontrol listpids` only answers
 there); for jobs on other nodes the policy works with counts (see policy.py). The autoscaler only knows the jobs it
@@ -22,7 +23,13 @@ import subprocess
 import time
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from scaler.autoscale.backends.base import Backend, BackendError, WorkerCommand, command_text
+from scaler.autoscale.backends.base import (
+    Backend,
+    BackendError,
+    WorkerCommand,
+    command_text,
+    retired_job_deadline,
+)
 from scaler.autoscale.records import Job
 
 logger = logging.getLogger(__name__)
@@ -53,7 +60,7 @@ class SlurmBackend(Backend):
     ) -> None:
         self._workers_per_job = command.workers_per_job
         self._command = command.arguments()
-        self._retire_timeout = retire_timeout_seconds
+        self._retire_timeout = retired_job_deadline(retire_timeout_seconds)
         self._job_name = job_name
         self._sbatch = ["sbatch", "--parsable", f"--job-name={job_name}", *sbatch_options]
         self._host = socket.gethostname()
