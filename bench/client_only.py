@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil  # noqa: E402
 import zmq  # noqa: E402
+from localcluster import median  # noqa: E402
 
 from scaler.protocol import (  # noqa: E402
     PROTOCOL_VERSION,
@@ -133,12 +134,6 @@ def measure(peer_python: str, workload: str, tasks: int, results_per_frame: int)
     return {"client_us": client_cpu / tasks * 1e6, "peer_us": peer_cpu / tasks * 1e6, "wall_s": wall}
 
 
-def _median(values: List[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=100_000)
@@ -178,8 +173,8 @@ def main() -> None:
     print("-" * len(header))
     for workload, figures in runs.items():
         print(
-            f"{workload:<8}{_median([f['client_us'] for f in figures]):>16.2f}"
-            f"{_median([f['peer_us'] for f in figures]):>24.2f}{_median([f['wall_s'] for f in figures]):>9.2f}"
+            f"{workload:<8}{median([f['client_us'] for f in figures]):>16.2f}"
+            f"{median([f['peer_us'] for f in figures]):>24.2f}{median([f['wall_s'] for f in figures]):>9.2f}"
         )
 
 

@@ -17,12 +17,16 @@ import argparse
 import random
 import sys
 import time
-from typing import Dict, List
+from pathlib import Path
+from typing import Dict
 
-import zmq
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scaler import Client, SchedulerClusterCombo
-from scaler.protocol import SchedulerStatus, decode_frame
+import zmq  # noqa: E402
+from localcluster import median  # noqa: E402
+
+from scaler import Client, SchedulerClusterCombo  # noqa: E402
+from scaler.protocol import SchedulerStatus, decode_frame  # noqa: E402
 
 
 def calculate(sec: int) -> int:
@@ -73,12 +77,6 @@ def run(tasks: int, workers: int, warm: bool) -> Dict[str, float]:
     }
 
 
-def _median(values: List[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=100_000)
@@ -101,9 +99,9 @@ def main() -> None:
         f"\nseed README example: {args.tasks:,} submits, {args.workers} workers, scheduler on "
         f"{sys.implementation.name} {sys.version.split()[0]}{', warm' if args.warm else ''}; medians of {args.repeat}"
     )
-    print(f"submit + results: {_median([r['seconds'] for r in runs]):.2f} s")
-    print(f"submit loop:      {_median([r['submit_seconds'] for r in runs]):.2f} s")
-    print(f"whole program:    {_median([r['program_seconds'] for r in runs]):.2f} s")
+    print(f"submit + results: {median([r['seconds'] for r in runs]):.2f} s")
+    print(f"submit loop:      {median([r['submit_seconds'] for r in runs]):.2f} s")
+    print(f"whole program:    {median([r['program_seconds'] for r in runs]):.2f} s")
 
 
 if __name__ == "__main__":
