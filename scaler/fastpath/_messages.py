@@ -43,6 +43,7 @@ __all__ = [
     "TaskStatus",
     "ObjectKind",
     "OutputStream",
+    "Resource",
     "Hello",
     "HelloReply",
     "ClientHeartbeat",
@@ -76,7 +77,9 @@ _POINTER_BITS = struct.Struct("<II")
 _UNIT_H = struct.Struct("<H")
 _UNIT_I = struct.Struct("<I")
 _UNIT_Q = struct.Struct("<Q")
+_UNIT_d = struct.Struct("<d")
 _UNIT_f = struct.Struct("<f")
+_UNIT_i = struct.Struct("<i")
 
 PROTOCOL_VERSION = 1
 
@@ -100,6 +103,7 @@ class TaskStatus(IntEnum):
     not_found = 3
     worker_died = 4
     refused = 5
+    timed_out = 6
 
 
 class ObjectKind(IntEnum):
@@ -114,6 +118,43 @@ class OutputStream(IntEnum):
     stderr = 1
 
 
+class Resource:
+    """Cap'n Proto struct Resource (@0x9d9f1e2f4db699f4), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "name",
+        "amount",
+    )
+
+    name: str
+    amount: float
+
+    def __init__(
+        self,
+        *,
+        name: str = "",
+        amount: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.amount = amount
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Resource:
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.amount == other.amount
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "Resource("
+            + "name=" + short_repr(self.name)
+            + ", amount=" + short_repr(self.amount)
+            + ")"
+        )
+
+
 class Hello:
     """Cap'n Proto struct Hello (@0x9c8b767533fdcd03), see scaler/protocol/scaler.capnp."""
 
@@ -125,6 +166,8 @@ class Hello:
         "pid",
         "capacity",
         "previous_registrations",
+        "resources",
+        "task_policies",
         "raw",
     )
     WHICH = 0
@@ -136,6 +179,8 @@ class Hello:
     pid: int
     capacity: int
     previous_registrations: int
+    resources: list[Resource]
+    task_policies: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -148,6 +193,8 @@ class Hello:
         pid: int = 0,
         capacity: int = 0,
         previous_registrations: int = 0,
+        resources: Optional[list[Resource]] = None,
+        task_policies: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.role = role
@@ -156,6 +203,8 @@ class Hello:
         self.pid = pid
         self.capacity = capacity
         self.previous_registrations = previous_registrations
+        self.resources = [] if resources is None else resources
+        self.task_policies = task_policies
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -169,6 +218,8 @@ class Hello:
             and self.pid == other.pid
             and self.capacity == other.capacity
             and self.previous_registrations == other.previous_registrations
+            and self.resources == other.resources
+            and self.task_policies == other.task_policies
         )
 
     def __repr__(self) -> str:
@@ -181,6 +232,8 @@ class Hello:
             + ", pid=" + short_repr(self.pid)
             + ", capacity=" + short_repr(self.capacity)
             + ", previous_registrations=" + short_repr(self.previous_registrations)
+            + ", resources=" + short_repr(self.resources)
+            + ", task_policies=" + short_repr(self.task_policies)
             + ")"
         )
 
@@ -196,6 +249,7 @@ class HelloReply:
         "peer_timeout_ms",
         "forwards_task_output",
         "resumed",
+        "task_policies",
         "raw",
     )
     WHICH = 1
@@ -207,6 +261,7 @@ class HelloReply:
     peer_timeout_ms: int
     forwards_task_output: bool
     resumed: bool
+    task_policies: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -219,6 +274,7 @@ class HelloReply:
         peer_timeout_ms: int = 0,
         forwards_task_output: bool = False,
         resumed: bool = False,
+        task_policies: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
@@ -227,6 +283,7 @@ class HelloReply:
         self.peer_timeout_ms = peer_timeout_ms
         self.forwards_task_output = forwards_task_output
         self.resumed = resumed
+        self.task_policies = task_policies
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -240,6 +297,7 @@ class HelloReply:
             and self.peer_timeout_ms == other.peer_timeout_ms
             and self.forwards_task_output == other.forwards_task_output
             and self.resumed == other.resumed
+            and self.task_policies == other.task_policies
         )
 
     def __repr__(self) -> str:
@@ -252,6 +310,7 @@ class HelloReply:
             + ", peer_timeout_ms=" + short_repr(self.peer_timeout_ms)
             + ", forwards_task_output=" + short_repr(self.forwards_task_output)
             + ", resumed=" + short_repr(self.resumed)
+            + ", task_policies=" + short_repr(self.task_policies)
             + ")"
         )
 
@@ -477,6 +536,10 @@ class Task:
         "parent_task_id",
         "serializer_id",
         "stream_output",
+        "resources",
+        "priority",
+        "retries",
+        "timeout_ms",
         "raw",
     )
     WHICH = 5
@@ -490,6 +553,10 @@ class Task:
     parent_task_id: bytes
     serializer_id: bytes
     stream_output: bool
+    resources: list[Resource]
+    priority: int
+    retries: int
+    timeout_ms: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -504,6 +571,10 @@ class Task:
         parent_task_id: bytes = b"",
         serializer_id: bytes = b"",
         stream_output: bool = False,
+        resources: Optional[list[Resource]] = None,
+        priority: int = 0,
+        retries: int = 0,
+        timeout_ms: int = 0,
     ) -> None:
         self.task_id = task_id
         self.function_id = function_id
@@ -514,6 +585,10 @@ class Task:
         self.parent_task_id = parent_task_id
         self.serializer_id = serializer_id
         self.stream_output = stream_output
+        self.resources = [] if resources is None else resources
+        self.priority = priority
+        self.retries = retries
+        self.timeout_ms = timeout_ms
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -529,6 +604,10 @@ class Task:
             and self.parent_task_id == other.parent_task_id
             and self.serializer_id == other.serializer_id
             and self.stream_output == other.stream_output
+            and self.resources == other.resources
+            and self.priority == other.priority
+            and self.retries == other.retries
+            and self.timeout_ms == other.timeout_ms
         )
 
     def __repr__(self) -> str:
@@ -543,6 +622,10 @@ class Task:
             + ", parent_task_id=" + short_repr(self.parent_task_id)
             + ", serializer_id=" + short_repr(self.serializer_id)
             + ", stream_output=" + short_repr(self.stream_output)
+            + ", resources=" + short_repr(self.resources)
+            + ", priority=" + short_repr(self.priority)
+            + ", retries=" + short_repr(self.retries)
+            + ", timeout_ms=" + short_repr(self.timeout_ms)
             + ")"
         )
 
@@ -559,6 +642,7 @@ class TaskResult:
         "duration_us",
         "cpu_time_us",
         "peak_memory",
+        "attempts",
         "raw",
     )
     WHICH = 6
@@ -571,6 +655,7 @@ class TaskResult:
     duration_us: int
     cpu_time_us: int
     peak_memory: int
+    attempts: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -584,6 +669,7 @@ class TaskResult:
         duration_us: int = 0,
         cpu_time_us: int = 0,
         peak_memory: int = 0,
+        attempts: int = 0,
     ) -> None:
         self.task_id = task_id
         self.status = status
@@ -593,6 +679,7 @@ class TaskResult:
         self.duration_us = duration_us
         self.cpu_time_us = cpu_time_us
         self.peak_memory = peak_memory
+        self.attempts = attempts
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -607,6 +694,7 @@ class TaskResult:
             and self.duration_us == other.duration_us
             and self.cpu_time_us == other.cpu_time_us
             and self.peak_memory == other.peak_memory
+            and self.attempts == other.attempts
         )
 
     def __repr__(self) -> str:
@@ -620,6 +708,7 @@ class TaskResult:
             + ", duration_us=" + short_repr(self.duration_us)
             + ", cpu_time_us=" + short_repr(self.cpu_time_us)
             + ", peak_memory=" + short_repr(self.peak_memory)
+            + ", attempts=" + short_repr(self.attempts)
             + ")"
         )
 
@@ -1247,6 +1336,7 @@ class WorkerStatus:
         "processed",
         "previous_registrations",
         "retiring",
+        "resources",
     )
 
     name: str
@@ -1262,6 +1352,7 @@ class WorkerStatus:
     processed: int
     previous_registrations: int
     retiring: bool
+    resources: list[Resource]
 
     def __init__(
         self,
@@ -1279,6 +1370,7 @@ class WorkerStatus:
         processed: int = 0,
         previous_registrations: int = 0,
         retiring: bool = False,
+        resources: Optional[list[Resource]] = None,
     ) -> None:
         self.name = name
         self.agent_cpu = agent_cpu
@@ -1293,6 +1385,7 @@ class WorkerStatus:
         self.processed = processed
         self.previous_registrations = previous_registrations
         self.retiring = retiring
+        self.resources = [] if resources is None else resources
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not WorkerStatus:
@@ -1311,6 +1404,7 @@ class WorkerStatus:
             and self.processed == other.processed
             and self.previous_registrations == other.previous_registrations
             and self.retiring == other.retiring
+            and self.resources == other.resources
         )
 
     def __repr__(self) -> str:
@@ -1329,6 +1423,7 @@ class WorkerStatus:
             + ", processed=" + short_repr(self.processed)
             + ", previous_registrations=" + short_repr(self.previous_registrations)
             + ", retiring=" + short_repr(self.retiring)
+            + ", resources=" + short_repr(self.resources)
             + ")"
         )
 
@@ -1358,6 +1453,8 @@ class SchedulerStatus:
         "free_slots",
         "oldest_ready_wait_us",
         "registered_again",
+        "tasks_needing_resources",
+        "retried_tasks",
         "raw",
     )
     WHICH = 18
@@ -1383,6 +1480,8 @@ class SchedulerStatus:
     free_slots: int
     oldest_ready_wait_us: int
     registered_again: int
+    tasks_needing_resources: int
+    retried_tasks: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1409,6 +1508,8 @@ class SchedulerStatus:
         free_slots: int = 0,
         oldest_ready_wait_us: int = 0,
         registered_again: int = 0,
+        tasks_needing_resources: int = 0,
+        retried_tasks: int = 0,
     ) -> None:
         self.time_us = time_us
         self.cpu = cpu
@@ -1431,6 +1532,8 @@ class SchedulerStatus:
         self.free_slots = free_slots
         self.oldest_ready_wait_us = oldest_ready_wait_us
         self.registered_again = registered_again
+        self.tasks_needing_resources = tasks_needing_resources
+        self.retried_tasks = retried_tasks
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1458,6 +1561,8 @@ class SchedulerStatus:
             and self.free_slots == other.free_slots
             and self.oldest_ready_wait_us == other.oldest_ready_wait_us
             and self.registered_again == other.registered_again
+            and self.tasks_needing_resources == other.tasks_needing_resources
+            and self.retried_tasks == other.retried_tasks
         )
 
     def __repr__(self) -> str:
@@ -1484,17 +1589,20 @@ class SchedulerStatus:
             + ", free_slots=" + short_repr(self.free_slots)
             + ", oldest_ready_wait_us=" + short_repr(self.oldest_ready_wait_us)
             + ", registered_again=" + short_repr(self.registered_again)
+            + ", tasks_needing_resources=" + short_repr(self.tasks_needing_resources)
+            + ", retried_tasks=" + short_repr(self.retried_tasks)
             + ")"
         )
 
-_DATA_HELLO = struct.Struct("<IHxxIII")
+_DATA_RESOURCE = struct.Struct("<d")
+_DATA_HELLO = struct.Struct("<IHBxIII")
 _DATA_HELLO_REPLY = struct.Struct("<IBxxxII")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfxxxxQ")
 _DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQI")
 _DATA_HEARTBEAT_ECHO = struct.Struct("<Q")
 _DATA_ARGUMENT = struct.Struct("<H")
-_DATA_TASK = struct.Struct("<B")
-_DATA_TASK_RESULT = struct.Struct("<HBxxxxxQQQ")
+_DATA_TASK = struct.Struct("<BxxxiII")
+_DATA_TASK_RESULT = struct.Struct("<HBxIQQQ")
 _DATA_TASK_OUTPUT = struct.Struct("<H")
 _DATA_OBJECT_PUT = struct.Struct("<HxxIIxxxxQ")
 _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
@@ -1505,12 +1613,13 @@ _DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQI")
-_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQ")
+_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQ")
+_CANON_RESOURCE = struct.Struct("<diI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
-_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiI")
-_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000200")
-_MESSAGE_HELLO = struct.Struct("<II24sIHxxIIIxxxxiIiI")
+_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiIiI")
+_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000300")
+_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000002000100")
 _MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
@@ -1519,10 +1628,10 @@ _HEAD_WORKER_HEARTBEAT = bytes.fromhex("0000000001000100030000000000000000000000
 _MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQIxxxx")
 _HEAD_HEARTBEAT_ECHO = bytes.fromhex("000000000100010004000000000000000000000001000000")
 _MESSAGE_HEARTBEAT_ECHO = struct.Struct("<II24sQ")
-_HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000001000600")
-_MESSAGE_TASK = struct.Struct("<II24sBxxxxxxxiIiIiIiIiIiI")
+_HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000002000700")
+_MESSAGE_TASK = struct.Struct("<II24sBxxxiIIiIiIiIiIiIiIiI")
 _HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000004000300")
-_MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxxxxxQQQiIiIiI")
+_MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQiIiIiI")
 _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000100")
 _MESSAGE_TASK_CANCEL = struct.Struct("<II24siI")
 _HEAD_OBJECT_PUT = bytes.fromhex("000000000100010008000000000000000000000003000300")
@@ -1545,32 +1654,55 @@ _HEAD_WORKER_DISCONNECT = bytes.fromhex("000000000100010010000000000000000000000
 _MESSAGE_WORKER_DISCONNECT = struct.Struct("<II24siI")
 _HEAD_GOODBYE = bytes.fromhex("000000000100010011000000000000000000000001000100")
 _MESSAGE_GOODBYE = struct.Struct("<II24sBxxxxxxxiI")
-_HEAD_SCHEDULER_STATUS = bytes.fromhex("00000000010001001200000000000000000000000e000500")
-_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQiIiIiIiIiI")
+_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000010000500")
+_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQQQiIiIiIiIiI")
 _HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000200")
 _MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
 _HEAD_WORKER_RETIRE = bytes.fromhex("000000000100010014000000000000000000000001000100")
 _MESSAGE_WORKER_RETIRE = struct.Struct("<II24sIxxxxiI")
 
 
+def _read_resource(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Resource:
+    buf = r.buf
+    obj = _new(Resource)
+    u0 = _UNIT_d.unpack_from(buf, d)[0] if dn >= 8 else 0.0
+    obj.amount = u0
+    obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
+    return obj
+
+
+def _read_list_resource(r: Reader, lo: int, hi: int, at: int) -> list[Resource]:
+    items: list[Resource] = []
+    found = struct_list_at(r, lo, hi, at)
+    if found is not None:
+        lo, hi, pos, count, step, dn, pn = found
+        for _ in range(count):
+            items.append(_read_resource(r, lo, hi, pos, dn, pos + dn, pn))
+            pos += step
+    return items
+
+
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
     buf = r.buf
     obj = _new(Hello)
     if dn >= 20:
-        u0, u1, u2, u3, u4 = _DATA_HELLO.unpack_from(buf, d)
+        u0, u1, u2, u3, u4, u5 = _DATA_HELLO.unpack_from(buf, d)
     else:
         u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
         u1 = _UNIT_H.unpack_from(buf, d + 4)[0] if dn >= 6 else 0
-        u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
-        u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
-        u4 = _UNIT_I.unpack_from(buf, d + 16)[0] if dn >= 20 else 0
+        u2 = buf[d + 6] if dn >= 7 else 0
+        u3 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
+        u4 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
+        u5 = _UNIT_I.unpack_from(buf, d + 16)[0] if dn >= 20 else 0
     obj.protocol_version = u0
     obj.role = u1
-    obj.pid = u2
-    obj.capacity = u3
-    obj.previous_registrations = u4
+    obj.task_policies = (u2 & 1) != 0
+    obj.pid = u3
+    obj.capacity = u4
+    obj.previous_registrations = u5
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.hostname = read_text(r, lo, hi, p + 8) if pn > 1 else ""
+    obj.resources = _read_list_resource(r, lo, hi, p + 16) if pn > 2 else []
     obj.raw = None
     return obj
 
@@ -1589,6 +1721,7 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
     obj.accepted = (u1 & 1) != 0
     obj.forwards_task_output = (u1 & 2) != 0
     obj.resumed = (u1 & 4) != 0
+    obj.task_policies = (u1 & 8) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
@@ -1673,16 +1806,26 @@ def _read_list_argument(r: Reader, lo: int, hi: int, at: int) -> list[Argument]:
 def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Task:
     buf = r.buf
     obj = _new(Task)
-    u0 = buf[d] if dn >= 1 else 0
+    if dn >= 16:
+        u0, u1, u2, u3 = _DATA_TASK.unpack_from(buf, d)
+    else:
+        u0 = buf[d] if dn >= 1 else 0
+        u1 = _UNIT_i.unpack_from(buf, d + 4)[0] if dn >= 8 else 0
+        u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
+        u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
     obj.profiling = (u0 & 1) != 0
     obj.report_result = (u0 & 2) == 0
     obj.stream_output = (u0 & 4) != 0
+    obj.priority = u1
+    obj.retries = u2
+    obj.timeout_ms = u3
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.function_id = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.args = _read_list_argument(r, lo, hi, p + 16) if pn > 2 else []
     obj.dependencies = read_data_list(r, lo, hi, p + 24) if pn > 3 else []
     obj.parent_task_id = read_data(r, lo, hi, p + 32) if pn > 4 else b""
     obj.serializer_id = read_data(r, lo, hi, p + 40) if pn > 5 else b""
+    obj.resources = _read_list_resource(r, lo, hi, p + 48) if pn > 6 else []
     obj.raw = None
     return obj
 
@@ -1691,18 +1834,20 @@ def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
     buf = r.buf
     obj = _new(TaskResult)
     if dn >= 32:
-        u0, u1, u2, u3, u4 = _DATA_TASK_RESULT.unpack_from(buf, d)
+        u0, u1, u2, u3, u4, u5 = _DATA_TASK_RESULT.unpack_from(buf, d)
     else:
         u0 = _UNIT_H.unpack_from(buf, d)[0] if dn >= 2 else 0
         u1 = buf[d + 2] if dn >= 3 else 0
-        u2 = _UNIT_Q.unpack_from(buf, d + 8)[0] if dn >= 16 else 0
-        u3 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
-        u4 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
+        u2 = _UNIT_I.unpack_from(buf, d + 4)[0] if dn >= 8 else 0
+        u3 = _UNIT_Q.unpack_from(buf, d + 8)[0] if dn >= 16 else 0
+        u4 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
+        u5 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
     obj.status = u0
     obj.in_object = (u1 & 1) != 0
-    obj.duration_us = u2
-    obj.cpu_time_us = u3
-    obj.peak_memory = u4
+    obj.attempts = u2
+    obj.duration_us = u3
+    obj.cpu_time_us = u4
+    obj.peak_memory = u5
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.payload = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.error_text = read_text(r, lo, hi, p + 16) if pn > 2 else ""
@@ -1900,6 +2045,7 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.processed = u10
     obj.previous_registrations = u11
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
+    obj.resources = _read_list_resource(r, lo, hi, p + 8) if pn > 1 else []
     return obj
 
 
@@ -1917,8 +2063,8 @@ def _read_list_worker_status(r: Reader, lo: int, hi: int, at: int) -> list[Worke
 def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> SchedulerStatus:
     buf = r.buf
     obj = _new(SchedulerStatus)
-    if dn >= 112:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
+    if dn >= 128:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -1936,6 +2082,8 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u13 = _UNIT_Q.unpack_from(buf, d + 88)[0] if dn >= 96 else 0
         u14 = _UNIT_Q.unpack_from(buf, d + 96)[0] if dn >= 104 else 0
         u15 = _UNIT_Q.unpack_from(buf, d + 104)[0] if dn >= 112 else 0
+        u16 = _UNIT_Q.unpack_from(buf, d + 112)[0] if dn >= 120 else 0
+        u17 = _UNIT_Q.unpack_from(buf, d + 120)[0] if dn >= 128 else 0
     obj.time_us = u0
     obj.cpu = u1
     obj.clients = u2
@@ -1952,6 +2100,8 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     obj.free_slots = u13
     obj.oldest_ready_wait_us = u14
     obj.registered_again = u15
+    obj.tasks_needing_resources = u16
+    obj.retried_tasks = u17
     obj.task_states = _read_list_counter(r, lo, hi, p) if pn > 0 else []
     obj.sent = _read_list_counter(r, lo, hi, p + 8) if pn > 1 else []
     obj.received = _read_list_counter(r, lo, hi, p + 16) if pn > 2 else []
@@ -1962,7 +2112,7 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 
 
 def _decode_hello(frame: bytes, pos: int) -> Hello:
-    segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1 = _MESSAGE_HELLO.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -1975,10 +2125,11 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     obj = _new(Hello)
     obj.protocol_version = u0
     obj.role = u1
-    obj.pid = u2
-    obj.capacity = u3
-    obj.previous_registrations = u4
-    c = 72
+    obj.task_policies = (u2 & 1) != 0
+    obj.pid = u3
+    obj.capacity = u4
+    obj.previous_registrations = u5
+    c = 80
     if b0:
         n = b0 >> 3
         if a0 + a0 != c - 62 or b0 & 7 != 2 or not n or m[c + n - 1]:
@@ -1999,6 +2150,35 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         raise NotCanonical
     else:
         obj.hostname = ""
+    if b2:
+        if a2 + a2 != c - 78 or b2 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b2 >> 3 << 3)
+        items1 = []
+        for e1 in range(e1, c, 16):
+            u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+            el1 = _new(Resource)
+            el1.amount = u1_0
+            if b1_0:
+                n = b1_0 >> 3
+                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                    raise NotCanonical
+                el1.name = m[c : c + n - 1].decode()
+                c += n + 7 & -8
+            elif a1_0:
+                raise NotCanonical
+            else:
+                el1.name = ""
+            items1.append(el1)
+        obj.resources = items1
+    elif a2:
+        raise NotCanonical
+    else:
+        obj.resources = []
     if c != end - pos:
         raise NotCanonical
     obj.raw = m
@@ -2006,9 +2186,11 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
 
 
 def _encode_hello(msg: Hello, parts: list) -> int:
+    v = msg.task_policies
+    u2 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 72
+    c = 80
     v = msg.name
     if v.__class__ is not str:
         raise NotCanonical
@@ -2035,12 +2217,46 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         c += n + 8 & -8
     else:
         a1 = b1 = 0
+    items1 = msg.resources
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a2 = c - 78 >> 1
+        b2 = count1 * 16 + 7
+        slot1 = len(parts)
+        parts.append(b"")
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
+        e1 = c + 8
+        c = e1 + count1 * 16
+        for el1 in items1:
+            if el1.__class__ is not Resource:
+                raise NotCanonical
+            v = el1.name
+            if v.__class__ is not str:
+                raise NotCanonical
+            if v:
+                v = v.encode()
+                n = len(v)
+                a1_0 = c - e1 - 14 >> 1
+                b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+                parts.append(v)
+                parts.append(TEXT_END[n & 7])
+                c += n + 8 & -8
+            else:
+                a1_0 = b1_0 = 0
+            bodies1.append(_CANON_RESOURCE.pack(el1.amount, a1_0, b1_0))
+            e1 += 16
+        parts[slot1] = b"".join(bodies1)
+    else:
+        a2 = b2 = 0
     parts[base] = _MESSAGE_HELLO.pack(
         0,
         c - 8 >> 3,
         _HEAD_HELLO,
         msg.protocol_version,
         msg.role,
+        u2,
         msg.pid,
         msg.capacity,
         msg.previous_registrations,
@@ -2048,6 +2264,8 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         b0,
         a1,
         b1,
+        a2,
+        b2,
     )
     return c
 
@@ -2068,6 +2286,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
     obj.accepted = (u1 & 1) != 0
     obj.forwards_task_output = (u1 & 2) != 0
     obj.resumed = (u1 & 4) != 0
+    obj.task_policies = (u1 & 8) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     c = 56
@@ -2094,6 +2313,8 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
     u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     v = msg.resumed
     u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+    v = msg.task_policies
+    u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
     base = len(parts)
     parts.append(b"")
     c = 56
@@ -2220,7 +2441,7 @@ def _encode_heartbeat_echo(msg: HeartbeatEcho, parts: list) -> int:
 
 
 def _decode_task(frame: bytes, pos: int) -> Task:
-    segments, words, head, u0, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5 = _MESSAGE_TASK.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6 = _MESSAGE_TASK.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -2234,15 +2455,18 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     obj.profiling = (u0 & 1) != 0
     obj.report_result = (u0 & 2) == 0
     obj.stream_output = (u0 & 4) != 0
-    c = 88
+    obj.priority = u1
+    obj.retries = u2
+    obj.timeout_ms = u3
+    c = 104
     blobs = None
     if b0:
         n = b0 >> 3
-        if a0 + a0 == c - 46 and b0 & 7 == 2:
+        if a0 + a0 == c - 54 and b0 & 7 == 2:
             obj.task_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
-            s = 48 + (a0 >> 2 << 3)
+            s = 56 + (a0 >> 2 << 3)
             obj.task_id = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -2253,11 +2477,11 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         obj.task_id = b""
     if b1:
         n = b1 >> 3
-        if a1 + a1 == c - 54 and b1 & 7 == 2:
+        if a1 + a1 == c - 62 and b1 & 7 == 2:
             obj.function_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
-            s = 56 + (a1 >> 2 << 3)
+            s = 64 + (a1 >> 2 << 3)
             obj.function_id = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -2267,7 +2491,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     else:
         obj.function_id = b""
     if b2:
-        if a2 + a2 != c - 62 or b2 & 7 != 7:
+        if a2 + a2 != c - 70 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 131073 or (t >> 2) * 3 != b2 >> 3:
@@ -2311,7 +2535,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     else:
         obj.args = []
     if b3:
-        if a3 + a3 != c - 70 or b3 & 7 != 6:
+        if a3 + a3 != c - 78 or b3 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b3 >> 3 << 3
@@ -2340,11 +2564,11 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         obj.dependencies = []
     if b4:
         n = b4 >> 3
-        if a4 + a4 == c - 78 and b4 & 7 == 2:
+        if a4 + a4 == c - 86 and b4 & 7 == 2:
             obj.parent_task_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
-            s = 80 + (a4 >> 2 << 3)
+            s = 88 + (a4 >> 2 << 3)
             obj.parent_task_id = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -2355,11 +2579,11 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         obj.parent_task_id = b""
     if b5:
         n = b5 >> 3
-        if a5 + a5 == c - 86 and b5 & 7 == 2:
+        if a5 + a5 == c - 94 and b5 & 7 == 2:
             obj.serializer_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
-            s = 88 + (a5 >> 2 << 3)
+            s = 96 + (a5 >> 2 << 3)
             obj.serializer_id = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -2368,6 +2592,35 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         raise NotCanonical
     else:
         obj.serializer_id = b""
+    if b6:
+        if a6 + a6 != c - 102 or b6 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b6 >> 3 << 3)
+        items1 = []
+        for e1 in range(e1, c, 16):
+            u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+            el1 = _new(Resource)
+            el1.amount = u1_0
+            if b1_0:
+                n = b1_0 >> 3
+                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                    raise NotCanonical
+                el1.name = m[c : c + n - 1].decode()
+                c += n + 7 & -8
+            elif a1_0:
+                raise NotCanonical
+            else:
+                el1.name = ""
+            items1.append(el1)
+        obj.resources = items1
+    elif a6:
+        raise NotCanonical
+    else:
+        obj.resources = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != end - pos:
@@ -2385,20 +2638,20 @@ def _encode_task(msg: Task, parts: list) -> int:
     u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
-    c = 88
+    c = 104
     blobs = None
     v = msg.task_id
     if v:
         n = len(v)
         if n < 1024:
-            a0 = c - 46 >> 1
+            a0 = c - 54 >> 1
             b0 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a0 = b0 = 0
-            blobs = defer_blob(blobs, 40, v)
+            blobs = defer_blob(blobs, 48, v)
     elif v.__class__ is bytes:
         a0 = b0 = 0
     else:
@@ -2407,14 +2660,14 @@ def _encode_task(msg: Task, parts: list) -> int:
     if v:
         n = len(v)
         if n < 1024:
-            a1 = c - 54 >> 1
+            a1 = c - 62 >> 1
             b1 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a1 = b1 = 0
-            blobs = defer_blob(blobs, 48, v)
+            blobs = defer_blob(blobs, 56, v)
     elif v.__class__ is bytes:
         a1 = b1 = 0
     else:
@@ -2424,7 +2677,7 @@ def _encode_task(msg: Task, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 62 >> 1
+        a2 = c - 70 >> 1
         b2 = count1 * 24 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -2473,7 +2726,7 @@ def _encode_task(msg: Task, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a3 = c - 70 >> 1
+        a3 = c - 78 >> 1
         b3 = count1 * 8 + 6
         slot1 = len(parts)
         parts.append(b"")
@@ -2500,14 +2753,14 @@ def _encode_task(msg: Task, parts: list) -> int:
     if v:
         n = len(v)
         if n < 1024:
-            a4 = c - 78 >> 1
+            a4 = c - 86 >> 1
             b4 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a4 = b4 = 0
-            blobs = defer_blob(blobs, 72, v)
+            blobs = defer_blob(blobs, 80, v)
     elif v.__class__ is bytes:
         a4 = b4 = 0
     else:
@@ -2516,26 +2769,81 @@ def _encode_task(msg: Task, parts: list) -> int:
     if v:
         n = len(v)
         if n < 1024:
-            a5 = c - 86 >> 1
+            a5 = c - 94 >> 1
             b5 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a5 = b5 = 0
-            blobs = defer_blob(blobs, 80, v)
+            blobs = defer_blob(blobs, 88, v)
     elif v.__class__ is bytes:
         a5 = b5 = 0
     else:
         raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
-    parts[base] = _MESSAGE_TASK.pack(0, c - 8 >> 3, _HEAD_TASK, u0, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5)
+    items1 = msg.resources
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a6 = c - 102 >> 1
+        b6 = count1 * 16 + 7
+        slot1 = len(parts)
+        parts.append(b"")
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
+        e1 = c + 8
+        c = e1 + count1 * 16
+        for el1 in items1:
+            if el1.__class__ is not Resource:
+                raise NotCanonical
+            v = el1.name
+            if v.__class__ is not str:
+                raise NotCanonical
+            if v:
+                v = v.encode()
+                n = len(v)
+                a1_0 = c - e1 - 14 >> 1
+                b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+                parts.append(v)
+                parts.append(TEXT_END[n & 7])
+                c += n + 8 & -8
+            else:
+                a1_0 = b1_0 = 0
+            bodies1.append(_CANON_RESOURCE.pack(el1.amount, a1_0, b1_0))
+            e1 += 16
+        parts[slot1] = b"".join(bodies1)
+    else:
+        a6 = b6 = 0
+    parts[base] = _MESSAGE_TASK.pack(
+        0,
+        c - 8 >> 3,
+        _HEAD_TASK,
+        u0,
+        msg.priority,
+        msg.retries,
+        msg.timeout_ms,
+        a0,
+        b0,
+        a1,
+        b1,
+        a2,
+        b2,
+        a3,
+        b3,
+        a4,
+        b4,
+        a5,
+        b5,
+        a6,
+        b6,
+    )
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c
 
 
 def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
-    segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_RESULT:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -2548,9 +2856,10 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
     obj = _new(TaskResult)
     obj.status = u0
     obj.in_object = (u1 & 1) != 0
-    obj.duration_us = u2
-    obj.cpu_time_us = u3
-    obj.peak_memory = u4
+    obj.attempts = u2
+    obj.duration_us = u3
+    obj.cpu_time_us = u4
+    obj.peak_memory = u5
     c = 88
     blobs = None
     if b0:
@@ -2659,6 +2968,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
         _HEAD_TASK_RESULT,
         msg.status,
         u1,
+        msg.attempts,
         msg.duration_us,
         msg.cpu_time_us,
         msg.peak_memory,
@@ -3516,7 +3826,7 @@ def _encode_goodbye(msg: Goodbye, parts: list) -> int:
 
 
 def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -3543,9 +3853,11 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.free_slots = u13
     obj.oldest_ready_wait_us = u14
     obj.registered_again = u15
-    c = 184
+    obj.tasks_needing_resources = u16
+    obj.retried_tasks = u17
+    c = 200
     if b0:
-        if a0 + a0 != c - 150 or b0 & 7 != 7:
+        if a0 + a0 != c - 166 or b0 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
@@ -3574,7 +3886,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.task_states = []
     if b1:
-        if a1 + a1 != c - 158 or b1 & 7 != 7:
+        if a1 + a1 != c - 174 or b1 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b1 >> 3:
@@ -3603,7 +3915,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.sent = []
     if b2:
-        if a2 + a2 != c - 166 or b2 & 7 != 7:
+        if a2 + a2 != c - 182 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -3632,7 +3944,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.received = []
     if b3:
-        if a3 + a3 != c - 174 or b3 & 7 != 7:
+        if a3 + a3 != c - 190 or b3 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b3 >> 3:
@@ -3661,16 +3973,16 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.function_tasks = []
     if b4:
-        if a4 + a4 != c - 182 or b4 & 7 != 7:
+        if a4 + a4 != c - 198 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
-        if t & 3 or u != 65544 or (t >> 2) * 9 != b4 >> 3:
+        if t & 3 or u != 131080 or (t >> 2) * 10 != b4 >> 3:
             raise NotCanonical
         e1 = c + 8
         c = e1 + (b4 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 72):
-            u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0 = _CANON_WORKER_STATUS.unpack_from(m, e1)
+        for e1 in range(e1, c, 80):
+            u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
             el1 = _new(WorkerStatus)
             el1.agent_cpu = u1_0
             el1.cpu = u1_1
@@ -3694,6 +4006,35 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 raise NotCanonical
             else:
                 el1.name = ""
+            if b1_1:
+                if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
+                    raise NotCanonical
+                t, u = _POINTER_BITS.unpack_from(m, c)
+                if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
+                    raise NotCanonical
+                e2 = c + 8
+                c = e2 + (b1_1 >> 3 << 3)
+                items2 = []
+                for e2 in range(e2, c, 16):
+                    u2_0, a2_0, b2_0 = _CANON_RESOURCE.unpack_from(m, e2)
+                    el2 = _new(Resource)
+                    el2.amount = u2_0
+                    if b2_0:
+                        n = b2_0 >> 3
+                        if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
+                            raise NotCanonical
+                        el2.name = m[c : c + n - 1].decode()
+                        c += n + 7 & -8
+                    elif a2_0:
+                        raise NotCanonical
+                    else:
+                        el2.name = ""
+                    items2.append(el2)
+                el1.resources = items2
+            elif a1_1:
+                raise NotCanonical
+            else:
+                el1.resources = []
             items1.append(el1)
         obj.workers = items1
     elif a4:
@@ -3709,13 +4050,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
 def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     base = len(parts)
     parts.append(b"")
-    c = 184
+    c = 200
     items1 = msg.task_states
     if items1.__class__ is not list:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a0 = c - 150 >> 1
+        a0 = c - 166 >> 1
         b0 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3748,7 +4089,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a1 = c - 158 >> 1
+        a1 = c - 174 >> 1
         b1 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3781,7 +4122,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 166 >> 1
+        a2 = c - 182 >> 1
         b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3814,7 +4155,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a3 = c - 174 >> 1
+        a3 = c - 190 >> 1
         b3 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -3847,13 +4188,13 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a4 = c - 182 >> 1
-        b4 = count1 * 72 + 7
+        a4 = c - 198 >> 1
+        b4 = count1 * 80 + 7
         slot1 = len(parts)
         parts.append(b"")
-        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65544)]
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 131080)]
         e1 = c + 8
-        c = e1 + count1 * 72
+        c = e1 + count1 * 80
         for el1 in items1:
             if el1.__class__ is not WorkerStatus:
                 raise NotCanonical
@@ -3872,6 +4213,39 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 c += n + 8 & -8
             else:
                 a1_0 = b1_0 = 0
+            items2 = el1.resources
+            if items2.__class__ is not list:
+                raise NotCanonical
+            if items2:
+                count2 = len(items2)
+                a1_1 = c - e1 - 78 >> 1
+                b1_1 = count2 * 16 + 7
+                slot2 = len(parts)
+                parts.append(b"")
+                bodies2 = [_POINTER_BITS.pack(count2 << 2, 65537)]
+                e2 = c + 8
+                c = e2 + count2 * 16
+                for el2 in items2:
+                    if el2.__class__ is not Resource:
+                        raise NotCanonical
+                    v = el2.name
+                    if v.__class__ is not str:
+                        raise NotCanonical
+                    if v:
+                        v = v.encode()
+                        n = len(v)
+                        a2_0 = c - e2 - 14 >> 1
+                        b2_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+                        parts.append(v)
+                        parts.append(TEXT_END[n & 7])
+                        c += n + 8 & -8
+                    else:
+                        a2_0 = b2_0 = 0
+                    bodies2.append(_CANON_RESOURCE.pack(el2.amount, a2_0, b2_0))
+                    e2 += 16
+                parts[slot2] = b"".join(bodies2)
+            else:
+                a1_1 = b1_1 = 0
             bodies1.append(_CANON_WORKER_STATUS.pack(
                 el1.agent_cpu,
                 el1.cpu,
@@ -3887,8 +4261,10 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 el1.previous_registrations,
                 a1_0,
                 b1_0,
+                a1_1,
+                b1_1,
             ))
-            e1 += 72
+            e1 += 80
         parts[slot1] = b"".join(bodies1)
     else:
         a4 = b4 = 0
@@ -3912,6 +4288,8 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         msg.free_slots,
         msg.oldest_ready_wait_us,
         msg.registered_again,
+        msg.tasks_needing_resources,
+        msg.retried_tasks,
         a0,
         b0,
         a1,
@@ -4073,10 +4451,39 @@ def _encode_worker_retire(msg: WorkerRetire, parts: list) -> int:
     return c
 
 
+def _fill_resource(buf: bytearray, blobs: Blobs, start: int, obj: Resource) -> None:
+    _DATA_RESOURCE.pack_into(buf, start, obj.amount)
+    write_text(buf, start + 8, obj.name)
+
+
+def _write_list_resource(buf: bytearray, blobs: Blobs, at: int, items: list[Resource]) -> None:
+    if items.__class__ is not list:
+        items = as_list(items)
+    if items:
+        pos = begin_struct_list(buf, at, len(items), 1, 1)
+        for item in items:
+            if item.__class__ is not Resource:
+                raise TypeError("expected Resource, got " + type(item).__name__)
+            _fill_resource(buf, blobs, pos, item)
+            pos += 16
+
+
 def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
-    _DATA_HELLO.pack_into(buf, start, obj.protocol_version, obj.role, obj.pid, obj.capacity, obj.previous_registrations)
+    v = obj.task_policies
+    u2 = 1 if v is True else 0 if v is False else bool_bit(v)
+    _DATA_HELLO.pack_into(
+        buf,
+        start,
+        obj.protocol_version,
+        obj.role,
+        u2,
+        obj.pid,
+        obj.capacity,
+        obj.previous_registrations,
+    )
     write_text(buf, start + 24, obj.name)
     write_text(buf, start + 32, obj.hostname)
+    _write_list_resource(buf, blobs, start + 40, obj.resources)
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
@@ -4086,6 +4493,8 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
     u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     v = obj.resumed
     u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+    v = obj.task_policies
+    u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
     _DATA_HELLO_REPLY.pack_into(buf, start, obj.protocol_version, u1, obj.heartbeat_interval_ms, obj.peer_timeout_ms)
     write_text(buf, start + 16, obj.reason)
 
@@ -4139,19 +4548,29 @@ def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
     u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
     v = obj.stream_output
     u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
-    _DATA_TASK.pack_into(buf, start, u0)
-    write_data(buf, blobs, start + 8, obj.task_id)
-    write_data(buf, blobs, start + 16, obj.function_id)
-    _write_list_argument(buf, blobs, start + 24, obj.args)
-    write_data_list(buf, blobs, start + 32, obj.dependencies)
-    write_data(buf, blobs, start + 40, obj.parent_task_id)
-    write_data(buf, blobs, start + 48, obj.serializer_id)
+    _DATA_TASK.pack_into(buf, start, u0, obj.priority, obj.retries, obj.timeout_ms)
+    write_data(buf, blobs, start + 16, obj.task_id)
+    write_data(buf, blobs, start + 24, obj.function_id)
+    _write_list_argument(buf, blobs, start + 32, obj.args)
+    write_data_list(buf, blobs, start + 40, obj.dependencies)
+    write_data(buf, blobs, start + 48, obj.parent_task_id)
+    write_data(buf, blobs, start + 56, obj.serializer_id)
+    _write_list_resource(buf, blobs, start + 64, obj.resources)
 
 
 def _fill_task_result(buf: bytearray, blobs: Blobs, start: int, obj: TaskResult) -> None:
     v = obj.in_object
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
-    _DATA_TASK_RESULT.pack_into(buf, start, obj.status, u1, obj.duration_us, obj.cpu_time_us, obj.peak_memory)
+    _DATA_TASK_RESULT.pack_into(
+        buf,
+        start,
+        obj.status,
+        u1,
+        obj.attempts,
+        obj.duration_us,
+        obj.cpu_time_us,
+        obj.peak_memory,
+    )
     write_data(buf, blobs, start + 32, obj.task_id)
     write_data(buf, blobs, start + 40, obj.payload)
     write_text(buf, start + 48, obj.error_text)
@@ -4267,18 +4686,19 @@ def _fill_worker_status(buf: bytearray, blobs: Blobs, start: int, obj: WorkerSta
         obj.previous_registrations,
     )
     write_text(buf, start + 64, obj.name)
+    _write_list_resource(buf, blobs, start + 72, obj.resources)
 
 
 def _write_list_worker_status(buf: bytearray, blobs: Blobs, at: int, items: list[WorkerStatus]) -> None:
     if items.__class__ is not list:
         items = as_list(items)
     if items:
-        pos = begin_struct_list(buf, at, len(items), 8, 1)
+        pos = begin_struct_list(buf, at, len(items), 8, 2)
         for item in items:
             if item.__class__ is not WorkerStatus:
                 raise TypeError("expected WorkerStatus, got " + type(item).__name__)
             _fill_worker_status(buf, blobs, pos, item)
-            pos += 72
+            pos += 80
 
 
 def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: SchedulerStatus) -> None:
@@ -4301,15 +4721,17 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
         obj.free_slots,
         obj.oldest_ready_wait_us,
         obj.registered_again,
+        obj.tasks_needing_resources,
+        obj.retried_tasks,
     )
-    _write_list_counter(buf, blobs, start + 112, obj.task_states)
-    _write_list_counter(buf, blobs, start + 120, obj.sent)
-    _write_list_counter(buf, blobs, start + 128, obj.received)
-    _write_list_counter(buf, blobs, start + 136, obj.function_tasks)
-    _write_list_worker_status(buf, blobs, start + 144, obj.workers)
+    _write_list_counter(buf, blobs, start + 128, obj.task_states)
+    _write_list_counter(buf, blobs, start + 136, obj.sent)
+    _write_list_counter(buf, blobs, start + 144, obj.received)
+    _write_list_counter(buf, blobs, start + 152, obj.function_tasks)
+    _write_list_worker_status(buf, blobs, start + 160, obj.workers)
 
 
-_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000200") + bytes(40)
+_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000300") + bytes(48)
 
 
 def _build_hello(msg: Hello, parts: list) -> int:
@@ -4359,7 +4781,7 @@ def _build_heartbeat_echo(msg: HeartbeatEcho, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_TASK = bytes.fromhex("0000000000000000000000000100010005000000000000000000000001000600") + bytes(56)
+_PREFIX_TASK = bytes.fromhex("0000000000000000000000000100010005000000000000000000000002000700") + bytes(72)
 
 
 def _build_task(msg: Task, parts: list) -> int:
@@ -4489,7 +4911,7 @@ def _build_goodbye(msg: Goodbye, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_SCHEDULER_STATUS = bytes.fromhex("000000000000000000000000010001001200000000000000000000000e000500") + bytes(152)
+_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000010000500") + bytes(168)
 
 
 def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
@@ -4645,6 +5067,10 @@ BYTEARRAY_ENCODERS: dict[type, Callable[[object, list], int]] = {
 ENCODERS = BYTEARRAY_ENCODERS if sys.implementation.name == "pypy" else PARTS_ENCODERS
 
 FIELDS: dict[type, tuple[FieldInfo, ...]] = {
+    Resource: (
+        FieldInfo("name", "name", "text", None),
+        FieldInfo("amount", "amount", "float64", None),
+    ),
     Hello: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
         FieldInfo("role", "role", "enum", Role),
@@ -4653,6 +5079,8 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("pid", "pid", "uint32", None),
         FieldInfo("capacity", "capacity", "uint32", None),
         FieldInfo("previous_registrations", "previousRegistrations", "uint32", None),
+        FieldInfo("resources", "resources", "struct_list", Resource),
+        FieldInfo("task_policies", "taskPolicies", "bool", None),
     ),
     HelloReply: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
@@ -4662,6 +5090,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("peer_timeout_ms", "peerTimeoutMs", "uint32", None),
         FieldInfo("forwards_task_output", "forwardsTaskOutput", "bool", None),
         FieldInfo("resumed", "resumed", "bool", None),
+        FieldInfo("task_policies", "taskPolicies", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -4697,6 +5126,10 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("parent_task_id", "parentTaskId", "data", None),
         FieldInfo("serializer_id", "serializerId", "data", None),
         FieldInfo("stream_output", "streamOutput", "bool", None),
+        FieldInfo("resources", "resources", "struct_list", Resource),
+        FieldInfo("priority", "priority", "int32", None),
+        FieldInfo("retries", "retries", "uint32", None),
+        FieldInfo("timeout_ms", "timeoutMs", "uint32", None),
     ),
     TaskResult: (
         FieldInfo("task_id", "taskId", "data", None),
@@ -4707,6 +5140,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("duration_us", "durationUs", "uint64", None),
         FieldInfo("cpu_time_us", "cpuTimeUs", "uint64", None),
         FieldInfo("peak_memory", "peakMemory", "uint64", None),
+        FieldInfo("attempts", "attempts", "uint32", None),
     ),
     TaskOutput: (
         FieldInfo("task_id", "taskId", "data", None),
@@ -4784,6 +5218,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("processed", "processed", "uint64", None),
         FieldInfo("previous_registrations", "previousRegistrations", "uint32", None),
         FieldInfo("retiring", "retiring", "bool", None),
+        FieldInfo("resources", "resources", "struct_list", Resource),
     ),
     SchedulerStatus: (
         FieldInfo("time_us", "timeUs", "uint64", None),
@@ -4807,5 +5242,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("free_slots", "freeSlots", "uint64", None),
         FieldInfo("oldest_ready_wait_us", "oldestReadyWaitUs", "uint64", None),
         FieldInfo("registered_again", "registeredAgain", "uint64", None),
+        FieldInfo("tasks_needing_resources", "tasksNeedingResources", "uint64", None),
+        FieldInfo("retried_tasks", "retriedTasks", "uint64", None),
     ),
 }

@@ -33,6 +33,14 @@ enum TaskStatus {
   notFound @3;    # the receiver does not know this task id
   workerDied @4;  # the process running the task died too many times (retry cap reached)
   refused @5;     # the scheduler refused the task (limits, protected state); errorText says why
+  timedOut @6;    # the task ran longer than its timeoutMs: the worker stopped it (replaced its processor); sent only for
+                  # tasks with timeoutMs > 0, so only to clients that know it
+}
+
+struct Resource {
+  # A named amount: what a worker offers (Hello.resources) or what a task needs (Task.resources), e.g. gpu = 1.
+  name @0 :Text;
+  amount @1 :Float64;
 }
 
 enum ObjectKind {
@@ -52,6 +60,10 @@ struct Hello {
   capacity @5 :UInt32;      # workers: how many tasks it accepts at once (queued + running)
   previousRegistrations @6 :UInt32;  # how often this peer registered before (with a scheduler that died, or that
                                      # lost its connection): 0 on its first Hello. The scheduler logs and counts them.
+  resources @7 :List(Resource);      # workers: what each of its task slots may use (scaler_cluster --resources); a task
+                                     # needing resources runs only on a worker offering at least that much of each
+  taskPolicies @8 :Bool;             # workers: it runs its queue in Task.priority order and enforces Task.timeoutMs
+                                     # (older workers ignore both)
 }
 
 struct HelloReply {
@@ -64,6 +76,8 @@ struct HelloReply {
                                # drop the whole frame), and only then is a client's streamOutput honoured
   resumed @6 :Bool;            # the scheduler already had this peer registered (a Hello again after a dropped
                                # connection): what it held for the peer is still there
+  taskPolicies @7 :Bool;       # the scheduler honours Task.resources, priority and retries: only then may a client
+                               # set them (an older scheduler would ignore them)
 }
 
 struct ClientHeartbeat {
@@ -104,6 +118,12 @@ struct Task {
   parentTaskId @6 :Data;        # set when submitted from inside a running task (nested tasks)
   serializerId @7 :Data;        # object id of the client's serializer; empty means cloudpickle
   streamOutput @8 :Bool;        # forward what the task writes to stdout and stderr to its client (TaskOutput)
+  resources @9 :List(Resource); # run only on a worker whose Hello.resources offer at least this much of each
+  priority @10 :Int32;          # higher runs first, among the scheduler's ready tasks and in a worker's queue; equal
+                                # priorities keep submission order. The scheduler raises a nested task's priority to at
+                                # least its parent's + 1 (and sends workers the priority it uses)
+  retries @11 :UInt32;          # run again (on any worker) up to this often when the function raises or times out
+  timeoutMs @12 :UInt32;        # 0: none. The worker stops the task once it has run this long: status timedOut
 }
 
 struct TaskResult {
@@ -115,6 +135,8 @@ struct TaskResult {
   durationUs @5 :UInt64;    # profiling: wall time of the call
   cpuTimeUs @6 :UInt64;     # profiling: CPU time of the call
   peakMemory @7 :UInt64;    # profiling: peak RSS growth during the call, bytes
+  attempts @8 :UInt32;      # scheduler to client: how often the task was started on a worker (retries and worker
+                            # deaths included); 0 from workers and older schedulers, meaning one
 }
 
 enum OutputStream {
@@ -224,6 +246,7 @@ struct WorkerStatus {
   processed @10 :UInt64;
   previousRegistrations @11 :UInt32;  # from its Hello: >0 for a worker that registered again after a lost scheduler
   retiring @12 :Bool;                 # it asked to retire (WorkerRetire): it gets no new task and leaves once done
+  resources @13 :List(Resource);      # from its Hello
 }
 
 struct SchedulerStatus {
@@ -250,6 +273,8 @@ struct SchedulerStatus {
   freeSlots @18 :UInt64;        # slots free for one more task, summed over workers (a parked task lends its slot)
   oldestReadyWaitUs @19 :UInt64;  # how long the ready task first in line has waited for a worker; 0 when none waits
   registeredAgain @20 :UInt64;     # clients and workers whose Hello said they had registered before (a lost scheduler)
+  tasksNeedingResources @21 :UInt64;  # of tasksReady, those no connected worker offers the resources for
+  retriedTasks @22 :UInt64;        # task attempts started again after the function raised or timed out, since start
 }
 
 struct Message {

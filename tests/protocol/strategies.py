@@ -42,6 +42,8 @@ def value_strategy(field: Any) -> st.SearchStrategy[Any]:
         return int_strategy(kind)
     if kind == "float32":
         return st.floats(width=32, allow_nan=False)
+    if kind == "float64":
+        return st.floats(allow_nan=False)
     if kind == "text":
         return TEXT
     if kind == "data":

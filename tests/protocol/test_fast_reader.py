@@ -80,20 +80,30 @@ def test_agrees_with_the_general_reader_on_fuzzed_frames() -> None:
     assert taken_fast > ITERATIONS // 20, taken_fast
 
 
+TASK_DATA_WORDS, TASK_POINTERS = 2, 7  # Task's struct layout in the schema
+P = TASK_POINTERS - 6  # list pointer offsets below are written for a 6-pointer Task: this many words further
+
+
 def task_with_pointers(pointers: list[bytes], tail: bytes) -> bytes:
-    return frame(message_root(Task.WHICH, 1, 6) + NULL + b"".join(pointers) + NULL * (6 - len(pointers)) + tail)
+    return frame(
+        message_root(Task.WHICH, TASK_DATA_WORDS, TASK_POINTERS)
+        + NULL * TASK_DATA_WORDS
+        + b"".join(pointers)
+        + NULL * (TASK_POINTERS - len(pointers))
+        + tail
+    )
 
 
 def test_aliased_data_goes_to_the_general_reader() -> None:
     # taskId and functionId point at the same bytes: valid Cap'n Proto, but not a layout we write
-    data = task_with_pointers([list_ptr(5, 2, 3), list_ptr(4, 2, 3)], b"abc" + bytes(5))
+    data = task_with_pointers([list_ptr(5 + P, 2, 3), list_ptr(4 + P, 2, 3)], b"abc" + bytes(5))
     with pytest.raises(NotCanonical):
         read_fast(data)
     assert decode_frame(data) == [Task(task_id=b"abc", function_id=b"abc")]
 
 
 def test_data_out_of_order_goes_to_the_general_reader() -> None:
-    data = task_with_pointers([list_ptr(6, 2, 3), list_ptr(4, 2, 3)], b"fid" + bytes(5) + b"tid" + bytes(5))
+    data = task_with_pointers([list_ptr(6 + P, 2, 3), list_ptr(4 + P, 2, 3)], b"fid" + bytes(5) + b"tid" + bytes(5))
     with pytest.raises(NotCanonical):
         read_fast(data)
     assert decode_frame(data) == [Task(task_id=b"tid", function_id=b"fid")]
@@ -104,13 +114,15 @@ def test_big_data_may_follow_the_rest_in_any_order_of_fields() -> None:
     # here functionId's in pre-order then taskId's after it, which is neither but reads the same either way
     first, second = b"\x01" * BLOB_THRESHOLD, b"\x02" * BLOB_THRESHOLD
     words = BLOB_THRESHOLD // 8
-    data = task_with_pointers([list_ptr(5 + words, 2, BLOB_THRESHOLD), list_ptr(4, 2, BLOB_THRESHOLD)], second + first)
+    data = task_with_pointers(
+        [list_ptr(5 + P + words, 2, BLOB_THRESHOLD), list_ptr(4 + P, 2, BLOB_THRESHOLD)], second + first
+    )
     assert read_fast(data) == Task(task_id=first, function_id=second)
     assert decode_frame_generally(data) == [Task(task_id=first, function_id=second)]
 
 
 def test_gap_before_the_end_goes_to_the_general_reader() -> None:
-    data = task_with_pointers([list_ptr(5, 2, 3)], b"abc" + bytes(5) + NULL)  # an unused word at the end
+    data = task_with_pointers([list_ptr(5 + P, 2, 3)], b"abc" + bytes(5) + NULL)  # an unused word at the end
     with pytest.raises(NotCanonical):
         read_fast(data)
     assert decode_frame(data) == [Task(task_id=b"abc")]

@@ -57,7 +57,8 @@ def assert_plain_values(obj: Any) -> None:
     """Decoded values have the documented plain types: enums are ints (not IntEnum), bools are bools."""
     for field in FIELDS[type(obj)]:
         value = getattr(obj, field.attr)
-        expected = {"bool": bool, "text": str, "data": bytes, "float32": float, "data_list": list}.get(field.kind, int)
+        plain = {"bool": bool, "text": str, "data": bytes, "float32": float, "float64": float, "data_list": list}
+        expected = plain.get(field.kind, int)
         if field.kind == "struct_list":
             assert type(value) is list
             for item in value:

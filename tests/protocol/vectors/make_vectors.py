@@ -71,6 +71,8 @@ def make_value(field: Any, style: str, rng: random.Random) -> Any:
         return {"max": float32(3.4028234663852886e38), "min": -float32(1.401298464324817e-45)}.get(
             style, float32(rng.uniform(-1e6, 1e6))
         )
+    if kind == "float64":
+        return {"max": 1.7976931348623157e308, "min": -5e-324}.get(style, rng.uniform(-1e12, 1e12))
     if kind == "text":
         length = {"max": 40, "min": 1}.get(style, rng.randint(0, 24))
         return "".join(rng.choice(TEXT_ALPHABET) for _ in range(length))
