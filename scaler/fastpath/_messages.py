@@ -322,6 +322,7 @@ class ClientHeartbeat:
         "sent_at_us",
         "cpu",
         "rss",
+        "interval_ms",
         "raw",
     )
     WHICH = 2
@@ -329,6 +330,7 @@ class ClientHeartbeat:
     sent_at_us: int
     cpu: float
     rss: int
+    interval_ms: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -337,10 +339,12 @@ class ClientHeartbeat:
         sent_at_us: int = 0,
         cpu: float = 0.0,
         rss: int = 0,
+        interval_ms: int = 0,
     ) -> None:
         self.sent_at_us = sent_at_us
         self.cpu = cpu
         self.rss = rss
+        self.interval_ms = interval_ms
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -350,6 +354,7 @@ class ClientHeartbeat:
             self.sent_at_us == other.sent_at_us
             and self.cpu == other.cpu
             and self.rss == other.rss
+            and self.interval_ms == other.interval_ms
         )
 
     def __repr__(self) -> str:
@@ -358,6 +363,7 @@ class ClientHeartbeat:
             + "sent_at_us=" + short_repr(self.sent_at_us)
             + ", cpu=" + short_repr(self.cpu)
             + ", rss=" + short_repr(self.rss)
+            + ", interval_ms=" + short_repr(self.interval_ms)
             + ")"
         )
 
@@ -375,6 +381,7 @@ class WorkerHeartbeat:
         "lag_us",
         "flags",
         "running",
+        "interval_ms",
         "raw",
     )
     WHICH = 3
@@ -388,6 +395,7 @@ class WorkerHeartbeat:
     lag_us: int
     flags: int
     running: int
+    interval_ms: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -402,6 +410,7 @@ class WorkerHeartbeat:
         lag_us: int = 0,
         flags: int = 0,
         running: int = 0,
+        interval_ms: int = 0,
     ) -> None:
         self.sent_at_us = sent_at_us
         self.agent_cpu = agent_cpu
@@ -412,6 +421,7 @@ class WorkerHeartbeat:
         self.lag_us = lag_us
         self.flags = flags
         self.running = running
+        self.interval_ms = interval_ms
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -427,6 +437,7 @@ class WorkerHeartbeat:
             and self.lag_us == other.lag_us
             and self.flags == other.flags
             and self.running == other.running
+            and self.interval_ms == other.interval_ms
         )
 
     def __repr__(self) -> str:
@@ -441,6 +452,7 @@ class WorkerHeartbeat:
             + ", lag_us=" + short_repr(self.lag_us)
             + ", flags=" + short_repr(self.flags)
             + ", running=" + short_repr(self.running)
+            + ", interval_ms=" + short_repr(self.interval_ms)
             + ")"
         )
 
@@ -450,19 +462,27 @@ class HeartbeatEcho:
 
     __slots__ = (
         "sent_at_us",
+        "heartbeat_interval_ms",
+        "peer_timeout_ms",
         "raw",
     )
     WHICH = 4
 
     sent_at_us: int
+    heartbeat_interval_ms: int
+    peer_timeout_ms: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
         self,
         *,
         sent_at_us: int = 0,
+        heartbeat_interval_ms: int = 0,
+        peer_timeout_ms: int = 0,
     ) -> None:
         self.sent_at_us = sent_at_us
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.peer_timeout_ms = peer_timeout_ms
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -470,12 +490,16 @@ class HeartbeatEcho:
             return NotImplemented
         return (
             self.sent_at_us == other.sent_at_us
+            and self.heartbeat_interval_ms == other.heartbeat_interval_ms
+            and self.peer_timeout_ms == other.peer_timeout_ms
         )
 
     def __repr__(self) -> str:
         return (
             "HeartbeatEcho("
             + "sent_at_us=" + short_repr(self.sent_at_us)
+            + ", heartbeat_interval_ms=" + short_repr(self.heartbeat_interval_ms)
+            + ", peer_timeout_ms=" + short_repr(self.peer_timeout_ms)
             + ")"
         )
 
@@ -1597,9 +1621,9 @@ class SchedulerStatus:
 _DATA_RESOURCE = struct.Struct("<d")
 _DATA_HELLO = struct.Struct("<IHBxIII")
 _DATA_HELLO_REPLY = struct.Struct("<IBxxxII")
-_DATA_CLIENT_HEARTBEAT = struct.Struct("<QfxxxxQ")
-_DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQI")
-_DATA_HEARTBEAT_ECHO = struct.Struct("<Q")
+_DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
+_DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQII")
+_DATA_HEARTBEAT_ECHO = struct.Struct("<QII")
 _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<BxxxiII")
 _DATA_TASK_RESULT = struct.Struct("<HBxIQQQ")
@@ -1623,11 +1647,11 @@ _MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000002000100")
 _MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
-_MESSAGE_CLIENT_HEARTBEAT = struct.Struct("<II24sQfxxxxQ")
+_MESSAGE_CLIENT_HEARTBEAT = struct.Struct("<II24sQfIQ")
 _HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000007000000")
-_MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQIxxxx")
-_HEAD_HEARTBEAT_ECHO = bytes.fromhex("000000000100010004000000000000000000000001000000")
-_MESSAGE_HEARTBEAT_ECHO = struct.Struct("<II24sQ")
+_MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQII")
+_HEAD_HEARTBEAT_ECHO = bytes.fromhex("000000000100010004000000000000000000000002000000")
+_MESSAGE_HEARTBEAT_ECHO = struct.Struct("<II24sQII")
 _HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000002000700")
 _MESSAGE_TASK = struct.Struct("<II24sBxxxiIIiIiIiIiIiIiIiI")
 _HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000004000300")
@@ -1733,14 +1757,16 @@ def _read_client_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     buf = r.buf
     obj = _new(ClientHeartbeat)
     if dn >= 24:
-        u0, u1, u2 = _DATA_CLIENT_HEARTBEAT.unpack_from(buf, d)
+        u0, u1, u2, u3 = _DATA_CLIENT_HEARTBEAT.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
-        u2 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
+        u2 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
+        u3 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
     obj.sent_at_us = u0
     obj.cpu = u1
-    obj.rss = u2
+    obj.interval_ms = u2
+    obj.rss = u3
     obj.raw = None
     return obj
 
@@ -1748,8 +1774,8 @@ def _read_client_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> WorkerHeartbeat:
     buf = r.buf
     obj = _new(WorkerHeartbeat)
-    if dn >= 52:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8 = _DATA_WORKER_HEARTBEAT.unpack_from(buf, d)
+    if dn >= 56:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = _DATA_WORKER_HEARTBEAT.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -1760,6 +1786,7 @@ def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u6 = buf[d + 36] if dn >= 37 else 0
         u7 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
         u8 = _UNIT_I.unpack_from(buf, d + 48)[0] if dn >= 52 else 0
+        u9 = _UNIT_I.unpack_from(buf, d + 52)[0] if dn >= 56 else 0
     obj.sent_at_us = u0
     obj.agent_cpu = u1
     obj.processor_cpu = u2
@@ -1769,6 +1796,7 @@ def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     obj.flags = u6
     obj.lag_us = u7
     obj.running = u8
+    obj.interval_ms = u9
     obj.raw = None
     return obj
 
@@ -1776,8 +1804,15 @@ def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _read_heartbeat_echo(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> HeartbeatEcho:
     buf = r.buf
     obj = _new(HeartbeatEcho)
-    u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
+    if dn >= 16:
+        u0, u1, u2 = _DATA_HEARTBEAT_ECHO.unpack_from(buf, d)
+    else:
+        u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
+        u1 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
+        u2 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
     obj.sent_at_us = u0
+    obj.heartbeat_interval_ms = u1
+    obj.peer_timeout_ms = u2
     obj.raw = None
     return obj
 
@@ -2346,7 +2381,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
 
 
 def _decode_client_heartbeat(frame: bytes, pos: int) -> ClientHeartbeat:
-    segments, words, head, u0, u1, u2 = _MESSAGE_CLIENT_HEARTBEAT.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3 = _MESSAGE_CLIENT_HEARTBEAT.unpack_from(frame, pos)
     if segments or head != _HEAD_CLIENT_HEARTBEAT:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -2359,7 +2394,8 @@ def _decode_client_heartbeat(frame: bytes, pos: int) -> ClientHeartbeat:
     obj = _new(ClientHeartbeat)
     obj.sent_at_us = u0
     obj.cpu = u1
-    obj.rss = u2
+    obj.interval_ms = u2
+    obj.rss = u3
     if end - pos != 56:
         raise NotCanonical
     obj.raw = m
@@ -2367,12 +2403,20 @@ def _decode_client_heartbeat(frame: bytes, pos: int) -> ClientHeartbeat:
 
 
 def _encode_client_heartbeat(msg: ClientHeartbeat, parts: list) -> int:
-    parts.append(_MESSAGE_CLIENT_HEARTBEAT.pack(0, 6, _HEAD_CLIENT_HEARTBEAT, msg.sent_at_us, msg.cpu, msg.rss))
+    parts.append(_MESSAGE_CLIENT_HEARTBEAT.pack(
+        0,
+        6,
+        _HEAD_CLIENT_HEARTBEAT,
+        msg.sent_at_us,
+        msg.cpu,
+        msg.interval_ms,
+        msg.rss,
+    ))
     return 56
 
 
 def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_HEARTBEAT:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -2392,6 +2436,7 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     obj.flags = u6
     obj.lag_us = u7
     obj.running = u8
+    obj.interval_ms = u9
     if end - pos != 88:
         raise NotCanonical
     obj.raw = m
@@ -2412,12 +2457,13 @@ def _encode_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
         msg.flags,
         msg.lag_us,
         msg.running,
+        msg.interval_ms,
     ))
     return 88
 
 
 def _decode_heartbeat_echo(frame: bytes, pos: int) -> HeartbeatEcho:
-    segments, words, head, u0 = _MESSAGE_HEARTBEAT_ECHO.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2 = _MESSAGE_HEARTBEAT_ECHO.unpack_from(frame, pos)
     if segments or head != _HEAD_HEARTBEAT_ECHO:
         raise NotCanonical
     end = pos + 8 + (words << 3)
@@ -2429,15 +2475,24 @@ def _decode_heartbeat_echo(frame: bytes, pos: int) -> HeartbeatEcho:
         raise NotCanonical  # truncated
     obj = _new(HeartbeatEcho)
     obj.sent_at_us = u0
-    if end - pos != 40:
+    obj.heartbeat_interval_ms = u1
+    obj.peer_timeout_ms = u2
+    if end - pos != 48:
         raise NotCanonical
     obj.raw = m
     return obj
 
 
 def _encode_heartbeat_echo(msg: HeartbeatEcho, parts: list) -> int:
-    parts.append(_MESSAGE_HEARTBEAT_ECHO.pack(0, 4, _HEAD_HEARTBEAT_ECHO, msg.sent_at_us))
-    return 40
+    parts.append(_MESSAGE_HEARTBEAT_ECHO.pack(
+        0,
+        5,
+        _HEAD_HEARTBEAT_ECHO,
+        msg.sent_at_us,
+        msg.heartbeat_interval_ms,
+        msg.peer_timeout_ms,
+    ))
+    return 48
 
 
 def _decode_task(frame: bytes, pos: int) -> Task:
@@ -4500,7 +4555,7 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
 
 
 def _fill_client_heartbeat(buf: bytearray, blobs: Blobs, start: int, obj: ClientHeartbeat) -> None:
-    _DATA_CLIENT_HEARTBEAT.pack_into(buf, start, obj.sent_at_us, obj.cpu, obj.rss)
+    _DATA_CLIENT_HEARTBEAT.pack_into(buf, start, obj.sent_at_us, obj.cpu, obj.interval_ms, obj.rss)
 
 
 def _fill_worker_heartbeat(buf: bytearray, blobs: Blobs, start: int, obj: WorkerHeartbeat) -> None:
@@ -4516,11 +4571,12 @@ def _fill_worker_heartbeat(buf: bytearray, blobs: Blobs, start: int, obj: Worker
         obj.flags,
         obj.lag_us,
         obj.running,
+        obj.interval_ms,
     )
 
 
 def _fill_heartbeat_echo(buf: bytearray, blobs: Blobs, start: int, obj: HeartbeatEcho) -> None:
-    _DATA_HEARTBEAT_ECHO.pack_into(buf, start, obj.sent_at_us)
+    _DATA_HEARTBEAT_ECHO.pack_into(buf, start, obj.sent_at_us, obj.heartbeat_interval_ms, obj.peer_timeout_ms)
 
 
 def _fill_argument(buf: bytearray, blobs: Blobs, start: int, obj: Argument) -> None:
@@ -4771,7 +4827,7 @@ def _build_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_HEARTBEAT_ECHO = bytes.fromhex("0000000000000000000000000100010004000000000000000000000001000000") + bytes(8)
+_PREFIX_HEARTBEAT_ECHO = bytes.fromhex("0000000000000000000000000100010004000000000000000000000002000000") + bytes(16)
 
 
 def _build_heartbeat_echo(msg: HeartbeatEcho, parts: list) -> int:
@@ -5096,6 +5152,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
         FieldInfo("cpu", "cpu", "float32", None),
         FieldInfo("rss", "rss", "uint64", None),
+        FieldInfo("interval_ms", "intervalMs", "uint32", None),
     ),
     WorkerHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -5107,9 +5164,12 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("lag_us", "lagUs", "uint64", None),
         FieldInfo("flags", "flags", "uint8", None),
         FieldInfo("running", "running", "uint32", None),
+        FieldInfo("interval_ms", "intervalMs", "uint32", None),
     ),
     HeartbeatEcho: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
+        FieldInfo("heartbeat_interval_ms", "heartbeatIntervalMs", "uint32", None),
+        FieldInfo("peer_timeout_ms", "peerTimeoutMs", "uint32", None),
     ),
     Argument: (
         FieldInfo("kind", "kind", "enum", ArgumentKind),

@@ -84,6 +84,7 @@ struct ClientHeartbeat {
   sentAtUs @0 :UInt64;   # sender's monotonic clock, echoed back in HeartbeatEcho
   cpu @1 :Float32;       # percent of one core
   rss @2 :UInt64;        # bytes
+  intervalMs @3 :UInt32; # the interval it heartbeats at now (0: an older client, which keeps HelloReply's)
 }
 
 struct WorkerHeartbeat {
@@ -96,10 +97,13 @@ struct WorkerHeartbeat {
   lagUs @6 :UInt64;         # last measured round trip to the scheduler
   flags @7 :UInt8;          # bits: scaler/protocol/heartbeat_flags.py (initialized, has a task, task lock)
   running @8 :UInt32;       # tasks executing now (0 or 1)
+  intervalMs @9 :UInt32;    # the interval it heartbeats at now (0: an older worker, which keeps HelloReply's)
 }
 
 struct HeartbeatEcho {
   sentAtUs @0 :UInt64;
+  heartbeatIntervalMs @1 :UInt32;  # the cadence from now on, as in HelloReply: the scheduler stretches it as peers
+  peerTimeoutMs @2 :UInt32;        # join (docs/protocol.md, Heartbeats). 0: unchanged (an older scheduler)
 }
 
 struct Argument {
