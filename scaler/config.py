@@ -45,6 +45,12 @@ CLIENT_TIMEOUT = SETTINGS.declare(
     "client_timeout_seconds", float, 30.0, "a client silent this long is gone; its tasks are canceled, objects freed",
     flags=("--client-timeout", "-ct"), check=positive, used_by=(SCHEDULER,),
 )  # fmt: skip
+HEARTBEATS_PER_SECOND = SETTINGS.declare(
+    "heartbeats_per_second", int, 256,
+    "heartbeats a second the scheduler takes from all peers together: beyond it the interval and the timeouts double"
+    " until they fit (docs/protocol.md, Heartbeats)",
+    flags=("--heartbeats-per-second", "-hb"), check=at_least(1), used_by=(SCHEDULER,),
+)  # fmt: skip
 MAX_TASKS_WAITING = SETTINGS.declare(
     "max_tasks_waiting", int, 10_000_000, "tasks the scheduler holds at once; beyond it new tasks are refused",
     flags=("--max-tasks-waiting", "-mt"), check=at_least(1), used_by=(SCHEDULER,),

@@ -4,8 +4,9 @@
     python -m tests.sim_peers clients ADDRESS --count 32 --scheduler-pid PID  # one process holding 32 clients
 
 Every simulated peer speaks the real protocol to a real scheduler: its own routing identity and connection, Hello and
-HelloReply, heartbeats at the interval the scheduler names (a random phase each, so they do not arrive in step), and the
-answers the scheduler expects (HeartbeatEcho is read, BalanceRequest answered with the tasks queued and not running).
+HelloReply, heartbeats at the interval the scheduler names (a random phase each, so they do not arrive in step; each
+peer follows the cadence its HelloReply and HeartbeatEchoes name, and says which it uses), and the answers the
+scheduler expects (BalanceRequest answered with the tasks queued and not running).
 A worker announces its capacity and answers each task after a simulated duration: at once, or after an exponential
 time (it runs one task at a time and queues the rest, as a real worker does). A client submits tasks in frames of up to
 256, as the real client batches them, and checks that every result comes back exactly once.
@@ -130,8 +131,8 @@ class Host:
         self.by_fd: Dict[int, Any] = {}
         self.epoll.register(sys.stdin.fileno(), select.EPOLLIN)
         self.done = False
-        self.heartbeat_seconds = 1.0
-        self.heartbeats: Deque[Tuple[float, Any]] = deque()  # (due, peer): one interval for all, so it stays sorted
+        self.heartbeats: List[Tuple[float, int, Any]] = []  # heap of (due, peer index, peer)
+        self.heartbeat_messages: Dict[int, bytes] = {}  # interval in ms -> the encoded heartbeat stating it
         self.dirty: List[Any] = []  # peers with something to send
         self.start = time.monotonic()
 
@@ -173,10 +174,10 @@ class Host:
             self.timers(now)
             heartbeats = self.heartbeats
             while heartbeats and heartbeats[0][0] <= now:
-                _, peer = heartbeats.popleft()
+                _, index, peer = heapq.heappop(heartbeats)
                 if peer.socket is not None:
-                    self.heartbeat(peer, now)
-                    heartbeats.append((now + self.heartbeat_seconds, peer))
+                    self.queue(peer, self.heartbeat_message(peer.interval_ms))
+                    heapq.heappush(heartbeats, (now + peer.interval_ms / 1000.0, index, peer))
             self.flush()
         self.close()
 
@@ -189,15 +190,9 @@ class Host:
             return
         peer.connected = True
         self.connected += 1
-        self.heartbeat_seconds = (message.heartbeat_interval_ms or 1000) / 1000.0
-        due = time.monotonic() + self.random.random() * self.heartbeat_seconds
-        heartbeats = self.heartbeats
-        if not heartbeats or heartbeats[-1][0] <= due:
-            heartbeats.append((due, peer))
-        else:  # while peers connect; later each goes back to the end on its turn, so the deque stays sorted
-            items = sorted([*heartbeats, (due, peer)], key=lambda item: item[0])
-            heartbeats.clear()
-            heartbeats.extend(items)
+        peer.interval_ms = message.heartbeat_interval_ms or 1000
+        due = time.monotonic() + self.random.random() * peer.interval_ms / 1000.0
+        heapq.heappush(self.heartbeats, (due, peer.index, peer))
         if self.connected == self.count:
             emit({"event": "connected", f"{role}s": self.count})
 
@@ -249,8 +244,13 @@ class Host:
     def read(self, peer: Any) -> None:
         raise NotImplementedError
 
-    def heartbeat(self, peer: Any, now: float) -> None:
+    def heartbeat_message(self, interval_ms: int) -> bytes:
         raise NotImplementedError
+
+    def echo(self, peer: Any, message: HeartbeatEcho) -> None:
+        """The cadence from now on, as the real peers follow it (0: unchanged)."""
+        if message.heartbeat_interval_ms:
+            peer.interval_ms = message.heartbeat_interval_ms
 
     def command(self, command: Dict[str, Any]) -> Dict[str, Any]:
         raise NotImplementedError
@@ -261,13 +261,14 @@ class Host:
 
 
 class SimWorker:
-    __slots__ = ("index", "socket", "out", "connected", "queue", "running", "answered")
+    __slots__ = ("index", "socket", "out", "connected", "interval_ms", "queue", "running", "answered")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.socket: Optional[zmq.Socket] = None
         self.out: List[bytes] = []
         self.connected = False
+        self.interval_ms = 1000  # heartbeat interval, as the scheduler named it
         self.queue: Deque[bytes] = deque()  # task ids received and not started
         self.running: Optional[bytes] = None
         self.answered = 0
@@ -289,7 +290,6 @@ class WorkerHost(Host):
         self.to_open = deque(self.workers)
         self.next_wave = 0.0
         self.finishing: List[Tuple[float, int, SimWorker]] = []  # (when, index, worker) of running tasks
-        self.heartbeat_message = encode(WorkerHeartbeat(sent_at_us=1, flags=1))  # processor up, idle
         self.goodbyes = 0
 
     def next_timer(self, now: float) -> float:
@@ -367,6 +367,7 @@ class WorkerHost(Host):
 
     def control(self, worker: SimWorker, message: Any) -> None:
         if isinstance(message, HeartbeatEcho):
+            self.echo(worker, message)
             return
         if isinstance(message, BalanceRequest):  # hand back queued tasks that have not started, newest first
             moved = [worker.queue.pop() for _ in range(min(message.count, len(worker.queue)))]
@@ -381,8 +382,13 @@ class WorkerHost(Host):
         else:
             raise RuntimeError(f"a simulated worker got an unexpected {type(message).__name__}")
 
-    def heartbeat(self, worker: SimWorker, now: float) -> None:
-        self.queue(worker, self.heartbeat_message)
+    def heartbeat_message(self, interval_ms: int) -> bytes:
+        data = self.heartbeat_messages.get(interval_ms)
+        if data is None:  # processor up, idle
+            data = self.heartbeat_messages[interval_ms] = encode(
+                WorkerHeartbeat(sent_at_us=1, flags=1, interval_ms=interval_ms)
+            )
+        return data
 
     def command(self, command: Dict[str, Any]) -> Dict[str, Any]:
         name = command["cmd"]
@@ -418,13 +424,25 @@ class WorkerHost(Host):
 
 
 class SimClient:
-    __slots__ = ("index", "socket", "out", "connected", "prefix", "next_number", "state", "sent_at", "outstanding")
+    __slots__ = (
+        "index",
+        "socket",
+        "out",
+        "connected",
+        "interval_ms",
+        "prefix",
+        "next_number",
+        "state",
+        "sent_at",
+        "outstanding",
+    )
 
     def __init__(self, index: int, run_id: int) -> None:
         self.index = index
         self.socket: Optional[zmq.Socket] = None
         self.out: List[bytes] = []
         self.connected = False
+        self.interval_ms = 1000  # heartbeat interval, as the scheduler named it
         self.prefix = struct.pack(">II", run_id, index)  # 8 bytes; a counter makes the other 8 of the task id
         self.next_number = 0
         self.state = bytearray()  # per task number: 1 submitted, 2 answered
@@ -448,7 +466,6 @@ class ClientHost(Host):
         self.watch_pids = watch_pids
         self.run_id = seed & 0xFFFFFFFF
         self.clients = [SimClient(index, self.run_id) for index in range(count)]
-        self.heartbeat_message = encode(ClientHeartbeat(sent_at_us=1))
         self.mode = "idle"
         self.window = 0
         self.rate = 0.0
@@ -537,6 +554,7 @@ class ClientHost(Host):
 
     def control(self, client: SimClient, message: Any) -> None:
         if isinstance(message, HeartbeatEcho):
+            self.echo(client, message)
             return
         if isinstance(message, HelloReply):
             self.hello_reply(client, message, "client")
@@ -551,8 +569,11 @@ class ClientHost(Host):
         emit({"event": "error", "reason": reason})
         raise SystemExit(1)
 
-    def heartbeat(self, client: SimClient, now: float) -> None:
-        self.queue(client, self.heartbeat_message)
+    def heartbeat_message(self, interval_ms: int) -> bytes:
+        data = self.heartbeat_messages.get(interval_ms)
+        if data is None:
+            data = self.heartbeat_messages[interval_ms] = encode(ClientHeartbeat(sent_at_us=1, interval_ms=interval_ms))
+        return data
 
     # ---- phases
 

@@ -31,7 +31,7 @@ from scaler.client.ledger import ObjectLedger, ObjectNeed
 from scaler.client.objects import ContentIds, Outgoing
 from scaler.client.resubmission import resubmission
 from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of, settle_successes
-from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_HEARTBEAT_INTERVAL_SECONDS
+from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, make_identity
@@ -53,8 +53,6 @@ from scaler.protocol import (
 )
 
 logger = logging.getLogger(__name__)
-
-_HEARTBEATS_PER_SILENCE_WINDOW = 4  # a short timeout_seconds makes heartbeats more frequent, never fewer than this
 
 
 class _ResultFetch:
@@ -334,12 +332,8 @@ class Connection:
         if io.registered:
             return  # the answer to a Hello sent again meanwhile
         if reply.accepted:  # set here, so that the loop's next poll already wakes for the first heartbeat
-            interval_ms = reply.heartbeat_interval_ms
-            interval = interval_ms / 1000 if interval_ms else DEFAULT_HEARTBEAT_INTERVAL_SECONDS
-            window = self.scheduler_gone_after_seconds
-            # The scheduler echoes every heartbeat: several per window, so a live scheduler is never taken for gone.
-            io.heartbeat_seconds = min(interval, window / _HEARTBEATS_PER_SILENCE_WINDOW)
-            io.silence_limit_seconds = window
+            io.silence_limit_seconds = self.scheduler_gone_after_seconds
+            io.follow_cadence(reply.heartbeat_interval_ms)
         if not self._hello_reply.done():  # the first handshake, which __init__ waits for
             if reply.accepted:
                 self.registrations = 1

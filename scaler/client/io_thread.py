@@ -27,7 +27,11 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from scaler.client.objects import Outgoing
-from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_TASKS_PER_FRAME
+from scaler.config import (
+    DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS,
+    DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
+    DEFAULT_TASKS_PER_FRAME,
+)
 from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
 from scaler.protocol import ClientHeartbeat, HeartbeatEcho, ProtocolError, decode_frame, encode, encode_many
@@ -40,6 +44,7 @@ _COPY_THRESHOLD = 64 * 1024  # ZeroMQ copies smaller frames; larger ones are sen
 _CLOSE_LINGER_MS = 100  # a last ClientDisconnect gets this long to leave; an unreachable scheduler costs no more
 _HELLO_RETRY_SECONDS = 2.0  # while connected and not registered, Hello again this often
 _REFUSALS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+_HEARTBEATS_PER_SILENCE_WINDOW = 4  # a short timeout_seconds makes heartbeats more frequent, never fewer than this
 
 Handlers = Dict[type, Callable[[Any], None]]
 
@@ -273,14 +278,25 @@ class IOThread:
                     handler(message)
                 elif message.__class__ is HeartbeatEcho:
                     self.lag_us = max(0, int(time.monotonic() * 1_000_000) - message.sent_at_us)
+                    if message.heartbeat_interval_ms:  # the scheduler stretched or shrank the cadence (0: older one)
+                        self.follow_cadence(message.heartbeat_interval_ms)
                 else:
                     logger.debug("ignored unexpected %s from the scheduler", type(message).__name__)
 
     # ---- liveness ----------------------------------------------------------------------------------------------------
 
+    def follow_cadence(self, interval_ms: int) -> None:
+        """Heartbeat at the interval the scheduler names (0: none named), set `silence_limit_seconds` first. The
+        scheduler echoes every heartbeat: several per silence window, so a live scheduler is never taken for gone."""
+        interval = interval_ms / 1000 if interval_ms else DEFAULT_HEARTBEAT_INTERVAL_SECONDS
+        self.heartbeat_seconds = min(interval, self.silence_limit_seconds / _HEARTBEATS_PER_SILENCE_WINDOW)
+
     def _send_heartbeat(self, now: float) -> None:
         cpu, rss = _process_usage(self._process)
-        self._socket.send(encode(ClientHeartbeat(sent_at_us=int(now * 1_000_000), cpu=cpu, rss=rss)))
+        interval_ms = round(self.heartbeat_seconds * 1000)  # so the scheduler knows when to expect the next one
+        self._socket.send(
+            encode(ClientHeartbeat(sent_at_us=int(now * 1_000_000), cpu=cpu, rss=rss, interval_ms=interval_ms))
+        )
 
     def _scheduler_silent(self, now: float) -> bool:
         if not self.silence_limit_seconds or now - self._last_heard < self.silence_limit_seconds:

@@ -49,6 +49,7 @@ from scaler.protocol import (
     heartbeat_flags,
 )
 from scaler.rate_limit import LimitedLog, RateLimiter
+from scaler.scheduler.cadence import Cadence
 from scaler.scheduler.placement import WorkerLoads
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
@@ -67,12 +68,12 @@ logger = logging.getLogger(__name__)
 _SUCCESS = int(TaskStatus.success)
 _CANCELED = int(TaskStatus.canceled)
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
-_UINT32_MAX = 2**32 - 1
 # The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
 # listening (a huge graph frame being decoded, a paused process): that time is not peers' silence.
 _STALL_SECONDS = 1.0
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
+_ECHO = HeartbeatEcho.WHICH
 _KIND_RESULT = int(ObjectKind.result)
 _TASK_REF = int(ArgumentKind.task_ref)
 _INLINE = int(ArgumentKind.inline)
@@ -143,7 +144,13 @@ class SchedulerCore:
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
         self._last_call = now
-        self._heartbeat_interval_ms = int(settings.heartbeat_interval_seconds * 1000)
+        # the heartbeat interval and peer timeouts named to peers, stretched as they grow in number (cadence.py)
+        self.cadence = Cadence(
+            settings.heartbeat_interval_seconds,
+            settings.worker_timeout_seconds,
+            settings.client_timeout_seconds,
+            settings.heartbeats_per_second,
+        )
         self._client_handlers: List[Optional[Handler]] = [None] * _N_TYPES
         self._worker_handlers: List[Optional[Handler]] = [None] * _N_TYPES
         for message_type, handler in (
@@ -239,14 +246,14 @@ class SchedulerCore:
             if type(peer) is WorkerState:
                 if self.workers.get(peer.identity) is not peer:
                     continue  # gone meanwhile
-                deadline = peer.last_seen + self.settings.worker_timeout_seconds
+                deadline = peer.last_seen + peer.clock.timeout
                 if deadline < now:
                     self._drop_worker(peer, f"no heartbeat for {now - peer.last_seen:.1f}s", now)
                     continue
             else:
                 if self.clients.get(peer.identity) is not peer:
                     continue
-                deadline = peer.last_seen + self.settings.client_timeout_seconds
+                deadline = peer.last_seen + peer.clock.timeout
                 if deadline < now:
                     self._drop_client(peer, f"no heartbeat for {now - peer.last_seen:.1f}s")
                     continue
@@ -328,6 +335,12 @@ class SchedulerCore:
         assert len(watched) == len({id(peer) for peer in watched}) == len(self.workers) + len(self.clients), (
             "every connected peer is watched for silence exactly once"
         )
+        cadence = self.cadence
+        for peer in [*self.workers.values(), *self.clients.values()]:
+            clock = peer.clock
+            assert clock.allowed_ms >= cadence.base_ms, f"{peer.name} may heartbeat faster than configured"
+            configured = cadence.worker_timeout if type(peer) is WorkerState else cadence.client_timeout
+            assert clock.timeout >= configured, f"{peer.name} is given less silence than configured"
 
     def take_outgoing(self) -> Dict[bytes, List[bytes]]:
         """Encoded messages queued per peer since the last call; each list is meant to travel as one frame."""
@@ -388,12 +401,14 @@ class SchedulerCore:
             worker = WorkerState(peer, name, capacity, now, again)
             self.workers[peer] = worker
             self.loads.add(worker)
-            self._watch(worker, now + self.settings.worker_timeout_seconds)
+            self._fit_cadence()
+            self._watch(worker, now + self._told_cadence(worker))
             self.peer_events.log(peer, now, "worker %s %s, capacity %d", name, _registered(again), capacity)
         elif message.role == Role.client:
             client = ClientState(peer, name, now, again)
             self.clients[peer] = client
-            self._watch(client, now + self.settings.client_timeout_seconds)
+            self._fit_cadence()
+            self._watch(client, now + self._told_cadence(client))
             self.peer_events.log(peer, now, "client %s %s", name, _registered(again))
         else:
             reason = f"role {message.role} does not connect to the scheduler address (monitors subscribe)"
@@ -413,6 +428,7 @@ class SchedulerCore:
                 "client %s said Hello again on a dropped connection: its session is kept",
                 state.name,
             )
+            self._told_cadence(state)
             self._accept_hello(state.identity, Role.client, resumed=True)
             return
         if isinstance(state, WorkerState):
@@ -422,14 +438,14 @@ class SchedulerCore:
         self._on_stranger(state.identity, message, now)
 
     def _accept_hello(self, peer: bytes, role: int, resumed: bool) -> None:
-        timeout = self.settings.worker_timeout_seconds if role == Role.worker else self.settings.client_timeout_seconds
+        cadence = self.cadence
         self._send_message(
             peer,
             HelloReply(
                 protocol_version=PROTOCOL_VERSION,
                 accepted=True,
-                heartbeat_interval_ms=self._heartbeat_interval_ms,
-                peer_timeout_ms=min(int(timeout * 1000), _UINT32_MAX),  # a huge timeout must not break Hello
+                heartbeat_interval_ms=cadence.interval_ms,
+                peer_timeout_ms=cadence.timeout_ms(role == Role.worker),  # capped: a huge timeout must not break Hello
                 forwards_task_output=True,
                 resumed=resumed,
             ),
@@ -443,7 +459,37 @@ class SchedulerCore:
         self._send_message(state.identity, Goodbye(reason=reason))
 
     def _on_client_heartbeat(self, client: ClientState, message: ClientHeartbeat, now: float) -> None:
-        self._send_message(client.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
+        self._echo(client, message, False, now)
+
+    def _echo(self, peer: Peer, heartbeat: Union[ClientHeartbeat, WorkerHeartbeat], worker: bool, now: float) -> None:
+        """Answer a heartbeat: its own sentAtUs (the peer's round trip), and the cadence from now on."""
+        self._fit_cadence()
+        cadence = self.cadence
+        cadence.heartbeat(peer.clock, heartbeat.interval_ms, worker)
+        echo = HeartbeatEcho(
+            sent_at_us=heartbeat.sent_at_us,
+            heartbeat_interval_ms=cadence.interval_ms,
+            peer_timeout_ms=cadence.worker_told_ms if worker else cadence.client_told_ms,
+        )
+        self._send(peer.identity, _ECHO, encode(echo))
+
+    def _told_cadence(self, peer: Peer) -> float:
+        """A peer about to be told the cadence in a HelloReply, which every peer follows: its timeout (seconds)."""
+        peer.clock = self.cadence.clock(worker=type(peer) is WorkerState)
+        return peer.clock.timeout
+
+    def _fit_cadence(self) -> None:
+        cadence = self.cadence
+        if not cadence.fit(len(self.workers) + len(self.clients)):
+            return
+        logger.info(
+            "heartbeat interval now %gs, worker timeout %gs, client timeout %gs: %d peers at %d heartbeat(s)/s at most",
+            cadence.interval_ms / 1000,
+            cadence.worker_told_ms / 1000,
+            cadence.client_told_ms / 1000,
+            len(self.workers) + len(self.clients),
+            cadence.budget,
+        )
 
     def _on_worker_heartbeat(self, worker: WorkerState, message: WorkerHeartbeat, now: float) -> None:
         row = worker.row
@@ -463,7 +509,7 @@ class SchedulerCore:
         if parked != worker.parked:
             worker.parked = parked
             self.loads.file(worker)
-        self._send_message(worker.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
+        self._echo(worker, message, True, now)
 
     def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
         # A retiring worker that leaves before its retirement is over was stopped from outside (a second SIGTERM, its

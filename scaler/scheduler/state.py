@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from scaler.protocol import WorkerStatus
+from scaler.scheduler.cadence import PeerClock
 
 # Task states, small ints so the hot path branches cheaply. A finished task is forgotten, not kept in a final state.
 WAITING = 0  # has unfinished dependencies
@@ -64,6 +65,7 @@ class WorkerState:
         "capacity",
         "assigned",
         "last_seen",
+        "clock",
         "balance_pending",
         "row",
         "malformed",
@@ -84,6 +86,7 @@ class WorkerState:
         # insertion-ordered set of task ids sent to this worker and not finished
         self.assigned: Dict[bytes, None] = {}
         self.last_seen = now
+        self.clock = PeerClock(0, 0.0)  # its heartbeat cadence and allowed silence: set at Hello (cadence.py)
         self.balance_pending = False
         # its row of the published status, kept up to date by its heartbeats and results rather than built per status
         # previous_registrations, from its Hello: >0 for a worker that survived a lost scheduler
@@ -103,7 +106,17 @@ class WorkerState:
 
 
 class ClientState:
-    __slots__ = ("identity", "name", "tasks", "objects", "last_seen", "malformed", "previous_registrations", "resumed")
+    __slots__ = (
+        "identity",
+        "name",
+        "tasks",
+        "objects",
+        "last_seen",
+        "clock",
+        "malformed",
+        "previous_registrations",
+        "resumed",
+    )
 
     def __init__(self, identity: bytes, name: str, now: float, previous_registrations: int = 0) -> None:
         self.identity = identity
@@ -111,6 +124,7 @@ class ClientState:
         self.tasks: Dict[bytes, None] = {}  # unfinished task ids, insertion ordered
         self.objects: Dict[bytes, None] = {}
         self.last_seen = now
+        self.clock = PeerClock(0, 0.0)  # set at Hello (cadence.py)
         self.malformed = 0
         self.previous_registrations = previous_registrations  # Hello: >0 for a client that reconnected
         # It said Hello again on a connection the scheduler still knew: it resubmits what it may have lost, so a task

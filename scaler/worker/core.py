@@ -438,6 +438,14 @@ class WorkerCore:
 
     def _on_heartbeat_echo(self, echo: HeartbeatEcho) -> None:
         self.lag_us = max(0, int(self._now * 1_000_000) - echo.sent_at_us)
+        # The scheduler stretches the cadence as its peers grow in number (0: an older scheduler, which never does).
+        if echo.heartbeat_interval_ms:
+            interval = echo.heartbeat_interval_ms / 1000
+            if interval != self.heartbeat_interval:
+                self.heartbeat_interval = interval
+                self._next_heartbeat = min(self._next_heartbeat, self._now + interval)
+        if echo.peer_timeout_ms:
+            self.lost_after = echo.peer_timeout_ms / 1000
 
     def _on_goodbye(self, goodbye: Goodbye) -> None:
         if goodbye.retired:
@@ -519,7 +527,12 @@ class WorkerCore:
             | (heartbeat_flags.TASK_LOCK if active_running else 0)
         )
         heartbeat = WorkerHeartbeat(
-            sent_at_us=int(self._now * 1_000_000), queued=queued, lag_us=self.lag_us, flags=flags, running=running
+            sent_at_us=int(self._now * 1_000_000),
+            queued=queued,
+            lag_us=self.lag_us,
+            flags=flags,
+            running=running,
+            interval_ms=round(self.heartbeat_interval * 1000),  # so the scheduler knows when to expect the next one
         )
         self._instructions.append(SendHeartbeat(heartbeat, active.number if active is not None else -1))
 

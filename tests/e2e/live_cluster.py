@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import psutil
 
@@ -25,6 +25,7 @@ class LiveCluster:
         worker_timeout_seconds: float = 1.5,
         heartbeat_interval_seconds: float = 0.25,
         client_timeout_seconds: float = 30.0,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self._directory = directory
         self.address = free_tcp_address()
@@ -44,6 +45,7 @@ class LiveCluster:
             "0.2",
             "--balance-interval",
             "0.2",
+            *extra_args,
         ]
         self.scheduler = ScalerProcess("scaler.scheduler", arguments, str(directory / "scheduler.log"))
         try:

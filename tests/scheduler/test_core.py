@@ -72,7 +72,7 @@ def test_heartbeats_are_echoed_and_worker_stats_kept() -> None:
     harness.connect_client()
     harness.connect_worker()
     (echo,) = harness.send(CLIENT, ClientHeartbeat(sent_at_us=42))[CLIENT]
-    assert echo == HeartbeatEcho(sent_at_us=42)
+    assert echo == HeartbeatEcho(sent_at_us=42, heartbeat_interval_ms=1000, peer_timeout_ms=30_000)  # the cadence
     (echo,) = harness.send(WORKER_A, WorkerHeartbeat(sent_at_us=7, queued=3, lag_us=900, agent_rss=5))[WORKER_A]
     assert echo.sent_at_us == 7
     worker = harness.core.workers[WORKER_A]
