@@ -147,6 +147,7 @@ class WorkerCore:
         self.retiring_until: Optional[float] = None  # set by `retire`: exit at the latest then
         self._now = now
         self._next_heartbeat = now
+        self._parked_reported = 0  # parked processors as the last heartbeat said
         self._next_garbage_collect = now + settings.garbage_collect_interval_seconds
         self._next_connect: Optional[float] = None  # when to say Hello again on a new connection
         self._reconnect_delay = RECONNECT_FIRST_SECONDS
@@ -330,7 +331,8 @@ class WorkerCore:
         if self.connection == CONNECTED:
             if silent >= self.lost_after:
                 self._lose_scheduler(f"nothing heard from the scheduler for {silent:.1f}s")
-            elif now >= self._next_heartbeat:
+            elif now >= self._next_heartbeat or len(self.parked) != self._parked_reported:
+                # parked tasks lend their slots at the scheduler: it hears of them now, not an interval later
                 self._send_heartbeat()
                 self._next_heartbeat = now + self.heartbeat_interval
         elif self._next_connect is not None and now >= self._next_connect:
@@ -374,6 +376,8 @@ class WorkerCore:
             deadline = min(deadline, self.retiring_until)
         if self.connection == CONNECTED:
             deadline = min(deadline, self._next_heartbeat, self.last_heard + self.lost_after)
+            if len(self.parked) != self._parked_reported:
+                deadline = self._now
         elif self._next_connect is not None:
             deadline = min(deadline, self._next_connect)
         if self.spares:
@@ -521,6 +525,7 @@ class WorkerCore:
             active_running = 1 if active.running() is not None else 0
             queued += sum(1 for task in active.pipe.values() if task.state == HANDED) - active_running
         running = active_running + len(self.parked)  # a parked task is still running: it waits on its children
+        self._parked_reported = len(self.parked)
         flags = (
             (heartbeat_flags.PROCESSOR_INITIALIZED if active is not None else 0)
             | (heartbeat_flags.HAS_TASK if running or queued else 0)

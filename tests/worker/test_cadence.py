@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from scaler.protocol import HeartbeatEcho, HelloReply
 from scaler.worker.state import CONNECTED, CONNECTING
-from tests.worker.core_harness import Harness
+from tests.worker.core_harness import FUNCTION, Harness
 
 
 def _registered(interval_ms: int = 1000, timeout_ms: int = 5000) -> Harness:
@@ -51,3 +51,21 @@ def test_an_echo_of_an_older_scheduler_changes_nothing() -> None:
     heartbeat = harness.heartbeats[-1].heartbeat
     harness.send(HeartbeatEcho(sent_at_us=heartbeat.sent_at_us))  # no cadence in it
     assert (harness.core.heartbeat_interval, harness.core.lost_after) == (0.2, 2.0)
+
+
+def test_a_parked_task_is_reported_at_once_not_an_interval_later() -> None:
+    """A parked task lends its slot at the scheduler, which learns of it from a heartbeat: with a stretched interval
+    the worker sends one as soon as a processor parks or resumes."""
+    harness = _registered(interval_ms=16_000, timeout_ms=80_000)
+    harness.serve(FUNCTION)
+    parent = harness.task()
+    harness.send(parent)
+    harness.active.read_orders()
+    harness.active.start_next()
+    sent = len(harness.heartbeats)
+    harness.block(1)
+    assert harness.core.next_deadline() <= harness.now
+    harness.tick(0)
+    assert len(harness.heartbeats) == sent + 1 and harness.heartbeats[-1].heartbeat.running == 1
+    harness.tick(0.1)
+    assert len(harness.heartbeats) == sent + 1, "one heartbeat per change"
