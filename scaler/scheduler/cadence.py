@@ -18,7 +18,9 @@ of its HelloReply, and so does the scheduler for it.
 from __future__ import annotations
 
 _UINT32_MAX = 2**32 - 1
-_MAX_SCALE = 1 << 16
+# The interval stretches up to a minute (beyond it, more peers send more than the budget): a worker exits after its
+# death timeout (300 s by default) without a word from the scheduler, so an echo must come well within it.
+MAX_STRETCHED_INTERVAL_SECONDS = 60.0
 
 
 class PeerClock:
@@ -38,6 +40,7 @@ class Cadence:
         "client_timeout",
         "budget",
         "scale",
+        "max_scale",
         "interval_ms",
         "worker_told_ms",
         "client_told_ms",
@@ -53,6 +56,9 @@ class Cadence:
         self.client_timeout = client_timeout_seconds
         self.budget = budget  # heartbeats a second from all peers together
         self.scale = 1
+        self.max_scale = 1  # the largest power of two keeping the interval within the stretch limit (or 1)
+        while self.base_ms * self.max_scale * 2 <= MAX_STRETCHED_INTERVAL_SECONDS * 1000:
+            self.max_scale *= 2
         self._set_scale(1)
 
     def fit(self, peers: int) -> bool:
@@ -60,7 +66,7 @@ class Cadence:
         if self._shrink_at < peers <= self._grow_above:
             return False
         scale = self.scale
-        while scale < _MAX_SCALE and peers * 1000 > self.budget * self.base_ms * scale:
+        while scale < self.max_scale and peers * 1000 > self.budget * self.base_ms * scale:
             scale *= 2
         while scale > 1 and peers * 1000 * 8 <= 3 * self.budget * self.base_ms * scale:
             scale //= 2
@@ -78,7 +84,7 @@ class Cadence:
         self.client_told_ms = min(round(self.client_timeout * scale * 1000), _UINT32_MAX)
         budget_ms = self.budget * self.base_ms
         # grow when peers * 1000 > budget_ms * scale; shrink when peers * 8000 <= 3 * budget_ms * scale
-        self._grow_above = budget_ms * scale // 1000 if scale < _MAX_SCALE else 1 << 62
+        self._grow_above = budget_ms * scale // 1000 if scale < self.max_scale else 1 << 62
         self._shrink_at = 3 * budget_ms * scale // 8000 if scale > 1 else -1
 
     def timeout_ms(self, worker: bool) -> int:

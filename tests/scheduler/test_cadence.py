@@ -49,6 +49,14 @@ def test_the_rule_is_per_second_whatever_the_configured_interval() -> None:
     assert cadence.fit(11) and cadence.interval_ms == 200 and cadence.timeout_ms(worker=True) == 1000
 
 
+def test_the_interval_stretches_to_a_minute_at_most() -> None:
+    cadence = Cadence(1.0, 5.0, 30.0, budget=1)
+    cadence.fit(10**6)
+    assert (cadence.scale, cadence.interval_ms) == (32, 32_000)  # 64 s would pass the limit
+    assert not cadence.fit(10**7)
+    assert Cadence(90.0, 450.0, 900.0, budget=1).max_scale == 1  # configured beyond it: never stretched
+
+
 def test_told_timeouts_are_capped_for_the_wire_but_kept_in_full() -> None:
     cadence = Cadence(1.0, 5.0, 1e9, budget=1)
     cadence.fit(4)
