@@ -48,7 +48,7 @@ CLIENT_TIMEOUT = SETTINGS.declare(
 HEARTBEATS_PER_SECOND = SETTINGS.declare(
     "heartbeats_per_second", int, 256,
     "heartbeats a second the scheduler takes from all peers together: beyond it the interval and the timeouts double"
-    " until they fit (docs/protocol.md, Heartbeats)",
+    " until they fit (docs/protocol.md, Heartbeat cadence)",
     flags=("--heartbeats-per-second", "-hb"), check=at_least(1), used_by=(SCHEDULER,),
 )  # fmt: skip
 MAX_TASKS_WAITING = SETTINGS.declare(
