@@ -103,7 +103,7 @@ struct WorkerHeartbeat {
 struct HeartbeatEcho {
   sentAtUs @0 :UInt64;
   heartbeatIntervalMs @1 :UInt32;  # the cadence from now on, as in HelloReply: the scheduler stretches it as peers
-  peerTimeoutMs @2 :UInt32;        # join (docs/protocol.md, Heartbeats). 0: unchanged (an older scheduler)
+  peerTimeoutMs @2 :UInt32;        # join (docs/protocol.md, Heartbeat cadence). 0: unchanged (older scheduler)
 }
 
 struct Argument {
