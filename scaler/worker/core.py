@@ -49,6 +49,7 @@ from scaler.protocol import (
     ObjectPut,
     ObjectRequest,
     ObjectResponse,
+    Resource,
     Role,
     Task,
     TaskCancel,
@@ -185,6 +186,10 @@ class WorkerCore:
                     pid=self._pid,
                     capacity=self.settings.queue_size,
                     previous_registrations=self.registrations,  # the scheduler logs workers that survived one
+                    resources=[
+                        Resource(name=name, amount=amount)
+                        for name, amount in config.parse_resources(self.settings.resources).items()
+                    ],
                 ),
                 0,
             )
