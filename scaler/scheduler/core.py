@@ -91,9 +91,9 @@ def _ready_since(task: TaskState) -> float:
 
 
 def _attempts(task: TaskState) -> int:
-    """How often the task was started on a worker: once, plus each retry after a failure or a timeout, plus each
-    worker death it was blamed for (it was likely running then)."""
-    return 1 + task.failures + task.retries
+    """How often the task was started on a worker: each failed or timed-out attempt, each worker death it was blamed
+    for (it was likely running then), and the attempt on the worker holding it now, if any."""
+    return task.failures + task.retries + (task.worker is not None)
 
 
 Handler = Callable[..., None]
@@ -891,7 +891,7 @@ class SchedulerCore:
             self._retry(task, worker, now)
             return
         if task.failures or task.retries:
-            message.attempts = _attempts(task)
+            message.attempts = _attempts(task)  # > 1: this attempt and an earlier one
             self._finish(task, status, message, None)  # re-encoded with its attempts
             return
         self._finish(task, status, message, message.raw)
