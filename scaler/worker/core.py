@@ -55,6 +55,7 @@ from scaler.protocol import (
     ObjectPut,
     ObjectRequest,
     ObjectResponse,
+    Resource,
     Role,
     Task,
     TaskCancel,
@@ -193,6 +194,10 @@ class WorkerCore:
                     pid=self._pid,
                     capacity=self.settings.queue_size,
                     previous_registrations=self.registrations,  # the scheduler logs workers that survived one
+                    resources=[
+                        Resource(name=name, amount=amount)
+                        for name, amount in config.parse_resources(self.settings.resources).items()
+                    ],
                     task_policies=True,  # the queue runs in priority order, timeouts are enforced
                 ),
                 0,
