@@ -50,7 +50,8 @@ from scaler.protocol import (
 )
 from scaler.rate_limit import LimitedLog, RateLimiter
 from scaler.scheduler.placement import Placement, WorkerLoads, take_least_loaded
-from scaler.scheduler.ready import ReadyQueue, Resources, describe, normalize_resources, satisfies
+from scaler.scheduler.ready import ReadyQueue
+from scaler.scheduler.resources import Resources, describe, normalize_resources, satisfies
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
     ASSIGNED,
