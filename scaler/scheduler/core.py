@@ -130,7 +130,8 @@ class SchedulerCore:
         self.clients: Dict[bytes, ClientState] = {}
         self.objects: Dict[bytes, StoredObject] = {}
         # ready tasks, one queue per distinct resource requirement; () (no resources) always exists
-        self.ready_queues: Dict[Resources, ReadyQueue] = {(): ReadyQueue(())}
+        self._plain = ReadyQueue(())  # tasks needing no resources: every task, when nobody sets options
+        self.ready_queues: Dict[Resources, ReadyQueue] = {(): self._plain}
         self.retried_tasks = 0  # attempts started again after the function raised or timed out
         self.children: Dict[bytes, List[bytes]] = {}  # parent task id -> nested task ids
         self.function_names: Dict[bytes, str] = {}
@@ -375,8 +376,11 @@ class SchedulerCore:
         for requirement, queue in queues.items():
             assert queue.requirement == requirement
             queue.validate()
-            assert queue.members == members.get(id(queue), 0), f"queue {describe(requirement)}: wrong member count"
-            assert requirement == () or queue.members, "an unused requirement queue is kept"
+            if requirement:
+                assert queue.members == members.get(id(queue), 0), f"queue {describe(requirement)}: wrong member count"
+                assert queue.members, "an unused requirement queue is kept"
+            else:
+                assert queue is self._plain
             eligible = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
             assert {id(loads) for loads in queue.eligible} == {id(loads) for loads in eligible}, "stale eligibility"
             assert len(queue.eligible) == len(eligible)
@@ -729,8 +733,9 @@ class SchedulerCore:
                 self._refuse(client.identity, task_id, f"bad resources: {error}")
                 return
             queue = self._ready_queue(requirement)
+            queue.members += 1
         else:
-            queue = self.ready_queues[()]
+            queue = self._plain
         priority = message.priority
         if message.parent_task_id:
             # a nested task runs before tasks of its parent's level, so that parents waiting on children finish first
@@ -753,7 +758,6 @@ class SchedulerCore:
         task.priority = priority
         task.max_retries = message.retries
         task.queue = queue
-        queue.members += 1
         self.tasks[task_id] = task
         self.state_counts[READY] += 1
         client.tasks[task_id] = None
@@ -772,7 +776,12 @@ class SchedulerCore:
         else:
             if task.dependency_ids:
                 self._inline_results(task)
-            queue.push(task)
+            bucket = queue.buckets.get(priority)  # ReadyQueue.push, inlined on the hot path
+            if bucket is None:
+                bucket = queue.bucket(priority)
+            bucket.append(task)
+            task.queued = True
+            queue.live += 1
 
     def _ready_queue(self, requirement: Resources) -> ReadyQueue:
         queue = self.ready_queues.get(requirement)
@@ -817,9 +826,8 @@ class SchedulerCore:
             return
         queues = self.ready_queues
         if len(queues) == 1:  # nobody asked for resources
-            queue = queues[()]
-            if queue.eligible:
-                self._place(queue)
+            if self._plain.eligible:
+                self._place(self._plain)
             return
         # Several requirements: their priority levels in turn, highest first, so priorities hold across them; a
         # requirement whose workers are full is skipped from then on.
@@ -848,7 +856,7 @@ class SchedulerCore:
         """Hand out the tasks of one priority level of one requirement while eligible workers have room; True if it
         ran out of tasks rather than workers."""
         eligible = queue.eligible
-        single = eligible[0] if len(eligible) == 1 else None
+        single = eligible[0] if len(eligible) == 1 else None  # one resource class: its worker loads, as before them
         send = self._send
         task_which = Task.WHICH
         placed = 0
@@ -867,7 +875,7 @@ class SchedulerCore:
             task.worker = worker.identity
             task.state = ASSIGNED
             send(worker.identity, task_which, task.raw)
-            worker.loads.file(worker)
+            (single or worker.loads).file(worker)
             worker = None
         if worker is not None:
             worker.loads.file(worker)
@@ -965,9 +973,10 @@ class SchedulerCore:
         queue = task.queue
         if task.queued:
             queue.discard(task)
-        queue.members -= 1
-        if not queue.members and queue.requirement:
-            del self.ready_queues[queue.requirement]
+        if queue.requirement:  # the queue of a requirement lives while tasks need it
+            queue.members -= 1
+            if not queue.members:
+                del self.ready_queues[queue.requirement]
         self.finished_counts[status] += 1
         if task.worker is not None:
             worker = self.workers.get(task.worker)

@@ -35,7 +35,9 @@ class ReadyQueue:
         self.buckets: Dict[int, Deque[TaskState]] = {}  # priority -> tasks, oldest first (may be empty)
         self.levels: List[int] = []  # heap of the negated priorities in `buckets`
         self.live = 0  # tasks queued here (entries with `queued` set)
-        self.members = 0  # unfinished tasks with this requirement, queued or not: the queue lives while they do
+        # unfinished tasks with this requirement, queued or not: the queue lives while they do (not counted for the
+        # queue of no requirement, which always lives)
+        self.members = 0
         # the worker classes (scaler.scheduler.placement.WorkerLoads) whose offer meets the requirement; kept up to
         # date as classes come and go, so that placing a task never compares resources
         self.eligible: List[WorkerLoads] = []
