@@ -250,7 +250,7 @@ class SchedulerCore:
     def _report_unmet_requirements(self, now: float) -> None:
         """Say once per requirement (until a worker meets it) that tasks wait for resources nobody offers."""
         for queue in self.ready_queues.values():
-            if queue.eligible:
+            if queue.eligible or queue is self._plain:  # tasks needing nothing wait for any worker: not this
                 queue.reported = False
             elif queue.live and not queue.reported:
                 queue.reported = True
@@ -263,8 +263,11 @@ class SchedulerCore:
                 )
 
     def tasks_needing_resources(self) -> int:
-        """Ready tasks that no connected worker can take: O(distinct requirements)."""
-        return sum(queue.live for queue in self.ready_queues.values() if not queue.eligible)
+        """Ready tasks needing resources that no connected worker offers: O(distinct requirements). Tasks needing
+        nothing are not counted while no worker is connected: any worker will do."""
+        return sum(
+            queue.live for queue in self.ready_queues.values() if not queue.eligible and queue is not self._plain
+        )
 
     def ready_in_order(self) -> List[TaskState]:
         """The ready tasks in the order they would be handed out, requirement by requirement (tests)."""

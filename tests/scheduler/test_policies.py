@@ -97,6 +97,20 @@ def test_more_than_offered_waits_then_runs_when_a_worker_offering_it_connects(ca
     assert harness.core.tasks_needing_resources() == 0
 
 
+def test_tasks_needing_nothing_do_not_count_as_needing_resources_while_no_worker_is_connected(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    harness = Harness()
+    harness.connect_client()
+    with caplog.at_level(logging.WARNING, logger="scaler.scheduler.core"):
+        harness.send(CLIENT, harness.task(), harness.task(resources=needs(gpu=1)))
+        harness.tick(advance=1.0)
+    assert harness.core.tasks_needing_resources() == 1 and harness.core.demand(harness.now).tasks_ready == 2
+    assert [r.getMessage() for r in caplog.records] == [
+        "1 task(s) need gpu=1; no connected worker offers it: they wait until one connects"
+    ]
+
+
 def test_a_task_waiting_for_resources_can_be_canceled() -> None:
     harness = Harness()
     harness.connect_client()
