@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple, Union
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
@@ -89,6 +89,10 @@ FINISHED_NAMES = tuple(status.name for status in TaskStatus)
 
 def _ready_since(task: TaskState) -> float:
     return task.ready_since
+
+
+def _level(worker: WorkerState) -> int:
+    return worker.level
 
 
 def _attempts(task: TaskState) -> int:
@@ -1196,30 +1200,42 @@ class SchedulerCore:
     # ---- balancing ---------------------------------------------------------------------------------------------------
 
     def _balance(self) -> None:
-        """Move queued tasks from the busiest workers to idle ones, within each resource class, so that a task only
-        ever moves to a worker that can run it; running tasks never move. Not while ready tasks wait for a worker
-        that could take them (those go first)."""
+        """Move queued tasks from the busiest workers to idle ones; running tasks never move. Not while ready tasks
+        wait for a worker that could take them (those go first).
+
+        Idle workers of a resource class take tasks from workers whose offer theirs covers (their own class, and for
+        instance a gpu worker from workers offering nothing): every task such a worker holds can run on them. The
+        tasks come back through placement, which gives each to a least loaded worker meeting its requirement."""
         if self.state_counts[READY] > self.tasks_needing_resources():
             return
-        self.loads.settle()
-        for loads in self.loads.classes.values():
-            self._balance_class(loads)
+        loads = self.loads
+        loads.settle()
+        classes = loads.classes
+        for offer, receiver in classes.items():
+            if receiver.idle():
+                if len(classes) == 1:
+                    self._balance_into(receiver, [receiver])
+                else:
+                    self._balance_into(receiver, [donor for o, donor in classes.items() if satisfies(offer, o)])
 
-    def _balance_class(self, loads: WorkerLoads) -> None:
-        """Asks the busiest first and stops once the idle workers would get their fair share, so it touches only the
-        workers it asks. Retiring workers are neither (they have no free slot, so never count as idle, and were asked
-        for all they hold)."""
-        idle = loads.idle()
-        if not idle:
-            return
-        retiring = [worker for worker in self.retiring.values() if worker.loads is loads] if self.retiring else []
-        pool = loads.count - len(retiring)
+    def _balance_into(self, receiver: WorkerLoads, donors: List[WorkerLoads]) -> None:
+        """Asks the busiest donors first and stops once the receiver's idle workers would get their fair share, so it
+        touches only the workers it asks. Retiring workers are neither (they have no free slot, so never count as
+        idle, and were asked for all they hold)."""
+        retiring = [worker for worker in self.retiring.values() if worker.loads in donors] if self.retiring else []
+        # the idle workers of other classes share none of these tasks: they are left out of the fair share
+        pool = sum(donor.count - (donor.idle() if donor is not receiver else 0) for donor in donors) - len(retiring)
         if pool < 2:
             return
-        total_load = loads.total_load - sum(worker.level for worker in retiring)  # rare, and O(retiring workers)
+        total_load = sum(donor.total_load for donor in donors) - sum(worker.level for worker in retiring)
         fair_share = max(1, total_load // pool)
-        wanted = idle * fair_share
-        for worker in loads.busiest(max(2, fair_share + 1)):  # parked tasks neither run nor move
+        wanted = receiver.idle() * fair_share
+        lowest = max(2, fair_share + 1)  # parked tasks neither run nor move
+        if len(donors) == 1:
+            busiest: Iterable[WorkerState] = donors[0].busiest(lowest)
+        else:  # few classes; only the workers above the fair share are walked, as for one
+            busiest = sorted((w for donor in donors for w in donor.busiest(lowest)), key=_level, reverse=True)
+        for worker in busiest:
             if worker.retire_deadline is not None:
                 continue
             surplus = worker.level - fair_share

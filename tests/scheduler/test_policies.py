@@ -175,6 +175,21 @@ def test_balancing_moves_tasks_only_between_workers_that_can_run_them() -> None:
     assert WORKER_A not in out and not harness.core.workers[WORKER_A].assigned
 
 
+def test_idle_gpu_workers_take_queued_tasks_from_workers_offering_nothing() -> None:
+    harness = Harness(balance_interval_seconds=0.5)
+    harness.connect_client()
+    harness.connect_worker(WORKER_A, capacity=100)
+    tasks = [harness.task() for _ in range(12)]
+    harness.send(CLIENT, *tasks)
+    harness.connect_worker(GPU_WORKER, capacity=100, resources={"gpu": 1})  # idle: any task of WORKER_A runs there
+    out = harness.tick(advance=1.0)
+    (request,) = of_type(out[WORKER_A], BalanceRequest)
+    assert request.count == 6
+    moved = [t.task_id for t in tasks[-request.count :]]
+    out = harness.send(WORKER_A, BalanceResponse(task_ids=moved))
+    assert [t.task_id for t in sent_tasks(out, GPU_WORKER)] == moved
+
+
 def test_bad_resources_are_refused_with_a_reason() -> None:
     harness = Harness()
     harness.connect_client()
