@@ -71,6 +71,9 @@ _CANCELED = int(TaskStatus.canceled)
 _FAILED = int(TaskStatus.failed)
 _TIMED_OUT = int(TaskStatus.timed_out)
 _INT32_MAX = 2**31 - 1
+# Distinct resource requirements of unfinished tasks at once: each has a queue that placement and ticks walk, so a
+# client inventing a new one per task must not slow every frame; real workloads have a handful.
+MAX_REQUIREMENTS = 1024
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
 _UINT32_MAX = 2**32 - 1
 # The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
@@ -739,7 +742,13 @@ class SchedulerCore:
             if requirement is None:
                 self._refuse(client.identity, task_id, f"bad resources: {error}")
                 return
-            queue = self._ready_queue(requirement)
+            queue = self.ready_queues.get(requirement)
+            if queue is None:
+                if len(self.ready_queues) > MAX_REQUIREMENTS:
+                    reason = f"too many distinct resource requirements at once ({MAX_REQUIREMENTS})"
+                    self._refuse(client.identity, task_id, reason)
+                    return
+                queue = self._new_ready_queue(requirement)
             queue.members += 1
         else:
             queue = self._plain
@@ -790,11 +799,9 @@ class SchedulerCore:
             task.queued = True
             queue.live += 1
 
-    def _ready_queue(self, requirement: Resources) -> ReadyQueue:
-        queue = self.ready_queues.get(requirement)
-        if queue is None:
-            queue = self.ready_queues[requirement] = ReadyQueue(requirement)
-            queue.eligible = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
+    def _new_ready_queue(self, requirement: Resources) -> ReadyQueue:
+        queue = self.ready_queues[requirement] = ReadyQueue(requirement)
+        queue.eligible = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
         return queue
 
     def _link_dependencies(self, task: TaskState) -> bool:

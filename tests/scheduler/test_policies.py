@@ -27,6 +27,7 @@ from scaler.protocol import (
     WorkerRetire,
     encode,
 )
+from scaler.scheduler import core as core_module
 from tests.scheduler.harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
 
 GPU_WORKER = b"W|test|7|gpu"
@@ -207,6 +208,18 @@ def test_bad_resources_are_refused_with_a_reason() -> None:
     (reply,) = harness.send(WORKER_A, hello)[WORKER_A]
     assert isinstance(reply, HelloReply) and not reply.accepted and "gpu" in reply.reason
     assert not harness.core.workers and not harness.core.tasks
+
+
+def test_distinct_requirements_at_once_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(core_module, "MAX_REQUIREMENTS", 3)
+    harness = Harness()
+    harness.connect_client()
+    out = harness.send(CLIENT, *[harness.task(resources=needs(mem=float(n + 1))) for n in range(5)])
+    refused = [r for r in of_type(out[CLIENT], TaskResult) if r.status == TaskStatus.refused]
+    assert [r.error_text for r in refused] == ["too many distinct resource requirements at once (3)"] * 2
+    assert len(harness.core.tasks) == 3, "3 requirements waiting; a known requirement is still taken:"
+    out = harness.send(CLIENT, harness.task(resources=needs(mem=1.0)))
+    assert CLIENT not in out
 
 
 def test_zero_amounts_are_no_requirement() -> None:
