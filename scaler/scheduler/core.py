@@ -769,11 +769,11 @@ class SchedulerCore:
             message.report_result,
             message.parent_task_id,
             message.dependencies,
+            now,
+            queue,
+            priority,
+            message.retries,
         )
-        task.ready_since = now
-        task.priority = priority
-        task.max_retries = message.retries
-        task.queue = queue
         self.tasks[task_id] = task
         self.state_counts[READY] += 1
         client.tasks[task_id] = None
