@@ -65,7 +65,7 @@ class LiveCluster:
         log = str(self._directory / f"cluster{len(self.launchers)}.log")
         launcher = ScalerProcess("scaler.cluster", ["-n", str(workers), *options, self.address], log)
         self.launchers.append(launcher)
-        launcher.wait_for_output(f"Worker[{workers - 1}] started")
+        launcher.wait_for_output(f"Worker[{workers - 1}] started", timeout=60.0)  # a loaded machine starts slowly
         return launcher
 
     def agents(self) -> List[psutil.Process]:

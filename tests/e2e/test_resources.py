@@ -38,7 +38,7 @@ def live(tmp_path: Path) -> Iterator[LiveCluster]:
 
 def test_gpu_tasks_wait_for_a_gpu_worker_then_run_only_on_the_cluster_offering_gpus(live: LiveCluster) -> None:
     plain = live.add_cluster(2)
-    live.wait_workers(2)
+    live.wait_workers(2, WAIT)
     with Client(live.address, timeout_seconds=30) as client:
         gpu_view = client.options(resources={"gpu": 1})
         waiting = [gpu_view.submit(ancestors) for _ in range(10)]
