@@ -219,7 +219,7 @@ class Client:
         submitting with any policy set raise TaskPoliciesUnsupportedError rather than ignore it. The view shares the
         client's connection: disconnect() on a view only detaches the view.
         """
-        view = Client.__new__(Client)
+        view = type(self).__new__(type(self))
         view.__dict__.update(self.__dict__)
         view._shared = True  # the connection is the client's: the view's disconnect() leaves it open
         view._set_options(
