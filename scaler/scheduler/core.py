@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple, Union
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
@@ -50,7 +50,8 @@ from scaler.protocol import (
 )
 from scaler.rate_limit import LimitedLog, RateLimiter
 from scaler.scheduler.placement import Placement, WorkerLoads, take_least_loaded
-from scaler.scheduler.ready import ReadyQueue, Resources, describe, normalize_resources, satisfies
+from scaler.scheduler.ready import ReadyQueue
+from scaler.scheduler.resources import Resources, describe, normalize_resources, satisfies
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
     ASSIGNED,
@@ -70,6 +71,9 @@ _CANCELED = int(TaskStatus.canceled)
 _FAILED = int(TaskStatus.failed)
 _TIMED_OUT = int(TaskStatus.timed_out)
 _INT32_MAX = 2**31 - 1
+# Distinct resource requirements of unfinished tasks at once: each has a queue that placement and ticks walk, so a
+# client inventing a new one per task must not slow every frame; real workloads have a handful.
+MAX_REQUIREMENTS = 1024
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
 _UINT32_MAX = 2**32 - 1
 # The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
@@ -90,10 +94,14 @@ def _ready_since(task: TaskState) -> float:
     return task.ready_since
 
 
+def _level(worker: WorkerState) -> int:
+    return worker.level
+
+
 def _attempts(task: TaskState) -> int:
-    """How often the task was started on a worker: once, plus each retry after a failure or a timeout, plus each
-    worker death it was blamed for (it was likely running then)."""
-    return 1 + task.failures + task.retries
+    """How often the task was started on a worker: each failed or timed-out attempt, each worker death it was blamed
+    for (it was likely running then), and the attempt on the worker holding it now, if any."""
+    return task.failures + task.retries + (task.worker is not None)
 
 
 Handler = Callable[..., None]
@@ -129,7 +137,8 @@ class SchedulerCore:
         self.clients: Dict[bytes, ClientState] = {}
         self.objects: Dict[bytes, StoredObject] = {}
         # ready tasks, one queue per distinct resource requirement; () (no resources) always exists
-        self.ready_queues: Dict[Resources, ReadyQueue] = {(): ReadyQueue(())}
+        self._plain = ReadyQueue(())  # tasks needing no resources: every task, when nobody sets options
+        self.ready_queues: Dict[Resources, ReadyQueue] = {(): self._plain}
         self.retried_tasks = 0  # attempts started again after the function raised or timed out
         self.children: Dict[bytes, List[bytes]] = {}  # parent task id -> nested task ids
         self.function_names: Dict[bytes, str] = {}
@@ -248,7 +257,7 @@ class SchedulerCore:
     def _report_unmet_requirements(self, now: float) -> None:
         """Say once per requirement (until a worker meets it) that tasks wait for resources nobody offers."""
         for queue in self.ready_queues.values():
-            if queue.eligible:
+            if queue.eligible or queue is self._plain:  # tasks needing nothing wait for any worker: not this
                 queue.reported = False
             elif queue.live and not queue.reported:
                 queue.reported = True
@@ -261,8 +270,11 @@ class SchedulerCore:
                 )
 
     def tasks_needing_resources(self) -> int:
-        """Ready tasks that no connected worker can take: O(distinct requirements)."""
-        return sum(queue.live for queue in self.ready_queues.values() if not queue.eligible)
+        """Ready tasks needing resources that no connected worker offers: O(distinct requirements). Tasks needing
+        nothing are not counted while no worker is connected: any worker will do."""
+        return sum(
+            queue.live for queue in self.ready_queues.values() if not queue.eligible and queue is not self._plain
+        )
 
     def ready_in_order(self) -> List[TaskState]:
         """The ready tasks in the order they would be handed out, requirement by requirement (tests)."""
@@ -374,8 +386,11 @@ class SchedulerCore:
         for requirement, queue in queues.items():
             assert queue.requirement == requirement
             queue.validate()
-            assert queue.members == members.get(id(queue), 0), f"queue {describe(requirement)}: wrong member count"
-            assert requirement == () or queue.members, "an unused requirement queue is kept"
+            if requirement:
+                assert queue.members == members.get(id(queue), 0), f"queue {describe(requirement)}: wrong member count"
+                assert queue.members, "an unused requirement queue is kept"
+            else:
+                assert queue is self._plain
             eligible = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
             assert {id(loads) for loads in queue.eligible} == {id(loads) for loads in eligible}, "stale eligibility"
             assert len(queue.eligible) == len(eligible)
@@ -727,9 +742,16 @@ class SchedulerCore:
             if requirement is None:
                 self._refuse(client.identity, task_id, f"bad resources: {error}")
                 return
-            queue = self._ready_queue(requirement)
+            queue = self.ready_queues.get(requirement)
+            if queue is None:
+                if len(self.ready_queues) > MAX_REQUIREMENTS:
+                    reason = f"too many distinct resource requirements at once ({MAX_REQUIREMENTS})"
+                    self._refuse(client.identity, task_id, reason)
+                    return
+                queue = self._new_ready_queue(requirement)
+            queue.members += 1
         else:
-            queue = self.ready_queues[()]
+            queue = self._plain
         priority = message.priority
         if message.parent_task_id:
             # a nested task runs before tasks of its parent's level, so that parents waiting on children finish first
@@ -747,12 +769,11 @@ class SchedulerCore:
             message.report_result,
             message.parent_task_id,
             message.dependencies,
+            now,
+            queue,
+            priority,
+            message.retries,
         )
-        task.ready_since = now
-        task.priority = priority
-        task.max_retries = message.retries
-        task.queue = queue
-        queue.members += 1
         self.tasks[task_id] = task
         self.state_counts[READY] += 1
         client.tasks[task_id] = None
@@ -771,13 +792,16 @@ class SchedulerCore:
         else:
             if task.dependency_ids:
                 self._inline_results(task)
-            queue.push(task)
+            bucket = queue.buckets.get(priority)  # ReadyQueue.push, inlined on the hot path
+            if bucket is None:
+                bucket = queue.bucket(priority)
+            bucket.append(task)
+            task.queued = True
+            queue.live += 1
 
-    def _ready_queue(self, requirement: Resources) -> ReadyQueue:
-        queue = self.ready_queues.get(requirement)
-        if queue is None:
-            queue = self.ready_queues[requirement] = ReadyQueue(requirement)
-            queue.eligible = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
+    def _new_ready_queue(self, requirement: Resources) -> ReadyQueue:
+        queue = self.ready_queues[requirement] = ReadyQueue(requirement)
+        queue.eligible = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
         return queue
 
     def _link_dependencies(self, task: TaskState) -> bool:
@@ -816,9 +840,8 @@ class SchedulerCore:
             return
         queues = self.ready_queues
         if len(queues) == 1:  # nobody asked for resources
-            queue = queues[()]
-            if queue.eligible:
-                self._place(queue)
+            if self._plain.eligible:
+                self._place(self._plain)
             return
         # Several requirements: their priority levels in turn, highest first, so priorities hold across them; a
         # requirement whose workers are full is skipped from then on.
@@ -847,7 +870,7 @@ class SchedulerCore:
         """Hand out the tasks of one priority level of one requirement while eligible workers have room; True if it
         ran out of tasks rather than workers."""
         eligible = queue.eligible
-        single = eligible[0] if len(eligible) == 1 else None
+        single = eligible[0] if len(eligible) == 1 else None  # one resource class: its worker loads, as before them
         send = self._send
         task_which = Task.WHICH
         placed = 0
@@ -866,7 +889,7 @@ class SchedulerCore:
             task.worker = worker.identity
             task.state = ASSIGNED
             send(worker.identity, task_which, task.raw)
-            worker.loads.file(worker)
+            (single or worker.loads).file(worker)
             worker = None
         if worker is not None:
             worker.loads.file(worker)
@@ -891,7 +914,7 @@ class SchedulerCore:
             self._retry(task, worker, now)
             return
         if task.failures or task.retries:
-            message.attempts = _attempts(task)
+            message.attempts = _attempts(task)  # > 1: this attempt and an earlier one
             self._finish(task, status, message, None)  # re-encoded with its attempts
             return
         self._finish(task, status, message, message.raw)
@@ -964,9 +987,10 @@ class SchedulerCore:
         queue = task.queue
         if task.queued:
             queue.discard(task)
-        queue.members -= 1
-        if not queue.members and queue.requirement:
-            del self.ready_queues[queue.requirement]
+        if queue.requirement:  # the queue of a requirement lives while tasks need it
+            queue.members -= 1
+            if not queue.members:
+                del self.ready_queues[queue.requirement]
         self.finished_counts[status] += 1
         if task.worker is not None:
             worker = self.workers.get(task.worker)
@@ -1183,30 +1207,42 @@ class SchedulerCore:
     # ---- balancing ---------------------------------------------------------------------------------------------------
 
     def _balance(self) -> None:
-        """Move queued tasks from the busiest workers to idle ones, within each resource class, so that a task only
-        ever moves to a worker that can run it; running tasks never move. Not while ready tasks wait for a worker
-        that could take them (those go first)."""
+        """Move queued tasks from the busiest workers to idle ones; running tasks never move. Not while ready tasks
+        wait for a worker that could take them (those go first).
+
+        Idle workers of a resource class take tasks from workers whose offer theirs covers (their own class, and for
+        instance a gpu worker from workers offering nothing): every task such a worker holds can run on them. The
+        tasks come back through placement, which gives each to a least loaded worker meeting its requirement."""
         if self.state_counts[READY] > self.tasks_needing_resources():
             return
-        self.loads.settle()
-        for loads in self.loads.classes.values():
-            self._balance_class(loads)
+        loads = self.loads
+        loads.settle()
+        classes = loads.classes
+        for offer, receiver in classes.items():
+            if receiver.idle():
+                if len(classes) == 1:
+                    self._balance_into(receiver, [receiver])
+                else:
+                    self._balance_into(receiver, [donor for o, donor in classes.items() if satisfies(offer, o)])
 
-    def _balance_class(self, loads: WorkerLoads) -> None:
-        """Asks the busiest first and stops once the idle workers would get their fair share, so it touches only the
-        workers it asks. Retiring workers are neither (they have no free slot, so never count as idle, and were asked
-        for all they hold)."""
-        idle = loads.idle()
-        if not idle:
-            return
-        retiring = [worker for worker in self.retiring.values() if worker.loads is loads] if self.retiring else []
-        pool = loads.count - len(retiring)
+    def _balance_into(self, receiver: WorkerLoads, donors: List[WorkerLoads]) -> None:
+        """Asks the busiest donors first and stops once the receiver's idle workers would get their fair share, so it
+        touches only the workers it asks. Retiring workers are neither (they have no free slot, so never count as
+        idle, and were asked for all they hold)."""
+        retiring = [worker for worker in self.retiring.values() if worker.loads in donors] if self.retiring else []
+        # the idle workers of other classes share none of these tasks: they are left out of the fair share
+        pool = sum(donor.count - (donor.idle() if donor is not receiver else 0) for donor in donors) - len(retiring)
         if pool < 2:
             return
-        total_load = loads.total_load - sum(worker.level for worker in retiring)  # rare, and O(retiring workers)
+        total_load = sum(donor.total_load for donor in donors) - sum(worker.level for worker in retiring)
         fair_share = max(1, total_load // pool)
-        wanted = idle * fair_share
-        for worker in loads.busiest(max(2, fair_share + 1)):  # parked tasks neither run nor move
+        wanted = receiver.idle() * fair_share
+        lowest = max(2, fair_share + 1)  # parked tasks neither run nor move
+        if len(donors) == 1:
+            busiest: Iterable[WorkerState] = donors[0].busiest(lowest)
+        else:  # few classes; only the workers above the fair share are walked, as for one
+            busiest = sorted((w for donor in donors for w in donor.busiest(lowest)), key=_level, reverse=True)
+        for worker in busiest:
             if worker.retire_deadline is not None:
                 continue
             surplus = worker.level - fair_share

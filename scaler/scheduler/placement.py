@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from typing import Dict, Iterator, List, Optional
 
-from scaler.scheduler.ready import Resources
+from scaler.scheduler.resources import Resources
 from scaler.scheduler.state import WorkerState
 
 # Past this many tasks a frame, a frame's own cost (a ZeroMQ send and receive, their system calls) no longer counts.

@@ -10,39 +10,13 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import TYPE_CHECKING, Deque, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Deque, Dict, Iterator, List, Optional
+
+from scaler.scheduler.resources import Resources
+from scaler.scheduler.state import TaskState
 
 if TYPE_CHECKING:
     from scaler.scheduler.placement import WorkerLoads
-    from scaler.scheduler.state import TaskState
-
-# (name, amount) pairs sorted by name, amounts > 0: what a worker offers or what a task needs. () is "nothing".
-Resources = Tuple[Tuple[str, float], ...]
-
-
-def normalize_resources(resources: list) -> Tuple[Optional[Resources], str]:
-    """Resource list off the wire -> (sorted pairs without zero amounts, "") or (None, why it is refused)."""
-    pairs: Dict[str, float] = {}
-    for resource in resources:
-        name = resource.name
-        amount = resource.amount
-        if not name:
-            return None, "a resource needs a name"
-        if name in pairs:
-            return None, f"resource {name!r} given twice"
-        if not (0.0 <= amount < float("inf")):  # NaN fails too
-            return None, f"resource {name!r}: amount {amount!r} is not a finite number >= 0"
-        pairs[name] = amount
-    return tuple(sorted((name, amount) for name, amount in pairs.items() if amount > 0.0)), ""
-
-
-def describe(resources: Resources) -> str:
-    return ",".join(f"{name}={amount:g}" for name, amount in resources) or "nothing"
-
-
-def satisfies(offer: Resources, requirement: Resources) -> bool:
-    offered = dict(offer)
-    return all(offered.get(name, 0.0) >= amount for name, amount in requirement)
 
 
 def _ready_since(task: TaskState) -> float:
@@ -61,7 +35,9 @@ class ReadyQueue:
         self.buckets: Dict[int, Deque[TaskState]] = {}  # priority -> tasks, oldest first (may be empty)
         self.levels: List[int] = []  # heap of the negated priorities in `buckets`
         self.live = 0  # tasks queued here (entries with `queued` set)
-        self.members = 0  # unfinished tasks with this requirement, queued or not: the queue lives while they do
+        # unfinished tasks with this requirement, queued or not: the queue lives while they do (not counted for the
+        # queue of no requirement, which always lives)
+        self.members = 0
         # the worker classes (scaler.scheduler.placement.WorkerLoads) whose offer meets the requirement; kept up to
         # date as classes come and go, so that placing a task never compares resources
         self.eligible: List[WorkerLoads] = []

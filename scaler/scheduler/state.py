@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from scaler.protocol import WorkerStatus
-
-if TYPE_CHECKING:
-    from scaler.scheduler.placement import WorkerLoads
-    from scaler.scheduler.ready import ReadyQueue
 
 # Task states, small ints so the hot path branches cheaply. A finished task is forgotten, not kept in a final state.
 WAITING = 0  # has unfinished dependencies
@@ -50,6 +46,10 @@ class TaskState:
         report_result: bool,
         parent_task_id: bytes,
         dependency_ids: List[bytes],
+        ready_since: float,
+        queue: Any,
+        priority: int,
+        max_retries: int,
     ) -> None:
         self.task_id = task_id
         self.client = client
@@ -63,11 +63,11 @@ class TaskState:
         self.parent_task_id = parent_task_id
         self.retries = 0
         self.dependency_ids = dependency_ids
-        self.ready_since = 0.0  # when it first became ready: how long it waits for a worker, for the status
-        self.priority = 0  # effective: its own, raised for a nested task to its parent's + 1
-        self.queue: ReadyQueue  # scaler.scheduler.ready: the ready queue of its resource requirement
+        self.ready_since = ready_since  # when it first became ready: how long it waits for a worker, for the status
+        self.priority = priority  # effective: its own, raised for a nested task to its parent's + 1
+        self.queue = queue  # the ReadyQueue of its resource requirement (scaler.scheduler.ready)
         self.queued = False  # it is in that queue's deques (a live entry)
-        self.max_retries = 0  # Task.retries: runs again this often after failing or timing out
+        self.max_retries = max_retries  # Task.retries: runs again this often after failing or timing out
         self.failures = 0  # failed or timed-out attempts so far (worker deaths are counted in `retries`)
 
 
@@ -115,7 +115,7 @@ class WorkerState:
         self.stale = False  # its load changed since it was filed
         # Set when it asked to retire (WorkerRetire): it gets no new task, and what it still runs then is run elsewhere
         self.retire_deadline: Optional[float] = None
-        self.loads: WorkerLoads  # the resource class it is filed in (scaler.scheduler.placement.Placement)
+        self.loads: Any = None  # the WorkerLoads of its resource class (scaler.scheduler.placement.Placement)
 
 
 class ClientState:
