@@ -219,7 +219,7 @@ class Client:
         submitting with any policy set raise TaskPoliciesUnsupportedError rather than ignore it. The view shares the
         client's connection: disconnect() on a view only detaches the view.
         """
-        view = Client.__new__(Client)
+        view = type(self).__new__(type(self))
         view.__dict__.update(self.__dict__)
         view._shared = True  # the connection is the client's: the view's disconnect() leaves it open
         view._set_options(
@@ -240,12 +240,16 @@ class Client:
     def _task_options(self, connection: Connection) -> TaskOptions:
         """This view's options, checked against what the scheduler honours."""
         options = self._options
-        if options.key is not None and not connection.task_policies:
+        if options.key is not None:
+            self._check_policies(connection, options)
+        return options
+
+    def _check_policies(self, connection: Connection, options: TaskOptions) -> None:
+        if not connection.task_policies:
             raise TaskPoliciesUnsupportedError(
                 f"the scheduler at {self._address} does not implement task policies (an older version): "
                 f"it would ignore {options.describe()}; upgrade it, or submit without options()"
             )
-        return options
 
     def disconnect(self) -> None:
         """Leave the scheduler, which cancels this client's unfinished tasks and frees its objects. Idempotent.
@@ -292,7 +296,9 @@ class Client:
             raise TypeError(f"fn must be callable, got {fn!r}")
         factory = self._factory
         factory.signatures.check(fn, args, kwargs)
-        options = self._task_options(connection)
+        options = self._options
+        if options.key is not None:  # spelled out: submit() is a hot path
+            self._check_policies(connection, options)
         function_need = factory.function_need(connection, fn)
         needs: List[ObjectNeed] = []
         encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"", options)

@@ -21,6 +21,7 @@ _NOT_FOUND = int(TaskStatus.not_found)
 _WORKER_DIED = int(TaskStatus.worker_died)
 _REFUSED = int(TaskStatus.refused)
 _TIMED_OUT = int(TaskStatus.timed_out)
+_RAN = (_FAILED, _TIMED_OUT)  # statuses of a task whose function ran (and that retries run again)
 _CANCELLED = (CANCELLED_STATE, CANCELLED_AND_NOTIFIED)
 
 
@@ -29,7 +30,7 @@ def failure_of(result: TaskResult, retries: int = 0) -> BaseException:
     option, for the note on the attempts."""
     exception = _failure(result)
     attempts = result.attempts or 1
-    if attempts > 1 or retries:
+    if attempts > 1 or (retries and result.status in _RAN):  # not for a task refused before it ran
         note = f"Scaler: failed on attempt {attempts} of {retries + 1} (retries={retries})"
         if attempts > retries + 1:
             note = f"Scaler: failed on attempt {attempts} (retries={retries}; restarts after worker deaths count too)"

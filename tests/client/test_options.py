@@ -12,7 +12,7 @@ import cloudpickle
 import pytest
 
 from scaler.client import Client
-from scaler.errors import ScalerError, TaskPoliciesUnsupportedError, TaskTimeoutError
+from scaler.errors import ScalerError, TaskPoliciesUnsupportedError, TaskRefusedError, TaskTimeoutError
 from scaler.protocol import Resource, Task, TaskResult, TaskStatus
 from tests.client.peer import ProtocolPeer
 
@@ -192,6 +192,15 @@ def test_a_failure_after_retries_notes_its_attempts() -> None:
         assert raised.value.__notes__ == ["Scaler: failed on attempt 3 of 3 (retries=2)"]
         error = client.submit(add, 1).exception(10)  # no retries, yet 3 starts: worker deaths
         assert error.__notes__ == ["Scaler: failed on attempt 3 (retries=0; restarts after worker deaths count too)"]
+
+
+def test_a_task_refused_before_it_ran_gets_no_attempt_note() -> None:
+    def refused(task: Task) -> TaskResult:
+        return TaskResult(task_id=task.task_id, status=TaskStatus.refused, error_text="too many tasks")
+
+    with answering(refused) as peer, Client(peer.address, timeout_seconds=10) as client:
+        error = client.options(retries=2).submit(add, 1).exception(10)
+        assert isinstance(error, TaskRefusedError) and not getattr(error, "__notes__", None)
 
 
 def test_profiling_info_counts_attempts() -> None:

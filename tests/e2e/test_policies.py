@@ -16,6 +16,7 @@ import pytest
 from scaler import Client
 from scaler.errors import TaskTimeoutError
 from tests.e2e.live_cluster import LiveCluster, unfinished
+from tests.processes import wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -40,8 +41,9 @@ def slow_first_time(counter: str, seconds: float) -> int:
     return count
 
 
-def wait_for_file(path: str, seconds: float) -> int:
-    """Blocks its worker until `path` exists (or `seconds` passed); returns the processor's pid."""
+def wait_for_file(started: str, path: str, seconds: float) -> int:
+    """Says it started (creates `started`), then blocks its worker until `path` exists (or `seconds` passed)."""
+    Path(started).touch()
     deadline = time.monotonic() + seconds
     while not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -119,13 +121,14 @@ def test_a_timed_out_attempt_is_retried_with_a_new_timeout(client: Client, tmp_p
 
 
 def test_one_worker_runs_queued_tasks_in_priority_order(live: LiveCluster, client: Client, tmp_path: Path) -> None:
-    release, log = str(tmp_path / "release"), str(tmp_path / "order")
-    blocker = client.submit(wait_for_file, release, WAIT)
+    started, release, log = str(tmp_path / "started"), str(tmp_path / "release"), str(tmp_path / "order")
+    blocker = client.submit(wait_for_file, started, release, WAIT)
+    wait_for(lambda: os.path.exists(started), WAIT, "the blocking task runs")  # the others queue behind it
     low = [client.submit(record, log, f"low{index}") for index in range(3)]
     high_view = client.options(priority=5)
     high = [high_view.submit(record, log, f"high{index}") for index in range(3)]
     middle = client.options(priority=2).submit(record, log, "middle")
-    live.status(lambda status: unfinished(status) == 8, WAIT)  # every task reached the scheduler, the blocker runs
+    live.status(lambda status: unfinished(status) == 8, WAIT)  # every task reached the scheduler
     Path(release).touch()
     blocker.result(WAIT)
     for future in [*low, *high, middle]:

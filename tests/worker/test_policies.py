@@ -205,5 +205,6 @@ def test_a_task_not_started_at_its_deadline_gets_its_clock_when_it_starts() -> N
     assert not harness.core.timed[task.task_id].deadline
     start(harness)
     harness.tick(0.01)  # the shell observes that it started
+    assert harness.core.timed[task.task_id].deadline == harness.now + 0.5
     assert not of_type(harness.tick(0.45), TaskResult)
     assert results(harness.tick(0.1))[task.task_id].status == TaskStatus.timed_out
