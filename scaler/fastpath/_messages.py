@@ -72,6 +72,8 @@ __all__ = [
 ]
 
 _new = object.__new__
+# Fast readers walk lists of structs with iter_unpack on CPython, with unpack_from per element on PyPy.
+ITER_UNPACK = sys.implementation.name != "pypy"
 _POINTER = struct.Struct("<iI")
 _POINTER_BITS = struct.Struct("<II")
 _UNIT_H = struct.Struct("<H")
@@ -2115,13 +2117,13 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(Hello)
     obj.protocol_version = u0
     obj.role = u1
@@ -2159,27 +2161,44 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         e1 = c + 8
         c = e1 + (b2 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
-            el1 = _new(Resource)
-            el1.amount = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.resources = items1
     elif a2:
         raise NotCanonical
     else:
         obj.resources = []
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2274,13 +2293,13 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
     segments, words, head, u0, u1, u2, u3, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO_REPLY:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(HelloReply)
     obj.protocol_version = u0
     obj.accepted = (u1 & 1) != 0
@@ -2300,7 +2319,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2349,18 +2368,18 @@ def _decode_client_heartbeat(frame: bytes, pos: int) -> ClientHeartbeat:
     segments, words, head, u0, u1, u2 = _MESSAGE_CLIENT_HEARTBEAT.unpack_from(frame, pos)
     if segments or head != _HEAD_CLIENT_HEARTBEAT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ClientHeartbeat)
     obj.sent_at_us = u0
     obj.cpu = u1
     obj.rss = u2
-    if end - pos != 56:
+    if size != 56:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2375,13 +2394,13 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_HEARTBEAT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(WorkerHeartbeat)
     obj.sent_at_us = u0
     obj.agent_cpu = u1
@@ -2392,7 +2411,7 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     obj.flags = u6
     obj.lag_us = u7
     obj.running = u8
-    if end - pos != 88:
+    if size != 88:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2420,16 +2439,16 @@ def _decode_heartbeat_echo(frame: bytes, pos: int) -> HeartbeatEcho:
     segments, words, head, u0 = _MESSAGE_HEARTBEAT_ECHO.unpack_from(frame, pos)
     if segments or head != _HEAD_HEARTBEAT_ECHO:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(HeartbeatEcho)
     obj.sent_at_us = u0
-    if end - pos != 40:
+    if size != 40:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2444,13 +2463,13 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6 = _MESSAGE_TASK.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(Task)
     obj.profiling = (u0 & 1) != 0
     obj.report_result = (u0 & 2) == 0
@@ -2499,36 +2518,68 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         e1 = c + 8
         c = e1 + (b2 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 24):
-            u1_0, a1_0, b1_0, a1_1, b1_1 = _CANON_ARGUMENT.unpack_from(m, e1)
-            el1 = _new(Argument)
-            el1.kind = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                    raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            if b1_1:
-                n = b1_1 >> 3
-                if a1_1 + a1_1 == c - e1 - 22 and b1_1 & 7 == 2:
-                    el1.data = m[c : c + n]
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0, a1_1, b1_1 in _CANON_ARGUMENT.iter_unpack(m[e1 : c]):
+                el1 = _new(Argument)
+                el1.kind = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
                     c += n + 7 & -8
-                elif n >= 1024 and b1_1 & 7 == 2 and a1_1 & 3 == 1:
-                    s = e1 + 24 + (a1_1 >> 2 << 3)
-                    el1.data = m[s : s + n]
-                    blobs = defer_blob(blobs, s, n)
-                else:
+                elif a1_0:
                     raise NotCanonical
-            elif a1_1:
-                raise NotCanonical
-            else:
-                el1.data = b""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                if b1_1:
+                    n = b1_1 >> 3
+                    if a1_1 + a1_1 == c - e1 - 22 and b1_1 & 7 == 2:
+                        el1.data = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_1 & 7 == 2 and a1_1 & 3 == 1:
+                        s = e1 + 24 + (a1_1 >> 2 << 3)
+                        el1.data = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.data = b""
+                items1.append(el1)
+                e1 += 24
+        else:
+            for e1 in range(e1, c, 24):
+                u1_0, a1_0, b1_0, a1_1, b1_1 = _CANON_ARGUMENT.unpack_from(m, e1)
+                el1 = _new(Argument)
+                el1.kind = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                if b1_1:
+                    n = b1_1 >> 3
+                    if a1_1 + a1_1 == c - e1 - 22 and b1_1 & 7 == 2:
+                        el1.data = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_1 & 7 == 2 and a1_1 & 3 == 1:
+                        s = e1 + 24 + (a1_1 >> 2 << 3)
+                        el1.data = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.data = b""
+                items1.append(el1)
         obj.args = items1
     elif a2:
         raise NotCanonical
@@ -2601,21 +2652,38 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         e1 = c + 8
         c = e1 + (b6 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
-            el1 = _new(Resource)
-            el1.amount = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.resources = items1
     elif a6:
         raise NotCanonical
@@ -2623,7 +2691,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         obj.resources = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2846,13 +2914,13 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
     segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_RESULT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(TaskResult)
     obj.status = u0
     obj.in_object = (u1 & 1) != 0
@@ -2904,7 +2972,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.error_text = ""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2988,13 +3056,13 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
     segments, words, head, a0, b0 = _MESSAGE_TASK_CANCEL.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_CANCEL:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(TaskCancel)
     c = 40
     blobs = None
@@ -3028,7 +3096,7 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
         obj.task_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3077,13 +3145,13 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
     segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_PUT.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_PUT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ObjectPut)
     obj.kind = u0
     obj.chunk_index = u1
@@ -3133,7 +3201,7 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
         obj.payload = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3213,13 +3281,13 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     segments, words, head, a0, b0 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_REQUEST:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ObjectRequest)
     c = 40
     blobs = None
@@ -3253,7 +3321,7 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
         obj.object_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3302,13 +3370,13 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
     segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_RESPONSE.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_RESPONSE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ObjectResponse)
     obj.found = (u0 & 1) != 0
     obj.kind = u1
@@ -3359,7 +3427,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
         obj.payload = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3442,13 +3510,13 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
     segments, words, head, a0, b0 = _MESSAGE_OBJECT_DELETE.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_DELETE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ObjectDelete)
     c = 40
     blobs = None
@@ -3482,7 +3550,7 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
         obj.object_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3531,16 +3599,16 @@ def _decode_balance_request(frame: bytes, pos: int) -> BalanceRequest:
     segments, words, head, u0 = _MESSAGE_BALANCE_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_BALANCE_REQUEST:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(BalanceRequest)
     obj.count = u0
-    if end - pos != 40:
+    if size != 40:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3555,13 +3623,13 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
     segments, words, head, a0, b0 = _MESSAGE_BALANCE_RESPONSE.unpack_from(frame, pos)
     if segments or head != _HEAD_BALANCE_RESPONSE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(BalanceResponse)
     c = 40
     blobs = None
@@ -3595,7 +3663,7 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
         obj.task_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3644,16 +3712,16 @@ def _decode_client_disconnect(frame: bytes, pos: int) -> ClientDisconnect:
     segments, words, head, u0 = _MESSAGE_CLIENT_DISCONNECT.unpack_from(frame, pos)
     if segments or head != _HEAD_CLIENT_DISCONNECT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ClientDisconnect)
     obj.shutdown_cluster = (u0 & 1) != 0
-    if end - pos != 40:
+    if size != 40:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3670,13 +3738,13 @@ def _decode_disconnect_reply(frame: bytes, pos: int) -> DisconnectReply:
     segments, words, head, u0, a0, b0 = _MESSAGE_DISCONNECT_REPLY.unpack_from(frame, pos)
     if segments or head != _HEAD_DISCONNECT_REPLY:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(DisconnectReply)
     obj.accepted = (u0 & 1) != 0
     c = 48
@@ -3690,7 +3758,7 @@ def _decode_disconnect_reply(frame: bytes, pos: int) -> DisconnectReply:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3723,13 +3791,13 @@ def _decode_worker_disconnect(frame: bytes, pos: int) -> WorkerDisconnect:
     segments, words, head, a0, b0 = _MESSAGE_WORKER_DISCONNECT.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_DISCONNECT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(WorkerDisconnect)
     c = 40
     if b0:
@@ -3742,7 +3810,7 @@ def _decode_worker_disconnect(frame: bytes, pos: int) -> WorkerDisconnect:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3773,13 +3841,13 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
     segments, words, head, u0, a0, b0 = _MESSAGE_GOODBYE.unpack_from(frame, pos)
     if segments or head != _HEAD_GOODBYE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(Goodbye)
     obj.reconnect = (u0 & 1) != 0
     obj.retired = (u0 & 2) != 0
@@ -3794,7 +3862,7 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3829,13 +3897,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(SchedulerStatus)
     obj.time_us = u0
     obj.cpu = u1
@@ -3865,21 +3933,38 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b0 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
-            el1 = _new(Counter)
-            el1.value = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_COUNTER.iter_unpack(m[e1 : c]):
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.task_states = items1
     elif a0:
         raise NotCanonical
@@ -3894,21 +3979,38 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b1 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
-            el1 = _new(Counter)
-            el1.value = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_COUNTER.iter_unpack(m[e1 : c]):
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.sent = items1
     elif a1:
         raise NotCanonical
@@ -3923,21 +4025,38 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b2 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
-            el1 = _new(Counter)
-            el1.value = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_COUNTER.iter_unpack(m[e1 : c]):
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.received = items1
     elif a2:
         raise NotCanonical
@@ -3952,21 +4071,38 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b3 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
-            el1 = _new(Counter)
-            el1.value = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_COUNTER.iter_unpack(m[e1 : c]):
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.function_tasks = items1
     elif a3:
         raise NotCanonical
@@ -3981,67 +4117,158 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b4 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 80):
-            u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
-            el1 = _new(WorkerStatus)
-            el1.agent_cpu = u1_0
-            el1.cpu = u1_1
-            el1.agent_rss = u1_2
-            el1.rss = u1_3
-            el1.free = u1_4
-            el1.sent = u1_5
-            el1.queued = u1_6
-            el1.flags = u1_7
-            el1.retiring = (u1_8 & 1) != 0
-            el1.lag_us = u1_9
-            el1.processed = u1_10
-            el1.previous_registrations = u1_11
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                    raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            if b1_1:
-                if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
-                    raise NotCanonical
-                t, u = _POINTER_BITS.unpack_from(m, c)
-                if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
-                    raise NotCanonical
-                e2 = c + 8
-                c = e2 + (b1_1 >> 3 << 3)
-                items2 = []
-                for e2 in range(e2, c, 16):
-                    u2_0, a2_0, b2_0 = _CANON_RESOURCE.unpack_from(m, e2)
-                    el2 = _new(Resource)
-                    el2.amount = u2_0
-                    if b2_0:
-                        n = b2_0 >> 3
-                        if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
-                            raise NotCanonical
-                        el2.name = m[c : c + n - 1].decode()
-                        c += n + 7 & -8
-                    elif a2_0:
+        if ITER_UNPACK:
+            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
+                el1 = _new(WorkerStatus)
+                el1.agent_cpu = u1_0
+                el1.cpu = u1_1
+                el1.agent_rss = u1_2
+                el1.rss = u1_3
+                el1.free = u1_4
+                el1.sent = u1_5
+                el1.queued = u1_6
+                el1.flags = u1_7
+                el1.retiring = (u1_8 & 1) != 0
+                el1.lag_us = u1_9
+                el1.processed = u1_10
+                el1.previous_registrations = u1_11
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                if b1_1:
+                    if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
+                        raise NotCanonical
+                    t, u = _POINTER_BITS.unpack_from(m, c)
+                    if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
+                        raise NotCanonical
+                    e2 = c + 8
+                    c = e2 + (b1_1 >> 3 << 3)
+                    items2 = []
+                    if ITER_UNPACK:
+                        for u2_0, a2_0, b2_0 in _CANON_RESOURCE.iter_unpack(m[e2 : c]):
+                            el2 = _new(Resource)
+                            el2.amount = u2_0
+                            if b2_0:
+                                n = b2_0 >> 3
+                                if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
+                                    raise NotCanonical
+                                el2.name = m[c : c + n - 1].decode()
+                                c += n + 7 & -8
+                            elif a2_0:
+                                raise NotCanonical
+                            else:
+                                el2.name = ""
+                            items2.append(el2)
+                            e2 += 16
                     else:
-                        el2.name = ""
-                    items2.append(el2)
-                el1.resources = items2
-            elif a1_1:
-                raise NotCanonical
-            else:
-                el1.resources = []
-            items1.append(el1)
+                        for e2 in range(e2, c, 16):
+                            u2_0, a2_0, b2_0 = _CANON_RESOURCE.unpack_from(m, e2)
+                            el2 = _new(Resource)
+                            el2.amount = u2_0
+                            if b2_0:
+                                n = b2_0 >> 3
+                                if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
+                                    raise NotCanonical
+                                el2.name = m[c : c + n - 1].decode()
+                                c += n + 7 & -8
+                            elif a2_0:
+                                raise NotCanonical
+                            else:
+                                el2.name = ""
+                            items2.append(el2)
+                    el1.resources = items2
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.resources = []
+                items1.append(el1)
+                e1 += 80
+        else:
+            for e1 in range(e1, c, 80):
+                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
+                el1 = _new(WorkerStatus)
+                el1.agent_cpu = u1_0
+                el1.cpu = u1_1
+                el1.agent_rss = u1_2
+                el1.rss = u1_3
+                el1.free = u1_4
+                el1.sent = u1_5
+                el1.queued = u1_6
+                el1.flags = u1_7
+                el1.retiring = (u1_8 & 1) != 0
+                el1.lag_us = u1_9
+                el1.processed = u1_10
+                el1.previous_registrations = u1_11
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                if b1_1:
+                    if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
+                        raise NotCanonical
+                    t, u = _POINTER_BITS.unpack_from(m, c)
+                    if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
+                        raise NotCanonical
+                    e2 = c + 8
+                    c = e2 + (b1_1 >> 3 << 3)
+                    items2 = []
+                    if ITER_UNPACK:
+                        for u2_0, a2_0, b2_0 in _CANON_RESOURCE.iter_unpack(m[e2 : c]):
+                            el2 = _new(Resource)
+                            el2.amount = u2_0
+                            if b2_0:
+                                n = b2_0 >> 3
+                                if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
+                                    raise NotCanonical
+                                el2.name = m[c : c + n - 1].decode()
+                                c += n + 7 & -8
+                            elif a2_0:
+                                raise NotCanonical
+                            else:
+                                el2.name = ""
+                            items2.append(el2)
+                            e2 += 16
+                    else:
+                        for e2 in range(e2, c, 16):
+                            u2_0, a2_0, b2_0 = _CANON_RESOURCE.unpack_from(m, e2)
+                            el2 = _new(Resource)
+                            el2.amount = u2_0
+                            if b2_0:
+                                n = b2_0 >> 3
+                                if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
+                                    raise NotCanonical
+                                el2.name = m[c : c + n - 1].decode()
+                                c += n + 7 & -8
+                            elif a2_0:
+                                raise NotCanonical
+                            else:
+                                el2.name = ""
+                            items2.append(el2)
+                    el1.resources = items2
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.resources = []
+                items1.append(el1)
         obj.workers = items1
     elif a4:
         raise NotCanonical
     else:
         obj.workers = []
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -4308,13 +4535,13 @@ def _decode_task_output(frame: bytes, pos: int) -> TaskOutput:
     segments, words, head, u0, a0, b0, a1, b1 = _MESSAGE_TASK_OUTPUT.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_OUTPUT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(TaskOutput)
     obj.stream = u0
     c = 56
@@ -4351,7 +4578,7 @@ def _decode_task_output(frame: bytes, pos: int) -> TaskOutput:
         obj.data = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -4404,13 +4631,13 @@ def _decode_worker_retire(frame: bytes, pos: int) -> WorkerRetire:
     segments, words, head, u0, a0, b0 = _MESSAGE_WORKER_RETIRE.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_RETIRE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(WorkerRetire)
     obj.deadline_ms = u0
     c = 48
@@ -4424,7 +4651,7 @@ def _decode_worker_retire(frame: bytes, pos: int) -> WorkerRetire:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj

@@ -92,6 +92,8 @@ def emit_header(out: Emitter, schema: Schema) -> None:
     out("]")
     out()
     out("_new = object.__new__")
+    out("# Fast readers walk lists of structs with iter_unpack on CPython, with unpack_from per element on PyPy.")
+    out('ITER_UNPACK = sys.implementation.name != "pypy"')
     out('_POINTER = struct.Struct("<iI")')
     out('_POINTER_BITS = struct.Struct("<II")')
     for fmt in sorted({unit.fmt for s in schema.structs for unit in data_units(s)} - {"B"}):
