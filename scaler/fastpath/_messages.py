@@ -76,6 +76,8 @@ _new = object.__new__
 ITER_UNPACK = sys.implementation.name != "pypy"
 _POINTER = struct.Struct("<iI")
 _POINTER_BITS = struct.Struct("<II")
+_EMPTY_DATA = b""
+_EMPTY_TEXT = ""
 _UNIT_H = struct.Struct("<H")
 _UNIT_I = struct.Struct("<I")
 _UNIT_Q = struct.Struct("<Q")
@@ -1632,6 +1634,10 @@ _HEAD_HEARTBEAT_ECHO = bytes.fromhex("000000000100010004000000000000000000000001
 _MESSAGE_HEARTBEAT_ECHO = struct.Struct("<II24sQ")
 _HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000002000700")
 _MESSAGE_TASK = struct.Struct("<II24sBxxxiIIiIiIiIiIiIiIiI")
+_EMPTY_TAIL_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32x")
+_HEADER_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32s")
+_TAIL_TASK = struct.Struct("<iIiIiIiI")
+_NULL_TAIL_TASK = bytes(32)
 _HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000004000300")
 _MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQiIiIiI")
 _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000100")
@@ -2460,7 +2466,7 @@ def _encode_heartbeat_echo(msg: HeartbeatEcho, parts: list) -> int:
 
 
 def _decode_task(frame: bytes, pos: int) -> Task:
-    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6 = _MESSAGE_TASK.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, tail = _HEADER_TASK.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK:
         raise NotCanonical
     size = words * 8 + 8
@@ -2585,110 +2591,117 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         raise NotCanonical
     else:
         obj.args = []
-    if b3:
-        if a3 + a3 != c - 78 or b3 & 7 != 6:
-            raise NotCanonical
-        at1 = c
-        c += b3 >> 3 << 3
-        items1 = []
-        for at1 in range(at1, c, 8):
-            x1, y1 = _POINTER.unpack_from(m, at1)
-            if y1:
-                n = y1 >> 3
-                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
-                    items1.append(m[c : c + n])
-                    c += n + 7 & -8
-                elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
-                    s = at1 + 8 + (x1 >> 2 << 3)
-                    items1.append(m[s : s + n])
-                    blobs = defer_blob(blobs, s, n)
-                else:
-                    raise NotCanonical
-            elif x1:
-                raise NotCanonical
-            else:
-                items1.append(b"")
-        obj.dependencies = items1
-    elif a3:
-        raise NotCanonical
-    else:
+    if tail == _NULL_TAIL_TASK:
         obj.dependencies = []
-    if b4:
-        n = b4 >> 3
-        if a4 + a4 == c - 86 and b4 & 7 == 2:
-            obj.parent_task_id = m[c : c + n]
-            c += n + 7 & -8
-        elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
-            s = 88 + (a4 >> 2 << 3)
-            obj.parent_task_id = m[s : s + n]
-            blobs = defer_blob(blobs, s, n)
-        else:
-            raise NotCanonical
-    elif a4:
-        raise NotCanonical
-    else:
         obj.parent_task_id = b""
-    if b5:
-        n = b5 >> 3
-        if a5 + a5 == c - 94 and b5 & 7 == 2:
-            obj.serializer_id = m[c : c + n]
-            c += n + 7 & -8
-        elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
-            s = 96 + (a5 >> 2 << 3)
-            obj.serializer_id = m[s : s + n]
-            blobs = defer_blob(blobs, s, n)
-        else:
-            raise NotCanonical
-    elif a5:
-        raise NotCanonical
-    else:
         obj.serializer_id = b""
-    if b6:
-        if a6 + a6 != c - 102 or b6 & 7 != 7:
-            raise NotCanonical
-        t, u = _POINTER_BITS.unpack_from(m, c)
-        if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
-            raise NotCanonical
-        e1 = c + 8
-        c = e1 + (b6 >> 3 << 3)
-        items1 = []
-        if ITER_UNPACK:
-            for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
-                el1 = _new(Resource)
-                el1.amount = u1_0
-                if b1_0:
-                    n = b1_0 >> 3
-                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                        raise NotCanonical
-                    el1.name = m[c : c + n - 1].decode()
-                    c += n + 7 & -8
-                elif a1_0:
-                    raise NotCanonical
-                else:
-                    el1.name = ""
-                items1.append(el1)
-                e1 += 16
-        else:
-            for e1 in range(e1, c, 16):
-                u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
-                el1 = _new(Resource)
-                el1.amount = u1_0
-                if b1_0:
-                    n = b1_0 >> 3
-                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                        raise NotCanonical
-                    el1.name = m[c : c + n - 1].decode()
-                    c += n + 7 & -8
-                elif a1_0:
-                    raise NotCanonical
-                else:
-                    el1.name = ""
-                items1.append(el1)
-        obj.resources = items1
-    elif a6:
-        raise NotCanonical
-    else:
         obj.resources = []
+    else:
+        a3, b3, a4, b4, a5, b5, a6, b6 = _TAIL_TASK.unpack(tail)
+        if b3:
+            if a3 + a3 != c - 78 or b3 & 7 != 6:
+                raise NotCanonical
+            at1 = c
+            c += b3 >> 3 << 3
+            items1 = []
+            for at1 in range(at1, c, 8):
+                x1, y1 = _POINTER.unpack_from(m, at1)
+                if y1:
+                    n = y1 >> 3
+                    if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
+                        items1.append(m[c : c + n])
+                        c += n + 7 & -8
+                    elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
+                        s = at1 + 8 + (x1 >> 2 << 3)
+                        items1.append(m[s : s + n])
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif x1:
+                    raise NotCanonical
+                else:
+                    items1.append(b"")
+            obj.dependencies = items1
+        elif a3:
+            raise NotCanonical
+        else:
+            obj.dependencies = []
+        if b4:
+            n = b4 >> 3
+            if a4 + a4 == c - 86 and b4 & 7 == 2:
+                obj.parent_task_id = m[c : c + n]
+                c += n + 7 & -8
+            elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
+                s = 88 + (a4 >> 2 << 3)
+                obj.parent_task_id = m[s : s + n]
+                blobs = defer_blob(blobs, s, n)
+            else:
+                raise NotCanonical
+        elif a4:
+            raise NotCanonical
+        else:
+            obj.parent_task_id = b""
+        if b5:
+            n = b5 >> 3
+            if a5 + a5 == c - 94 and b5 & 7 == 2:
+                obj.serializer_id = m[c : c + n]
+                c += n + 7 & -8
+            elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
+                s = 96 + (a5 >> 2 << 3)
+                obj.serializer_id = m[s : s + n]
+                blobs = defer_blob(blobs, s, n)
+            else:
+                raise NotCanonical
+        elif a5:
+            raise NotCanonical
+        else:
+            obj.serializer_id = b""
+        if b6:
+            if a6 + a6 != c - 102 or b6 & 7 != 7:
+                raise NotCanonical
+            t, u = _POINTER_BITS.unpack_from(m, c)
+            if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
+                raise NotCanonical
+            e1 = c + 8
+            c = e1 + (b6 >> 3 << 3)
+            items1 = []
+            if ITER_UNPACK:
+                for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
+                    el1 = _new(Resource)
+                    el1.amount = u1_0
+                    if b1_0:
+                        n = b1_0 >> 3
+                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                            raise NotCanonical
+                        el1.name = m[c : c + n - 1].decode()
+                        c += n + 7 & -8
+                    elif a1_0:
+                        raise NotCanonical
+                    else:
+                        el1.name = ""
+                    items1.append(el1)
+                    e1 += 16
+            else:
+                for e1 in range(e1, c, 16):
+                    u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+                    el1 = _new(Resource)
+                    el1.amount = u1_0
+                    if b1_0:
+                        n = b1_0 >> 3
+                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                            raise NotCanonical
+                        el1.name = m[c : c + n - 1].decode()
+                        c += n + 7 & -8
+                    elif a1_0:
+                        raise NotCanonical
+                    else:
+                        el1.name = ""
+                    items1.append(el1)
+            obj.resources = items1
+        elif a6:
+            raise NotCanonical
+        else:
+            obj.resources = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -2789,122 +2802,144 @@ def _encode_task(msg: Task, parts: list) -> int:
         parts[slot1] = b"".join(bodies1)
     else:
         a2 = b2 = 0
-    items1 = msg.dependencies
-    if items1.__class__ is not list:
-        raise NotCanonical
-    if items1:
-        count1 = len(items1)
-        a3 = c - 78 >> 1
-        b3 = count1 * 8 + 6
-        slot1 = len(parts)
-        parts.append(b"")
-        words1 = []
-        at1 = c
-        c += count1 << 3
-        for v in items1:
+    if (
+        msg.dependencies.__class__ is list and not msg.dependencies
+        and msg.parent_task_id is _EMPTY_DATA
+        and msg.serializer_id is _EMPTY_DATA
+        and msg.resources.__class__ is list and not msg.resources
+    ):
+        parts[base] = _EMPTY_TAIL_TASK.pack(
+            0,
+            c - 8 >> 3,
+            _HEAD_TASK,
+            u0,
+            msg.priority,
+            msg.retries,
+            msg.timeout_ms,
+            a0,
+            b0,
+            a1,
+            b1,
+            a2,
+            b2,
+        )
+    else:
+        items1 = msg.dependencies
+        if items1.__class__ is not list:
+            raise NotCanonical
+        if items1:
+            count1 = len(items1)
+            a3 = c - 78 >> 1
+            b3 = count1 * 8 + 6
+            slot1 = len(parts)
+            parts.append(b"")
+            words1 = []
+            at1 = c
+            c += count1 << 3
+            for v in items1:
+                n = len(v)
+                if not n:
+                    words1.append(NULL_POINTER)
+                elif n < 1024:
+                    words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
+                    parts.append(v)
+                    parts.append(PADDING[n & 7])
+                    c += n + 7 & -8
+                else:
+                    words1.append(NULL_POINTER)
+                    blobs = defer_blob(blobs, at1, v)
+                at1 += 8
+            parts[slot1] = b"".join(words1)
+        else:
+            a3 = b3 = 0
+        v = msg.parent_task_id
+        if v:
             n = len(v)
-            if not n:
-                words1.append(NULL_POINTER)
-            elif n < 1024:
-                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
+            if n < 1024:
+                a4 = c - 86 >> 1
+                b4 = n * 8 + 2
                 parts.append(v)
                 parts.append(PADDING[n & 7])
                 c += n + 7 & -8
             else:
-                words1.append(NULL_POINTER)
-                blobs = defer_blob(blobs, at1, v)
-            at1 += 8
-        parts[slot1] = b"".join(words1)
-    else:
-        a3 = b3 = 0
-    v = msg.parent_task_id
-    if v:
-        n = len(v)
-        if n < 1024:
-            a4 = c - 86 >> 1
-            b4 = n * 8 + 2
-            parts.append(v)
-            parts.append(PADDING[n & 7])
-            c += n + 7 & -8
-        else:
+                a4 = b4 = 0
+                blobs = defer_blob(blobs, 80, v)
+        elif v.__class__ is bytes:
             a4 = b4 = 0
-            blobs = defer_blob(blobs, 80, v)
-    elif v.__class__ is bytes:
-        a4 = b4 = 0
-    else:
-        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
-    v = msg.serializer_id
-    if v:
-        n = len(v)
-        if n < 1024:
-            a5 = c - 94 >> 1
-            b5 = n * 8 + 2
-            parts.append(v)
-            parts.append(PADDING[n & 7])
-            c += n + 7 & -8
         else:
-            a5 = b5 = 0
-            blobs = defer_blob(blobs, 88, v)
-    elif v.__class__ is bytes:
-        a5 = b5 = 0
-    else:
-        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
-    items1 = msg.resources
-    if items1.__class__ is not list:
-        raise NotCanonical
-    if items1:
-        count1 = len(items1)
-        a6 = c - 102 >> 1
-        b6 = count1 * 16 + 7
-        slot1 = len(parts)
-        parts.append(b"")
-        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
-        e1 = c + 8
-        c = e1 + count1 * 16
-        for el1 in items1:
-            if el1.__class__ is not Resource:
-                raise NotCanonical
-            v = el1.name
-            if v.__class__ is not str:
-                raise NotCanonical
-            if v:
-                v = v.encode()
-                n = len(v)
-                a1_0 = c - e1 - 14 >> 1
-                b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+            raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+        v = msg.serializer_id
+        if v:
+            n = len(v)
+            if n < 1024:
+                a5 = c - 94 >> 1
+                b5 = n * 8 + 2
                 parts.append(v)
-                parts.append(TEXT_END[n & 7])
-                c += n + 8 & -8
+                parts.append(PADDING[n & 7])
+                c += n + 7 & -8
             else:
-                a1_0 = b1_0 = 0
-            bodies1.append(_CANON_RESOURCE.pack(el1.amount, a1_0, b1_0))
-            e1 += 16
-        parts[slot1] = b"".join(bodies1)
-    else:
-        a6 = b6 = 0
-    parts[base] = _MESSAGE_TASK.pack(
-        0,
-        c - 8 >> 3,
-        _HEAD_TASK,
-        u0,
-        msg.priority,
-        msg.retries,
-        msg.timeout_ms,
-        a0,
-        b0,
-        a1,
-        b1,
-        a2,
-        b2,
-        a3,
-        b3,
-        a4,
-        b4,
-        a5,
-        b5,
-        a6,
-        b6,
-    )
+                a5 = b5 = 0
+                blobs = defer_blob(blobs, 88, v)
+        elif v.__class__ is bytes:
+            a5 = b5 = 0
+        else:
+            raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+        items1 = msg.resources
+        if items1.__class__ is not list:
+            raise NotCanonical
+        if items1:
+            count1 = len(items1)
+            a6 = c - 102 >> 1
+            b6 = count1 * 16 + 7
+            slot1 = len(parts)
+            parts.append(b"")
+            bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
+            e1 = c + 8
+            c = e1 + count1 * 16
+            for el1 in items1:
+                if el1.__class__ is not Resource:
+                    raise NotCanonical
+                v = el1.name
+                if v.__class__ is not str:
+                    raise NotCanonical
+                if v:
+                    v = v.encode()
+                    n = len(v)
+                    a1_0 = c - e1 - 14 >> 1
+                    b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+                    parts.append(v)
+                    parts.append(TEXT_END[n & 7])
+                    c += n + 8 & -8
+                else:
+                    a1_0 = b1_0 = 0
+                bodies1.append(_CANON_RESOURCE.pack(el1.amount, a1_0, b1_0))
+                e1 += 16
+            parts[slot1] = b"".join(bodies1)
+        else:
+            a6 = b6 = 0
+        parts[base] = _MESSAGE_TASK.pack(
+            0,
+            c - 8 >> 3,
+            _HEAD_TASK,
+            u0,
+            msg.priority,
+            msg.retries,
+            msg.timeout_ms,
+            a0,
+            b0,
+            a1,
+            b1,
+            a2,
+            b2,
+            a3,
+            b3,
+            a4,
+            b4,
+            a5,
+            b5,
+            a6,
+            b6,
+        )
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c

@@ -96,6 +96,8 @@ def emit_header(out: Emitter, schema: Schema) -> None:
     out('ITER_UNPACK = sys.implementation.name != "pypy"')
     out('_POINTER = struct.Struct("<iI")')
     out('_POINTER_BITS = struct.Struct("<II")')
+    out('_EMPTY_DATA = b""')
+    out('_EMPTY_TEXT = ""')
     for fmt in sorted({unit.fmt for s in schema.structs for unit in data_units(s)} - {"B"}):
         out(f'_UNIT_{fmt} = struct.Struct("<{fmt}")')
     out()
