@@ -1726,10 +1726,16 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
     obj.protocol_version = u0
-    obj.accepted = (u1 & 1) != 0
-    obj.forwards_task_output = (u1 & 2) != 0
-    obj.resumed = (u1 & 4) != 0
-    obj.task_policies = (u1 & 8) != 0
+    if not u1:
+        obj.accepted = False
+        obj.forwards_task_output = False
+        obj.resumed = False
+        obj.task_policies = False
+    else:
+        obj.accepted = (u1 & 1) != 0
+        obj.forwards_task_output = (u1 & 2) != 0
+        obj.resumed = (u1 & 4) != 0
+        obj.task_policies = (u1 & 8) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
@@ -1821,9 +1827,14 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
         u1 = _UNIT_i.unpack_from(buf, d + 4)[0] if dn >= 8 else 0
         u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
-    obj.profiling = (u0 & 1) != 0
-    obj.report_result = (u0 & 2) == 0
-    obj.stream_output = (u0 & 4) != 0
+    if not u0:
+        obj.profiling = False
+        obj.report_result = True
+        obj.stream_output = False
+    else:
+        obj.profiling = (u0 & 1) != 0
+        obj.report_result = (u0 & 2) == 0
+        obj.stream_output = (u0 & 4) != 0
     obj.priority = u1
     obj.retries = u2
     obj.timeout_ms = u3
@@ -1995,8 +2006,12 @@ def _read_goodbye(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int)
     buf = r.buf
     obj = _new(Goodbye)
     u0 = buf[d] if dn >= 1 else 0
-    obj.reconnect = (u0 & 1) != 0
-    obj.retired = (u0 & 2) != 0
+    if not u0:
+        obj.reconnect = False
+        obj.retired = False
+    else:
+        obj.reconnect = (u0 & 1) != 0
+        obj.retired = (u0 & 2) != 0
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
@@ -2308,10 +2323,16 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         m = frame
     obj = _new(HelloReply)
     obj.protocol_version = u0
-    obj.accepted = (u1 & 1) != 0
-    obj.forwards_task_output = (u1 & 2) != 0
-    obj.resumed = (u1 & 4) != 0
-    obj.task_policies = (u1 & 8) != 0
+    if not u1:
+        obj.accepted = False
+        obj.forwards_task_output = False
+        obj.resumed = False
+        obj.task_policies = False
+    else:
+        obj.accepted = (u1 & 1) != 0
+        obj.forwards_task_output = (u1 & 2) != 0
+        obj.resumed = (u1 & 4) != 0
+        obj.task_policies = (u1 & 8) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     c = 56
@@ -2332,14 +2353,22 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
 
 
 def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
-    v = msg.accepted
-    u1 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = msg.forwards_task_output
-    u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
-    v = msg.resumed
-    u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
-    v = msg.task_policies
-    u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
+    if (
+        msg.accepted is False
+        and msg.forwards_task_output is False
+        and msg.resumed is False
+        and msg.task_policies is False
+    ):
+        u1 = 0
+    else:
+        v = msg.accepted
+        u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = msg.forwards_task_output
+        u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+        v = msg.resumed
+        u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+        v = msg.task_policies
+        u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
     base = len(parts)
     parts.append(b"")
     c = 56
@@ -2477,9 +2506,14 @@ def _decode_task(frame: bytes, pos: int) -> Task:
     else:
         m = frame
     obj = _new(Task)
-    obj.profiling = (u0 & 1) != 0
-    obj.report_result = (u0 & 2) == 0
-    obj.stream_output = (u0 & 4) != 0
+    if not u0:
+        obj.profiling = False
+        obj.report_result = True
+        obj.stream_output = False
+    else:
+        obj.profiling = (u0 & 1) != 0
+        obj.report_result = (u0 & 2) == 0
+        obj.stream_output = (u0 & 4) != 0
     obj.priority = u1
     obj.retries = u2
     obj.timeout_ms = u3
@@ -2711,12 +2745,15 @@ def _decode_task(frame: bytes, pos: int) -> Task:
 
 
 def _encode_task(msg: Task, parts: list) -> int:
-    v = msg.profiling
-    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = msg.report_result
-    u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
-    v = msg.stream_output
-    u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+    if msg.profiling is False and msg.report_result is True and msg.stream_output is False:
+        u0 = 0
+    else:
+        v = msg.profiling
+        u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = msg.report_result
+        u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
+        v = msg.stream_output
+        u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
     c = 104
@@ -3884,8 +3921,12 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
     else:
         m = frame
     obj = _new(Goodbye)
-    obj.reconnect = (u0 & 1) != 0
-    obj.retired = (u0 & 2) != 0
+    if not u0:
+        obj.reconnect = False
+        obj.retired = False
+    else:
+        obj.reconnect = (u0 & 1) != 0
+        obj.retired = (u0 & 2) != 0
     c = 48
     if b0:
         n = b0 >> 3
@@ -3904,10 +3945,13 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
 
 
 def _encode_goodbye(msg: Goodbye, parts: list) -> int:
-    v = msg.reconnect
-    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = msg.retired
-    u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+    if msg.reconnect is False and msg.retired is False:
+        u0 = 0
+    else:
+        v = msg.reconnect
+        u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = msg.retired
+        u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     base = len(parts)
     parts.append(b"")
     c = 48
@@ -4749,14 +4793,22 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
-    v = obj.accepted
-    u1 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = obj.forwards_task_output
-    u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
-    v = obj.resumed
-    u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
-    v = obj.task_policies
-    u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
+    if (
+        obj.accepted is False
+        and obj.forwards_task_output is False
+        and obj.resumed is False
+        and obj.task_policies is False
+    ):
+        u1 = 0
+    else:
+        v = obj.accepted
+        u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = obj.forwards_task_output
+        u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+        v = obj.resumed
+        u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+        v = obj.task_policies
+        u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
     _DATA_HELLO_REPLY.pack_into(buf, start, obj.protocol_version, u1, obj.heartbeat_interval_ms, obj.peer_timeout_ms)
     write_text(buf, start + 16, obj.reason)
 
@@ -4804,12 +4856,15 @@ def _write_list_argument(buf: bytearray, blobs: Blobs, at: int, items: list[Argu
 
 
 def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
-    v = obj.profiling
-    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = obj.report_result
-    u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
-    v = obj.stream_output
-    u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+    if obj.profiling is False and obj.report_result is True and obj.stream_output is False:
+        u0 = 0
+    else:
+        v = obj.profiling
+        u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = obj.report_result
+        u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
+        v = obj.stream_output
+        u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     _DATA_TASK.pack_into(buf, start, u0, obj.priority, obj.retries, obj.timeout_ms)
     write_data(buf, blobs, start + 16, obj.task_id)
     write_data(buf, blobs, start + 24, obj.function_id)
@@ -4903,10 +4958,13 @@ def _fill_worker_retire(buf: bytearray, blobs: Blobs, start: int, obj: WorkerRet
 
 
 def _fill_goodbye(buf: bytearray, blobs: Blobs, start: int, obj: Goodbye) -> None:
-    v = obj.reconnect
-    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = obj.retired
-    u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+    if obj.reconnect is False and obj.retired is False:
+        u0 = 0
+    else:
+        v = obj.reconnect
+        u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = obj.retired
+        u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     _DATA_GOODBYE.pack_into(buf, start, u0)
     write_text(buf, start + 8, obj.reason)
 

@@ -438,9 +438,17 @@ def emit_data_values(out: Emitter, model: StructModel, src: str, prefix: str, in
         f = unit.fields[0]
         if f.kind == "bool":
             name = f"{prefix}{index}"
+            inner = indent
+            if len(unit.fields) > 1:  # flags are mostly all at their defaults: one test, the byte is 0
+                emit_condition(
+                    out, [f"{src}.{bit_field.attr} is {bool(bit_field.default)}" for bit_field in unit.fields], indent
+                )
+                out(f"{name} = 0", indent + 1)
+                out("else:", indent)
+                inner = indent + 1
             for position, bit_field in enumerate(unit.fields):
-                out(f"v = {src}.{bit_field.attr}", indent)
-                out(f"{name} {'|=' if position else '='} {bool_bits_expression(bit_field)}", indent)
+                out(f"v = {src}.{bit_field.attr}", inner)
+                out(f"{name} {'|=' if position else '='} {bool_bits_expression(bit_field)}", inner)
             values.append(name)
         elif f.default:
             values.append(f"{src}.{f.attr} ^ {f.default}")
