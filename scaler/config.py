@@ -10,11 +10,45 @@ The constants after the declarations are defaults that are not user settings. Th
 with nothing but the standard library, since the scheduler imports it.
 """
 
+from typing import Dict, Optional
+
 from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, at_least, positive
 
 EVENT_LOOPS = ("builtin", "uvloop")
 LOGGING_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_COMBO_LOGGING_LEVEL = "WARNING"  # SchedulerClusterCombo runs inside user programs: warnings and errors only
+
+
+def parse_resources(text: Optional[str]) -> Dict[str, float]:
+    """`--resources gpu=1,mem=64e9` -> {"gpu": 1.0, "mem": 64e9}; ValueError saying what is wrong."""
+    offer: Dict[str, float] = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, equals, amount_text = item.partition("=")
+        name = name.strip()
+        if not equals or not name:
+            raise ValueError(f"{item!r} is not NAME=AMOUNT")
+        if name in offer:
+            raise ValueError(f"{name!r} is given twice")
+        try:
+            amount = float(amount_text)
+        except ValueError:
+            raise ValueError(f"{name}: {amount_text.strip()!r} is not a number") from None
+        if not (0.0 <= amount < float("inf")):
+            raise ValueError(f"{name}: the amount must be a finite number >= 0, got {amount_text.strip()}")
+        offer[name] = amount
+    return offer
+
+
+def resources_complaint(text: str) -> Optional[str]:
+    try:
+        parse_resources(text)
+    except ValueError as error:
+        return f"must be NAME=AMOUNT,... ({error})"
+    return None
+
 
 SETTINGS = Registry()
 
@@ -114,6 +148,14 @@ RETIRE_TIMEOUT = SETTINGS.declare(
     "on SIGTERM each worker retires: it gets no new task, its queued ones go to other workers and its running one has"
     " this long to finish, after which it runs elsewhere; a second SIGTERM (or SIGINT) stops the workers at once",
     flags=("--retire-timeout", "-rt"), check=positive, used_by=(WORKER,),
+)  # fmt: skip
+
+RESOURCES = SETTINGS.declare(
+    "resources", str, None,
+    "what each worker offers, as NAME=AMOUNT,...: a task with options(resources=...) runs only on workers offering"
+    " at least that much of each, e.g. gpu=1,mem=64e9",
+    flags=("--resources", "-r"), metavar="NAME=AMOUNT,...", check=resources_complaint,
+    used_by=(WORKER,), none_means="none",
 )  # fmt: skip
 
 # --- every process ----------------------------------------------------------------------------------------------------

@@ -19,6 +19,16 @@ class TaskRefusedError(ScalerError):
     """The scheduler refused the task, for example because too many tasks are waiting."""
 
 
+class TaskTimeoutError(ScalerError, TimeoutError):
+    """The task ran longer than its timeout_seconds (client.options): the worker stopped it, replacing the process
+    that ran it. The message is the worker's."""
+
+
+class TaskPoliciesUnsupportedError(ScalerError, RuntimeError):
+    """Tasks were submitted with options (resources, priority, retries, timeout) that the scheduler does not
+    implement (an older version): rather than have them ignored, nothing was submitted."""
+
+
 class ProtocolVersionError(ScalerError):
     """The scheduler speaks another protocol version and refused this peer."""
 

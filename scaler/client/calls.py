@@ -1,6 +1,6 @@
 """The hot path of submit and map: a call whose positional arguments all travel inline, encoded by template.
 
-The Tasks of one function's calls (from one client, with one parent task and one profiling setting) differ only in
+The Tasks of one function's calls (from one client view, with one parent task and one profiling setting) differ only in
 their task id and their arguments' bytes, so each shape of call (its arguments' lengths) is encoded once by the
 protocol's encoder and every later call of that shape is one join of constant pieces and its own bytes (see
 scaler/fastpath/templates.py): no Argument or Task objects, no per-field encoding. Calls with keywords, object
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from scaler.client.objects import ObjectReference
+from scaler.client.options import TaskOptions
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import Argument, Task, Template, make_template
 
@@ -20,7 +21,16 @@ _NOT_MADE = object()
 
 
 class CallEncoder:
-    __slots__ = ("function_id", "parent", "_serializer_id", "profiling", "_serialize", "_templates")
+    __slots__ = (
+        "function_id",
+        "parent",
+        "_serializer_id",
+        "profiling",
+        "_serialize",
+        "_templates",
+        "options",
+        "retries",
+    )
 
     def __init__(
         self,
@@ -29,8 +39,11 @@ class CallEncoder:
         serializer_id: bytes,
         profiling: bool,
         serialize: Callable[[Any], bytes],
+        options: TaskOptions,
     ) -> None:
         self.function_id = function_id
+        self.options = options  # the task policies of every call (client.options())
+        self.retries = options.retries
         self.parent = parent
         self._serializer_id = serializer_id
         self.profiling = profiling
@@ -67,9 +80,10 @@ class CallEncoder:
             self._templates = {}
         function_id, parent, profiling = self.function_id, self.parent, self.profiling
         serializer_id = self._serializer_id
+        options = self.options
 
         def build(values: Sequence[bytes]) -> Task:
-            return Task(
+            task = Task(
                 task_id=values[0],
                 function_id=function_id,
                 args=[Argument(data=data) for data in values[1:]],
@@ -77,6 +91,9 @@ class CallEncoder:
                 parent_task_id=parent,
                 serializer_id=serializer_id,
             )
+            if options.key is not None:
+                options.apply(task)
+            return task
 
         template = self._templates[key] = make_template(build, [len(task_id), *map(len, datas)])
         return template

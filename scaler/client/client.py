@@ -22,6 +22,7 @@ from scaler.client.graph import GraphPlan, plan_graph
 from scaler.client.graph_encoding import submit_plan
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts
+from scaler.client.options import DEFAULT_OPTIONS, UNSET, TaskOptions, check_profiling
 from scaler.client.tasks import TaskFactory
 from scaler.config import (
     DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS,
@@ -31,7 +32,7 @@ from scaler.config import (
     TCP_KEEPALIVE_IDLE,
     TCP_KEEPALIVE_INTERVAL,
 )
-from scaler.errors import DisconnectedError
+from scaler.errors import DisconnectedError, TaskPoliciesUnsupportedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
 from scaler.io.sockets import TcpKeepalive, validate_address
 from scaler.protocol import Encoded, ObjectKind
@@ -73,6 +74,9 @@ class Client:
 
     A Client is picklable, so a task can receive one and submit nested tasks: in the worker it connects on first use,
     to the same address (which must be reachable from there), and tags what it submits as children of the running task.
+
+    `client.options(resources=..., priority=..., retries=..., timeout_seconds=..., profiling=...)` is a view of the
+    same client whose tasks carry those policies (see options()); the client itself keeps the defaults.
     """
 
     def __init__(
@@ -125,7 +129,9 @@ class Client:
         if not isinstance(stream_output, bool):
             raise TypeError(f"stream_output must be a bool, got {stream_output!r}")
         self._factory = TaskFactory(serializer, stream_output)
-        self._profiling = _check_profiling(profiling)
+        self._default_profiling = check_profiling(profiling)
+        self._profiling = self._default_profiling  # a view's profiling option, if it has one, else this
+        self._options = DEFAULT_OPTIONS
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
             raise ValueError(f"timeout_seconds must be a positive number, got {timeout_seconds!r}")
         self._timeout_seconds = float(timeout_seconds)
@@ -144,12 +150,13 @@ class Client:
         return {
             "address": self._address,
             "serializer": self._factory.serializer,
-            "profiling": self._profiling,
+            "profiling": self._default_profiling,
             "timeout_seconds": self._timeout_seconds,
             "curve_files": self._curve_files,  # paths, never the keys: the files must exist where the task runs
             "stream_output": self._factory.stream_output,  # children's lines join the parent's output (output.py)
             "reconnect_seconds": self._reconnect_seconds,
             "keepalive": tuple(self._keepalive),
+            "options": self._options.as_keywords(),  # a view's policies hold for the tasks it submits from a task
         }
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
@@ -163,6 +170,7 @@ class Client:
             state.get("reconnect_seconds"),
         )
         self._keepalive = TcpKeepalive(*state["keepalive"])
+        self._set_options(DEFAULT_OPTIONS.refined(**state.get("options", {})))
         self._shared = True
         self._connection = None  # connects on first use: unpickling must stay cheap and never block
 
@@ -177,7 +185,71 @@ class Client:
     def __repr__(self) -> str:
         connection = self._connection
         state = "not connected yet" if connection is None else (connection.closed_reason or "connected")
-        return f"<Client {self._address} {'disconnected' if self._detached else state}>"
+        options = self._options.describe()
+        state = "disconnected" if self._detached else state
+        return f"<Client {self._address} {state}{' ' if options else ''}{options}>"
+
+    # ---- task policies -----------------------------------------------------------------------------------------------
+
+    def options(
+        self,
+        resources: Any = UNSET,
+        priority: Any = UNSET,
+        retries: Any = UNSET,
+        timeout_seconds: Any = UNSET,
+        profiling: Any = UNSET,
+    ) -> Client:
+        """A view of this client (same connection, nothing new opened) whose submit, map, starmap, get, submit_graph
+        and executor() give every task they create these policies:
+
+        - `resources={"gpu": 1}`: run only on a worker offering at least that much of each (`scaler_cluster
+          --resources gpu=1`); a task no connected worker can take waits for one. Default None: runs anywhere.
+        - `priority=0`: higher runs first, among the scheduler's ready tasks and in a worker's queue; equal priorities
+          keep submission order.
+        - `retries=0`: run a task whose function raises (or times out) again, on any worker, up to this often; the
+          future gets the last exception, with a note of the attempts.
+        - `timeout_seconds=None`: stop a task that has run (in its processor) longer than this; its future fails with
+          scaler.errors.TaskTimeoutError. Each retry gets a new timeout.
+        - `profiling=None`: as the call's own `profiling` keyword says, else as the client says.
+
+        The defaults are today's behaviour; a view's options are refined by calling options() on it again
+        (`client.options(priority=1).options(retries=2)` has both), only the keywords given change. Bad values raise
+        here (TypeError for a wrong type, ValueError for a wrong value). The keyword arguments of the functions
+        submitted are never read. A scheduler that does not implement task policies (an older version) makes
+        submitting with any policy set raise TaskPoliciesUnsupportedError rather than ignore it. The view shares the
+        client's connection: disconnect() on a view only detaches the view.
+        """
+        view = type(self).__new__(type(self))
+        view.__dict__.update(self.__dict__)
+        view._shared = True  # the connection is the client's: the view's disconnect() leaves it open
+        view._set_options(
+            self._options.refined(
+                resources=resources,
+                priority=priority,
+                retries=retries,
+                timeout_seconds=timeout_seconds,
+                profiling=profiling,
+            )
+        )
+        return view
+
+    def _set_options(self, options: TaskOptions) -> None:
+        self._options = options
+        self._profiling = self._default_profiling if options.profiling is None else options.profiling
+
+    def _task_options(self, connection: Connection) -> TaskOptions:
+        """This view's options, checked against what the scheduler honours."""
+        options = self._options
+        if options.key is not None:
+            self._check_policies(connection, options)
+        return options
+
+    def _check_policies(self, connection: Connection, options: TaskOptions) -> None:
+        if not connection.task_policies:
+            raise TaskPoliciesUnsupportedError(
+                f"the scheduler at {self._address} does not implement task policies (an older version): "
+                f"it would ignore {options.describe()}; upgrade it, or submit without options()"
+            )
 
     def disconnect(self) -> None:
         """Leave the scheduler, which cancels this client's unfinished tasks and frees its objects. Idempotent.
@@ -216,7 +288,7 @@ class Client:
         ObjectReferences from send_object are resolved when they are top-level arguments, positional or keyword.
         Arguments that do not bind to fn's signature raise TypeError here, as fn itself would.
         """
-        return self._submit(fn, args, kwargs, self._profiling if profiling is None else _check_profiling(profiling))
+        return self._submit(fn, args, kwargs, self._profiling if profiling is None else check_profiling(profiling))
 
     def _submit(self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any], profiling: bool) -> ScalerFuture:
         connection = self._open_connection()
@@ -224,9 +296,12 @@ class Client:
             raise TypeError(f"fn must be callable, got {fn!r}")
         factory = self._factory
         factory.signatures.check(fn, args, kwargs)
+        options = self._options
+        if options.key is not None:  # spelled out: submit() is a hot path
+            self._check_policies(connection, options)
         function_need = factory.function_need(connection, fn)
         needs: List[ObjectNeed] = []
-        encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"")
+        encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"", options)
         message, future, encoded = factory.call(connection, encoder, args, kwargs, needs)
         factory.send(connection, ((fn, function_need),), needs, [Encoded(message) if encoded else message], (future,))
         return future
@@ -262,7 +337,8 @@ class Client:
         connection = self._open_connection()
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {fn!r}")
-        profiling = self._profiling if profiling is None else _check_profiling(profiling)
+        profiling = self._profiling if profiling is None else check_profiling(profiling)
+        options = self._task_options(connection)
         if isinstance(iterable, (str, bytes)):
             raise TypeError(f"iterable must hold argument tuples like [(1,), (2,)], got {iterable!r}")
         all_args = iterable if isinstance(iterable, (list, tuple)) else list(iterable)
@@ -270,7 +346,7 @@ class Client:
         no_kwargs: Dict[str, Any] = {}
         factory = self._factory
         function_need = factory.function_need(connection, fn)
-        encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"")
+        encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"", options)
         futures: List[ScalerFuture] = []
         latch = FailureLatch()
         try:
@@ -342,19 +418,20 @@ class Client:
         schedulers, and the scheduler keywords dask passes on are accepted and ignored (see dask_graph.py).
         """
         connection = self._open_connection()
+        options = self._task_options(connection)
         latch = FailureLatch()
         parent = task_context.current_task_id or b""
         if is_dask_call(graph, keys):
             wanted = flatten_keys(keys)
             plan = _plan(graph, wanted, dask_call=True)
-            futures = submit_plan(self._factory, connection, plan, wanted, self._profiling, parent, latch)
+            futures = submit_plan(self._factory, connection, plan, wanted, self._profiling, parent, options, latch)
             values = futures if not block else _results(connection, futures, latch)
             return shape_like(keys, dict(zip(wanted, values)))
         if dask_options:
             raise TypeError(f"get() got unexpected keyword arguments: {', '.join(sorted(dask_options))}")
         plan = _plan(graph, keys, dask_call=False)
         _check_no_repeated_keys(keys)
-        futures = submit_plan(self._factory, connection, plan, keys, self._profiling, parent, latch)
+        futures = submit_plan(self._factory, connection, plan, keys, self._profiling, parent, options, latch)
         if not block:
             return dict(zip(keys, futures))
         return dict(zip(keys, _results(connection, futures, latch)))
@@ -362,21 +439,24 @@ class Client:
     def submit_graph(self, graph: Any, keys: Sequence[Hashable]) -> List[ScalerFuture]:
         """Like get(graph, keys, block=False), as a list of futures in key order."""
         connection = self._open_connection()
+        options = self._task_options(connection)
         if isinstance(keys, (str, bytes)) or not isinstance(keys, (list, tuple)):
             raise TypeError(f"keys must be a list of graph keys (like keys=['e']), got {keys!r}")
         plan = _plan(graph, keys, dask_call=not isinstance(graph, dict) or has_task_spec_nodes(graph))
         parent = task_context.current_task_id or b""
-        return submit_plan(self._factory, connection, plan, keys, self._profiling, parent)
+        return submit_plan(self._factory, connection, plan, keys, self._profiling, parent, options)
 
     # ---- integrations ------------------------------------------------------------------------------------------------
 
-    def executor(self) -> ScalerExecutor:
+    def executor(self, **options: Any) -> ScalerExecutor:
         """A concurrent.futures.Executor running its calls on this client's cluster (see scaler/client/executor.py).
 
-        Its shutdown() does not disconnect the client."""
+        Its calls carry this client's (or view's) options, refined by the keywords given, as options() takes them
+        (resources, priority, retries, timeout_seconds, profiling): `client.executor(retries=2)` is
+        `client.options(retries=2).executor()`. Its shutdown() does not disconnect the client."""
         from scaler.client.executor import ScalerExecutor
 
-        return ScalerExecutor(self)
+        return ScalerExecutor(self.options(**options) if options else self)
 
     # ---- connection --------------------------------------------------------------------------------------------------
 
@@ -402,12 +482,6 @@ class Client:
 
     def _new_connection(self) -> Connection:
         return Connection(self._address, self._timeout_seconds, self._curve, self._keepalive, self._reconnect_seconds)
-
-
-def _check_profiling(profiling: Any) -> bool:
-    if not isinstance(profiling, bool):
-        raise TypeError(f"profiling must be a bool, got {profiling!r}")
-    return profiling
 
 
 def _plan(graph: Any, keys: Sequence[Hashable], dask_call: bool) -> GraphPlan:

@@ -92,6 +92,7 @@ class Connection:
         self.pid = os.getpid()
         self.closed_reason: Optional[str] = None  # set once: the connection is unusable from then on
         self.forwards_task_output = False  # the scheduler said it forwards TaskOutput (Client(stream_output=True))
+        self.task_policies = False  # the scheduler honours Task.resources, priority, retries (client.options())
 
         self._lock = threading.Lock()
         self._outgoing: List[Outgoing] = []
@@ -288,6 +289,7 @@ class Connection:
             self._abandon("refused by the scheduler")
             raise ProtocolVersionError(reply.reason or "the scheduler refused this client")
         self.forwards_task_output = reply.forwards_task_output
+        self.task_policies = reply.task_policies
 
     def _abandon(self, reason: str) -> None:
         self._terminate(reason)
@@ -354,6 +356,7 @@ class Connection:
             return
         if not reply.resumed:
             self.registrations += 1
+        self.task_policies = reply.task_policies  # tasks submitted from now on go to this scheduler
         with self._lock:
             counts = self._resubmit_locked(reply.resumed)
         io.registered = True
@@ -519,7 +522,7 @@ class Connection:
             future._cancel_locally()
         else:
             _answered(future)
-            future._settle(failure_of(result), True, profiling_info_of(future, result))
+            future._settle(failure_of(result, future._retries), True, profiling_info_of(future, result))
 
     def _on_object_response(self, response: ObjectResponse) -> None:
         object_id = response.object_id

@@ -23,6 +23,7 @@ class ProfilingInfo:
     duration_us: int  # wall time of the call
     cpu_time_us: int  # CPU time of the call
     peak_memory: int  # peak RSS growth during the call, bytes
+    attempts: int = 1  # how often the task was started on a worker (retries and worker deaths included)
 
     @property
     def duration_s(self) -> float:
@@ -89,6 +90,7 @@ class ScalerFuture(concurrent.futures.Future):
         "_latch",
         "_message",
         "_graph",
+        "_retries",
     )
     _condition = _LOCK  # what the base class and concurrent.futures.wait() lock
 
@@ -118,6 +120,7 @@ class ScalerFuture(concurrent.futures.Future):
         # Task message as built for sending (a reference, not a copy), or, for a graph's key, the graph's record.
         self._message: Any = None
         self._graph: Any = None
+        self._retries = 0  # its retries option, for the note on its exception
 
     @property
     def task_id(self) -> bytes:

@@ -18,6 +18,7 @@ from scaler.client.connection import Connection
 from scaler.client.future import FailureLatch, ScalerFuture
 from scaler.client.graph import Constant, Expression, GraphPlan, KeyRef, ObjectArg
 from scaler.client.ledger import ObjectNeed
+from scaler.client.options import TaskOptions
 from scaler.client.resubmission import GraphRecord
 from scaler.client.tasks import OBJECT_REF, TaskFactory, check_reference
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_MAX_FRAME_BYTES
@@ -40,9 +41,11 @@ def submit_plan(
     keys: Sequence[Hashable],
     profiling: bool,
     parent: bytes,
+    options: TaskOptions,
     latch: Optional[FailureLatch] = None,
 ) -> List[ScalerFuture]:
-    """Send the plan's tasks; the futures of `keys`, in order (a constant key gets a future that is already done)."""
+    """Send the plan's tasks, every node with the options of the call; the futures of `keys`, in order (a constant key
+    gets a future that is already done)."""
     task_ids = {planned.node: connection.new_task_id() for planned in plan.tasks}
     constants = _Constants(factory, connection, plan)
     functions: Dict[int, Tuple[Any, ObjectNeed]] = {}  # by id(): each of the graph's functions once
@@ -73,11 +76,14 @@ def submit_plan(
             parent_task_id=parent,
             serializer_id=factory.serializer_id,
         )
+        if options.key is not None:
+            options.apply(task)
         if factory.stream_output:
             factory.stream(connection, task)
         tasks.append(task)
         if planned.requested:
-            futures[planned.node] = ScalerFuture(task_id, connection, profiling, factory.deserialize)
+            future = futures[planned.node] = ScalerFuture(task_id, connection, profiling, factory.deserialize)
+            future._retries = options.retries
         else:
             unreported.append(task_id)
     frame = _NodeEncoder().encode(tasks)
@@ -172,8 +178,8 @@ class _Constants:
 class _NodeEncoder:
     """A graph's Tasks as one frame, each encoded by template (scaler/fastpath/templates.py): the nodes of one
     function and shape (their arguments' kinds, names and lengths, their dependencies' lengths, whether they report;
-    profiling, parent, serializer and streaming are the graph's) differ only in their ids and their arguments' bytes,
-    so each node after the first of its shape is one join."""
+    profiling, parent, serializer, streaming and policies are the graph's) differ only in their ids and their
+    arguments' bytes, so each node after the first of its shape is one join."""
 
     def __init__(self) -> None:
         self._templates: Dict[tuple, Optional[Template]] = {}
@@ -220,6 +226,10 @@ def _node_builder(task: Task) -> Builder:
             parent_task_id=task.parent_task_id,
             serializer_id=task.serializer_id,
             stream_output=task.stream_output,
+            resources=task.resources,
+            priority=task.priority,
+            retries=task.retries,
+            timeout_ms=task.timeout_ms,
         )
 
     return build

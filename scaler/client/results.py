@@ -1,4 +1,7 @@
-"""What a TaskResult means for its future: the value's bytes, the task's own exception, or a Scaler error."""
+"""What a TaskResult means for its future: the value's bytes, the task's own exception, or a Scaler error.
+
+A failure after more than one attempt (retries, worker deaths) or of a task with retries carries a note saying which
+attempt it was (add_note on Python 3.11+, __notes__ before), as tracebacks show notes."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from concurrent.futures._base import CANCELLED_AND_NOTIFIED
 from typing import Any, List, Optional, Tuple
 
 from scaler.client.future import ProfilingInfo, ScalerFuture
-from scaler.errors import RemoteTraceback, ScalerError, TaskRefusedError, WorkerDiedError
+from scaler.errors import RemoteTraceback, ScalerError, TaskRefusedError, TaskTimeoutError, WorkerDiedError
 from scaler.protocol import TaskResult, TaskStatus
 from scaler.serializer import load_exception
 
@@ -17,15 +20,43 @@ _FAILED = int(TaskStatus.failed)
 _NOT_FOUND = int(TaskStatus.not_found)
 _WORKER_DIED = int(TaskStatus.worker_died)
 _REFUSED = int(TaskStatus.refused)
+_TIMED_OUT = int(TaskStatus.timed_out)
+_RAN = (_FAILED, _TIMED_OUT)  # statuses of a task whose function ran (and that retries run again)
 _CANCELLED = (CANCELLED_STATE, CANCELLED_AND_NOTIFIED)
 
 
-def failure_of(result: TaskResult) -> BaseException:
-    """The exception a task that neither succeeded nor was canceled raises from result()."""
+def failure_of(result: TaskResult, retries: int = 0) -> BaseException:
+    """The exception a task that neither succeeded nor was canceled raises from result(); `retries` is the task's
+    option, for the note on the attempts."""
+    exception = _failure(result)
+    attempts = result.attempts or 1
+    if attempts > 1 or (retries and result.status in _RAN):  # not for a task refused before it ran
+        note = f"Scaler: failed on attempt {attempts} of {retries + 1} (retries={retries})"
+        if attempts > retries + 1:
+            note = f"Scaler: failed on attempt {attempts} (retries={retries}; restarts after worker deaths count too)"
+        _add_note(exception, note)
+    return exception
+
+
+def _add_note(exception: BaseException, note: str) -> None:
+    add_note = getattr(exception, "add_note", None)
+    if add_note is not None:
+        add_note(note)
+        return
+    try:
+        notes = exception.__dict__.setdefault("__notes__", [])
+        notes.append(note)
+    except AttributeError:
+        pass  # an exception without a __dict__ (slots only) carries no note before 3.11
+
+
+def _failure(result: TaskResult) -> BaseException:
     status = result.status
     text = result.error_text
     if status == _FAILED:
         return remote_exception(result)
+    if status == _TIMED_OUT:
+        return TaskTimeoutError(text or f"task {result.task_id.hex()} ran longer than its timeout")
     if status == _WORKER_DIED:
         return WorkerDiedError(text or "the workers running the task died")
     if status == _REFUSED:
@@ -49,7 +80,7 @@ def remote_exception(result: TaskResult) -> BaseException:
 def profiling_info_of(future: ScalerFuture, result: TaskResult) -> Optional[ProfilingInfo]:
     if not future._profiling:
         return None
-    return ProfilingInfo(result.duration_us, result.cpu_time_us, result.peak_memory)
+    return ProfilingInfo(result.duration_us, result.cpu_time_us, result.peak_memory, result.attempts or 1)
 
 
 def settle_successes(answered: List[Tuple[ScalerFuture, TaskResult]]) -> None:
@@ -68,7 +99,7 @@ def settle_successes(answered: List[Tuple[ScalerFuture, TaskResult]]) -> None:
             (
                 future,
                 value,
-                ProfilingInfo(result.duration_us, result.cpu_time_us, result.peak_memory)
+                ProfilingInfo(result.duration_us, result.cpu_time_us, result.peak_memory, result.attempts or 1)
                 if future._profiling
                 else None,
             )

@@ -18,6 +18,7 @@ from scaler.client.connection import Connection
 from scaler.client.future import ScalerFuture
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts, qualified_name
+from scaler.client.options import TaskOptions
 from scaler.client.signatures import SignatureCache, identity_key
 from scaler.config import DEFAULT_CLIENT_FUNCTION_CACHE_SIZE, DEFAULT_INLINE_LIMIT_BYTES
 from scaler.errors import MissingObjectError
@@ -99,14 +100,15 @@ class TaskFactory:
 
     # ---- tasks -------------------------------------------------------------------------------------------------------
 
-    def call_encoder(self, function_id: bytes, profiling: bool, parent: bytes) -> CallEncoder:
-        """The encoder of this function's calls with this profiling setting and parent task, kept for later calls."""
-        key = (function_id, profiling, parent, self.serializer_id)
+    def call_encoder(self, function_id: bytes, profiling: bool, parent: bytes, options: TaskOptions) -> CallEncoder:
+        """The encoder of this function's calls with this profiling setting, parent task and options, kept for later
+        calls."""
+        key = (function_id, profiling, parent, self.serializer_id, options.key)
         encoder = self._call_encoders.get(key)
         if encoder is None:
             if len(self._call_encoders) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
                 self._call_encoders = {}  # a parent task id per nested call site: start over now and then
-            encoder = CallEncoder(function_id, parent, self.serializer_id, profiling, self.serialize)
+            encoder = CallEncoder(function_id, parent, self.serializer_id, profiling, self.serialize, options)
             self._call_encoders[key] = encoder
         return encoder
 
@@ -128,11 +130,13 @@ class TaskFactory:
                 encoded = encoder.encode(task_id, datas)
                 if encoded is not None:
                     future = ScalerFuture(task_id, connection, encoder.profiling, self.deserialize)
+                    future._retries = encoder.retries
                     future._message = encoded  # kept while unanswered, to resubmit it to a restarted scheduler
                     return encoded, future, True
         message, future = self.task(
-            connection, encoder.function_id, args, kwargs, encoder.profiling, encoder.parent, needs, datas
-        )
+            connection, encoder.function_id, args, kwargs, encoder.profiling, encoder.parent, encoder.options, needs,
+            datas,
+        )  # fmt: skip
         return message, future, False
 
     def task(
@@ -143,6 +147,7 @@ class TaskFactory:
         kwargs: Dict[str, Any],
         profiling: bool,
         parent: bytes,
+        options: TaskOptions,
         needs: List[ObjectNeed],
         datas: Sequence[bytes] = (),
     ) -> Tuple[Any, ScalerFuture]:
@@ -177,9 +182,12 @@ class TaskFactory:
             parent_task_id=parent,
             serializer_id=self.serializer_id,
         )
+        if options.key is not None:
+            options.apply(task)
         if self.stream_output:
             self.stream(connection, task)
         future = ScalerFuture(task_id, connection, profiling, self.deserialize)
+        future._retries = options.retries
         if held:
             future._held_objects = held
         # Many inline arguments could make one batched frame huge: such a task travels as a frame of its own.

@@ -47,9 +47,26 @@ RETIRING_MARK = "<"  # before the name of a worker that is retiring: it gets no 
 
 def worker_label(worker: WorkerStatus) -> str:
     """The worker's name, marked if it is retiring, or if it survived a lost scheduler (a restart) and registered
-    again."""
+    again; followed by the resources it offers, if any (`w1{gpu=1,mem=6.4e+10}`)."""
     name = REGISTERED_AGAIN_MARK + worker.name if worker.previous_registrations else worker.name
+    if worker.resources:
+        name += "{" + format_resources(worker) + "}"
     return RETIRING_MARK + name if worker.retiring else name
+
+
+def format_resources(worker: WorkerStatus) -> str:
+    """What a worker offers (scaler_cluster --resources), as `gpu=1,mem=6.4e+10`; empty for nothing."""
+    return ",".join(f"{resource.name}={resource.amount:g}" for resource in worker.resources)
+
+
+def resource_classes(workers: Sequence[WorkerStatus]) -> List[Tuple[str, int]]:
+    """Each distinct offer among the workers that offer something, with how many workers offer it."""
+    counts: Dict[str, int] = {}
+    for worker in workers:
+        if worker.resources:
+            offer = format_resources(worker)
+            counts[offer] = counts.get(offer, 0) + 1
+    return sorted(counts.items())
 
 
 def format_flags(flags: int) -> str:
@@ -90,6 +107,10 @@ def status_sections(status: SchedulerStatus, tasks_per_second: Optional[float]) 
         scheduler.append(("malformed", format_count(status.malformed)))
     if status.registered_again:  # peers that survived a lost scheduler (a restart) and registered with this one
         scheduler.append(("re-registered", format_count(status.registered_again)))
+    if status.tasks_needing_resources:  # ready tasks no connected worker offers the resources for
+        scheduler.append(("need resources", format_count(status.tasks_needing_resources)))
+    if status.retried_tasks:  # attempts started again after the function raised or timed out
+        scheduler.append(("retried", format_count(status.retried_tasks)))
     return [
         Section("scheduler", scheduler),
         Section("task_manager", _counter_rows(status.task_states)),

@@ -26,6 +26,7 @@ from scaler.monitor.model import (
     check_sort_key,
     format_flags,
     no_status_message,
+    resource_classes,
     shortcuts_text,
     sorted_workers,
     status_sections,
@@ -87,6 +88,8 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
             + (f", {again} registered again after a lost scheduler ({REGISTERED_AGAIN_MARK})" if again else "")
         )
     )
+    for offer, count in resource_classes(status.workers):  # few: one per distinct scaler_cluster --resources
+        lines += [Line(part) for part in textwrap.wrap(f"  {count} worker(s) offer {{{offer}}}", width)]
     table_start = len(lines)
     lines += _worker_table(sorted_workers(status.workers, state.sort_key), state.sort_key, width)
     return _fit(lines, width, height, table_start + 1)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections import deque
-from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Set, Tuple, Union
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
@@ -35,6 +34,7 @@ from scaler.protocol import (
     ObjectPut,
     ObjectRequest,
     ObjectResponse,
+    Resource,
     Role,
     Task,
     TaskCancel,
@@ -49,7 +49,9 @@ from scaler.protocol import (
     heartbeat_flags,
 )
 from scaler.rate_limit import LimitedLog, RateLimiter
-from scaler.scheduler.placement import WorkerLoads
+from scaler.scheduler.placement import Placement, WorkerLoads, take_least_loaded
+from scaler.scheduler.ready import ReadyQueue
+from scaler.scheduler.resources import Resources, describe, normalize_resources, satisfies
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
     ASSIGNED,
@@ -66,6 +68,12 @@ logger = logging.getLogger(__name__)
 
 _SUCCESS = int(TaskStatus.success)
 _CANCELED = int(TaskStatus.canceled)
+_FAILED = int(TaskStatus.failed)
+_TIMED_OUT = int(TaskStatus.timed_out)
+_INT32_MAX = 2**31 - 1
+# Distinct resource requirements of unfinished tasks at once: each has a queue that placement and ticks walk, so a
+# client inventing a new one per task must not slow every frame; real workloads have a handful.
+MAX_REQUIREMENTS = 1024
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
 _UINT32_MAX = 2**32 - 1
 # The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
@@ -84,6 +92,16 @@ FINISHED_NAMES = tuple(status.name for status in TaskStatus)
 
 def _ready_since(task: TaskState) -> float:
     return task.ready_since
+
+
+def _level(worker: WorkerState) -> int:
+    return worker.level
+
+
+def _attempts(task: TaskState) -> int:
+    """How often the task was started on a worker: each failed or timed-out attempt, each worker death it was blamed
+    for (it was likely running then), and the attempt on the worker holding it now, if any."""
+    return task.failures + task.retries + (task.worker is not None)
 
 
 Handler = Callable[..., None]
@@ -118,7 +136,10 @@ class SchedulerCore:
         self.retiring: Dict[bytes, WorkerState] = {}  # workers that asked to retire (WorkerRetire), until they go
         self.clients: Dict[bytes, ClientState] = {}
         self.objects: Dict[bytes, StoredObject] = {}
-        self.ready: Deque[TaskState] = deque()
+        # ready tasks, one queue per distinct resource requirement; () (no resources) always exists
+        self._plain = ReadyQueue(())  # tasks needing no resources: every task, when nobody sets options
+        self.ready_queues: Dict[Resources, ReadyQueue] = {(): self._plain}
+        self.retried_tasks = 0  # attempts started again after the function raised or timed out
         self.children: Dict[bytes, List[bytes]] = {}  # parent task id -> nested task ids
         self.function_names: Dict[bytes, str] = {}
         self.function_tasks: Dict[bytes, int] = {}
@@ -134,7 +155,7 @@ class SchedulerCore:
             logger, RateLimiter(overall=DEFAULT_PEER_EVENTS_PER_INTERVAL), level=logging.INFO, what="line(s) on peers"
         )
         self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
-        self.loads = WorkerLoads()
+        self.loads = Placement()
         self.tasks_running = 0  # sum of what each worker last said it runs
         # (when to look again, tie-break, peer): each connected peer once; a peer is looked at when its timeout could
         # have passed, not on every tick, so liveness costs nothing per tick beyond the peers due
@@ -231,6 +252,33 @@ class SchedulerCore:
         if self.retiring:
             self._advance_retirements(now)
         self._assign_ready()
+        self._report_unmet_requirements(now)
+
+    def _report_unmet_requirements(self, now: float) -> None:
+        """Say once per requirement (until a worker meets it) that tasks wait for resources nobody offers."""
+        for queue in self.ready_queues.values():
+            if queue.eligible or queue is self._plain:  # tasks needing nothing wait for any worker: not this
+                queue.reported = False
+            elif queue.live and not queue.reported:
+                queue.reported = True
+                self.peer_warnings.log(
+                    queue.requirement,
+                    now,
+                    "%d task(s) need %s; no connected worker offers it: they wait until one connects",
+                    queue.live,
+                    describe(queue.requirement),
+                )
+
+    def tasks_needing_resources(self) -> int:
+        """Ready tasks needing resources that no connected worker offers: O(distinct requirements). Tasks needing
+        nothing are not counted while no worker is connected: any worker will do."""
+        return sum(
+            queue.live for queue in self.ready_queues.values() if not queue.eligible and queue is not self._plain
+        )
+
+    def ready_in_order(self) -> List[TaskState]:
+        """The ready tasks in the order they would be handed out, requirement by requirement (tests)."""
+        return [task for queue in self.ready_queues.values() for task in queue.in_order()]
 
     def _drop_silent_peers(self, now: float) -> None:
         liveness = self._liveness
@@ -280,20 +328,15 @@ class SchedulerCore:
             idle_workers=loads.idle(),
             worker_slots=loads.capacity,
             free_slots=loads.free_slots,
-            oldest_ready_wait=max(0.0, now - self._first_ready().ready_since) if counts[READY] else 0.0,
+            oldest_ready_wait=max(0.0, now - self._oldest_ready_since()) if counts[READY] else 0.0,
         )
 
-    def _first_ready(self) -> TaskState:
-        """The ready task first in line, dropping stale entries before it (tasks canceled or finished meanwhile). It
-        became ready first: tasks join at the back, except those handed back by a worker, which join at the front and
-        became ready before any task behind them (they were assigned, so everything ahead of them was too)."""
-        ready = self.ready
-        tasks = self.tasks
-        while True:
-            task = ready[0]
-            if task.state == READY and tasks.get(task.task_id) is task:
-                return task
-            ready.popleft()
+    def _oldest_ready_since(self) -> float:
+        """When the ready task waiting longest became ready: the first of some bucket of some queue. Tasks join a
+        bucket at the back, except those handed back by a worker, which join at the front and became ready before any
+        task behind them (they were assigned, so everything ahead of them was too)."""
+        oldest = [task.ready_since for task in map(ReadyQueue.oldest, self.ready_queues.values()) if task is not None]
+        return min(oldest) if oldest else self._last_call
 
     def validate(self) -> None:
         """Assert the core's invariants; the tests call it after every step (production never does)."""
@@ -311,9 +354,7 @@ class SchedulerCore:
                 assert holders.get(task_id) == [task.worker], f"{task_id.hex()} is not on exactly its worker"
         assert not set(holders) - set(self.tasks), "a worker holds a task the core forgot"
         assert counts == self.state_counts, f"state counts {self.state_counts}, tasks say {counts}"
-        queued = [task for task in self.ready if task.state == READY and self.tasks.get(task.task_id) is task]
-        assert len(queued) == len({id(task) for task in queued}) == counts[READY], "ready tasks not queued once each"
-        assert all(a.ready_since <= b.ready_since for a, b in zip(queued, queued[1:])), "ready queue not oldest first"
+        self._validate_ready(counts[READY])
         self.loads.validate(self.workers)
         retiring = {identity for identity, worker in self.workers.items() if worker.retire_deadline is not None}
         assert retiring == set(self.retiring), "the retiring workers and the retiring index differ"
@@ -328,6 +369,34 @@ class SchedulerCore:
         assert len(watched) == len({id(peer) for peer in watched}) == len(self.workers) + len(self.clients), (
             "every connected peer is watched for silence exactly once"
         )
+
+    def _validate_ready(self, ready: int) -> None:
+        """Every ready task queued exactly once, in its requirement's queue; each queue's eligible classes are those
+        meeting its requirement; no task is on a worker whose offer does not meet its requirement."""
+        queues = self.ready_queues
+        members: Dict[int, int] = {}
+        for task in self.tasks.values():
+            assert queues.get(task.queue.requirement) is task.queue, f"{task.task_id.hex()}'s queue is not listed"
+            members[id(task.queue)] = members.get(id(task.queue), 0) + 1
+            assert task.queued == (task.state == READY), f"{task.task_id.hex()} is queued iff ready"
+            if task.worker is not None:
+                offer = self.workers[task.worker].loads.offer
+                assert satisfies(offer, task.queue.requirement), f"{task.task_id.hex()} on an ineligible worker"
+        queued: List[TaskState] = []
+        for requirement, queue in queues.items():
+            assert queue.requirement == requirement
+            queue.validate()
+            if requirement:
+                assert queue.members == members.get(id(queue), 0), f"queue {describe(requirement)}: wrong member count"
+                assert queue.members, "an unused requirement queue is kept"
+            else:
+                assert queue is self._plain
+            eligible = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
+            assert {id(loads) for loads in queue.eligible} == {id(loads) for loads in eligible}, "stale eligibility"
+            assert len(queue.eligible) == len(eligible)
+            queued.extend(queue.in_order())
+        assert all(self.tasks.get(task.task_id) is task for task in queued), "a forgotten task is queued"
+        assert len(queued) == len({id(task) for task in queued}) == ready, "ready tasks not queued once each"
 
     def take_outgoing(self) -> Dict[bytes, List[bytes]]:
         """Encoded messages queued per peer since the last call; each list is meant to travel as one frame."""
@@ -381,15 +450,31 @@ class SchedulerCore:
                 reason = "a worker must have capacity >= 1"
                 self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
                 return
+            offer, error = normalize_resources(message.resources)
+            if offer is None:
+                reason = f"bad resources: {error}"
+                self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
+                return
             capacity = message.capacity
             queue_cap = self.settings.per_worker_queue_size
             if queue_cap is not None and capacity > queue_cap:
                 capacity = queue_cap
             worker = WorkerState(peer, name, capacity, now, again)
+            worker.row.resources = [Resource(name=key, amount=amount) for key, amount in offer]
             self.workers[peer] = worker
-            self.loads.add(worker)
+            if self.loads.add(worker, offer):
+                self._refresh_eligibility()
             self._watch(worker, now + self.settings.worker_timeout_seconds)
-            self.peer_events.log(peer, now, "worker %s %s, capacity %d", name, _registered(again), capacity)
+            offers = f", resources {describe(offer)}" if offer else ""
+            self.peer_events.log(peer, now, "worker %s %s, capacity %d%s", name, _registered(again), capacity, offers)
+            if not message.task_policies:
+                self.peer_warnings.log(
+                    peer,
+                    now,
+                    "worker %s is of an older version: it runs its queue in arrival order, not by priority, and does "
+                    "not enforce task timeouts",
+                    name,
+                )
         elif message.role == Role.client:
             client = ClientState(peer, name, now, again)
             self.clients[peer] = client
@@ -432,8 +517,15 @@ class SchedulerCore:
                 peer_timeout_ms=min(int(timeout * 1000), _UINT32_MAX),  # a huge timeout must not break Hello
                 forwards_task_output=True,
                 resumed=resumed,
+                task_policies=True,
             ),
         )
+
+    def _refresh_eligibility(self) -> None:
+        """A resource class appeared or went: recompute which classes each requirement may use (few of each)."""
+        classes = self.loads.classes
+        for requirement, queue in self.ready_queues.items():
+            queue.eligible = [loads for offer, loads in classes.items() if satisfies(offer, requirement)]
 
     def _drop_peer(self, state, reason: str, now: float) -> None:
         if isinstance(state, WorkerState):
@@ -462,7 +554,7 @@ class SchedulerCore:
         worker.running = message.running
         if parked != worker.parked:
             worker.parked = parked
-            self.loads.file(worker)
+            worker.loads.file(worker)
         self._send_message(worker.identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
 
     def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
@@ -489,7 +581,7 @@ class SchedulerCore:
         worker.retire_deadline = now + deadline_seconds
         worker.row.retiring = True
         self.retiring[identity] = worker
-        self.loads.file(worker)  # no free slot from now on: never a placement or balancing target (WorkerLoads.file)
+        worker.loads.file(worker)  # no free slot from now on: never a placement or balancing target (WorkerLoads.file)
         self.peer_events.log(
             identity,
             now,
@@ -525,7 +617,8 @@ class SchedulerCore:
         if self.workers.pop(worker.identity, None) is None:
             return
         self.retiring.pop(worker.identity, None)
-        self.loads.remove(worker)
+        if self.loads.remove(worker):
+            self._refresh_eligibility()
         self.tasks_running -= worker.running
         self.peer_events.log(
             worker.identity,
@@ -644,6 +737,29 @@ class SchedulerCore:
         if len(self.tasks) >= self.settings.max_tasks_waiting:
             self._refuse(client.identity, task_id, f"too many tasks waiting ({len(self.tasks)})")
             return
+        if message.resources:
+            requirement, error = normalize_resources(message.resources)
+            if requirement is None:
+                self._refuse(client.identity, task_id, f"bad resources: {error}")
+                return
+            queue = self.ready_queues.get(requirement)
+            if queue is None:
+                if len(self.ready_queues) > MAX_REQUIREMENTS:
+                    reason = f"too many distinct resource requirements at once ({MAX_REQUIREMENTS})"
+                    self._refuse(client.identity, task_id, reason)
+                    return
+                queue = self._new_ready_queue(requirement)
+            queue.members += 1
+        else:
+            queue = self._plain
+        priority = message.priority
+        if message.parent_task_id:
+            # a nested task runs before tasks of its parent's level, so that parents waiting on children finish first
+            parent = self.tasks.get(message.parent_task_id)
+            if parent is not None and parent.priority >= priority:
+                priority = min(parent.priority + 1, _INT32_MAX)
+                message.priority = priority
+                message.raw = None  # re-encoded below: the worker orders its queue by the priority it receives
         raw = message.raw if message.raw is not None else encode(message)
         task = TaskState(
             task_id,
@@ -653,8 +769,11 @@ class SchedulerCore:
             message.report_result,
             message.parent_task_id,
             message.dependencies,
+            now,
+            queue,
+            priority,
+            message.retries,
         )
-        task.ready_since = now
         self.tasks[task_id] = task
         self.state_counts[READY] += 1
         client.tasks[task_id] = None
@@ -673,7 +792,17 @@ class SchedulerCore:
         else:
             if task.dependency_ids:
                 self._inline_results(task)
-            self.ready.append(task)
+            bucket = queue.buckets.get(priority)  # ReadyQueue.push, inlined on the hot path
+            if bucket is None:
+                bucket = queue.bucket(priority)
+            bucket.append(task)
+            task.queued = True
+            queue.live += 1
+
+    def _new_ready_queue(self, requirement: Resources) -> ReadyQueue:
+        queue = self.ready_queues[requirement] = ReadyQueue(requirement)
+        queue.eligible = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
+        return queue
 
     def _link_dependencies(self, task: TaskState) -> bool:
         """Wire a graph node to what it waits for; False if it already finished because a dependency is unknown."""
@@ -702,43 +831,116 @@ class SchedulerCore:
         self._send_message(client, TaskResult(task_id=task_id, status=TaskStatus.refused, error_text=reason))
 
     def _assign_ready(self) -> None:
-        """Hand ready tasks, oldest first, each to a least loaded worker with a free slot, so bursts and rebalanced
-        tasks spread over idle workers; O(1) per task however many workers there are (see WorkerLoads)."""
-        loads = self.loads
-        loads.settle()
-        ready = self.ready
-        if not ready:
+        """Hand ready tasks out, highest priority first and oldest first within a priority, each to a least loaded
+        worker with a free slot among those meeting its resource requirement, so bursts and rebalanced tasks spread
+        over idle workers: O(1) per task however many workers there are (see WorkerLoads), and O(resource classes)
+        when workers differ in what they offer."""
+        self.loads.settle()
+        if not self.state_counts[READY]:
             return
-        tasks = self.tasks
-        counts = self.state_counts
+        queues = self.ready_queues
+        if len(queues) == 1:  # nobody asked for resources
+            if self._plain.eligible:
+                self._place(self._plain)
+            return
+        # Several requirements: their priority levels in turn, highest first, so priorities hold across them; a
+        # requirement whose workers are full is skipped from then on.
+        levels = sorted(
+            (-priority, index, queue)
+            for index, queue in enumerate(queues.values())
+            if queue.live and queue.eligible
+            for priority in queue.buckets
+        )
+        full: Set[int] = set()
+        for _, index, queue in levels:
+            if index not in full:
+                bucket = queue.top()
+                if bucket is not None and not self._place_bucket(queue, bucket):
+                    full.add(index)
+        for queue in queues.values():
+            queue.top()  # drop the buckets emptied
+
+    def _place(self, queue: ReadyQueue) -> None:
+        while True:
+            bucket = queue.top()
+            if bucket is None or not self._place_bucket(queue, bucket):
+                return
+
+    def _place_bucket(self, queue: ReadyQueue, bucket) -> bool:
+        """Hand out the tasks of one priority level of one requirement while eligible workers have room; True if it
+        ran out of tasks rather than workers."""
+        eligible = queue.eligible
+        single = eligible[0] if len(eligible) == 1 else None  # one resource class: its worker loads, as before them
         send = self._send
         task_which = Task.WHICH
+        placed = 0
         worker: Optional[WorkerState] = None
-        while ready:
+        while bucket:
             if worker is None:
-                worker = loads.take_least_loaded()
+                worker = single.take_least_loaded() if single is not None else take_least_loaded(eligible)
                 if worker is None:
-                    return
-            task = ready.popleft()
-            if task.state != READY or tasks.get(task.task_id) is not task:
+                    break
+            task = bucket.popleft()
+            if not task.queued:
                 continue  # canceled or finished while it waited
+            task.queued = False
+            placed += 1
             worker.assigned[task.task_id] = None
             task.worker = worker.identity
             task.state = ASSIGNED
-            counts[READY] -= 1
-            counts[ASSIGNED] += 1
             send(worker.identity, task_which, task.raw)
-            loads.file(worker)
+            (single or worker.loads).file(worker)
             worker = None
         if worker is not None:
-            loads.file(worker)
+            worker.loads.file(worker)
+        queue.live -= placed
+        counts = self.state_counts
+        counts[READY] -= placed
+        counts[ASSIGNED] += placed
+        return not bucket
 
     def _on_task_result(self, worker: WorkerState, message: TaskResult, now: float) -> None:
         task = self.tasks.get(message.task_id)
         if task is None or task.worker != worker.identity:
             return  # a result crossing a cancel or a reassignment: the task was settled already
         worker.row.processed += 1
-        self._finish(task, message.status, message, message.raw)
+        status = message.status
+        if (
+            task.max_retries
+            and (status == _FAILED or status == _TIMED_OUT)
+            and task.failures < task.max_retries
+            and task.state == ASSIGNED
+        ):
+            self._retry(task, worker, now)
+            return
+        if task.failures or task.retries:
+            message.attempts = _attempts(task)  # > 1: this attempt and an earlier one
+            self._finish(task, status, message, None)  # re-encoded with its attempts
+            return
+        self._finish(task, status, message, message.raw)
+
+    def _retry(self, task: TaskState, worker: WorkerState, now: float) -> None:
+        """The task failed or timed out with retries left: back to the ready tasks (same priority and requirement;
+        ahead of those that became ready after it), to run again on any eligible worker."""
+        del worker.assigned[task.task_id]
+        worker.loads.touch(worker)
+        task.worker = None
+        task.failures += 1
+        self.retried_tasks += 1
+        # what the failed attempt submitted from inside is abandoned: the new attempt submits it again
+        self._cancel_children(task)
+        stored = self.objects.get(task.task_id)
+        if stored is not None:  # the failed attempt's exception, put as an object: the next attempt puts its own
+            self._free(stored)
+        self._set_state(task, READY)
+        self._hand_back([task])
+        logger.debug(
+            "task %s failed on %s: attempt %d of %d",
+            task.task_id.hex(),
+            worker.name,
+            task.failures,
+            task.max_retries + 1,
+        )
 
     def _on_task_output(self, worker: WorkerState, message: TaskOutput, now: float) -> None:
         """What a task with streamOutput printed: to its client as the worker encoded it, like results."""
@@ -748,7 +950,14 @@ class SchedulerCore:
 
     def _finish_locally(self, task: TaskState, status: int, payload: bytes, error_text: str) -> None:
         """Finish a task the scheduler settles itself (cancel, failed dependency, dead workers)."""
-        message = TaskResult(task_id=task.task_id, status=status, payload=payload, error_text=error_text)
+        attempts = _attempts(task)
+        message = TaskResult(
+            task_id=task.task_id,
+            status=status,
+            payload=payload,
+            error_text=error_text,
+            attempts=attempts if attempts > 1 else 0,
+        )
         self._finish(task, status, message, None)
 
     def _finish(self, task: TaskState, status: int, result: TaskResult, raw: Optional[bytes]) -> None:
@@ -775,11 +984,18 @@ class SchedulerCore:
         del self.tasks[task_id]
         self.state_counts[task.state] -= 1
         task.state = _DONE
+        queue = task.queue
+        if task.queued:
+            queue.discard(task)
+        if queue.requirement:  # the queue of a requirement lives while tasks need it
+            queue.members -= 1
+            if not queue.members:
+                del self.ready_queues[queue.requirement]
         self.finished_counts[status] += 1
         if task.worker is not None:
             worker = self.workers.get(task.worker)
             if worker is not None and worker.assigned.pop(task_id, 0) is None:
-                self.loads.touch(worker)
+                worker.loads.touch(worker)
         function_tasks = self.function_tasks
         remaining = function_tasks[task.function_id] - 1
         if remaining:
@@ -832,7 +1048,7 @@ class SchedulerCore:
                 self._set_state(dependent, READY)
                 self._inline_results(dependent)
                 dependent.ready_since = self._last_call
-                self.ready.append(dependent)
+                dependent.queue.push(dependent)
 
     def _inline_results(self, task: TaskState) -> None:
         """A graph node about to be ready: copy the small results it reads into its Task as inline arguments, so that
@@ -991,24 +1207,42 @@ class SchedulerCore:
     # ---- balancing ---------------------------------------------------------------------------------------------------
 
     def _balance(self) -> None:
-        """Move queued tasks from the busiest workers to idle ones; running tasks never move. Asks the busiest first
-        and stops once the idle workers would get their fair share, so it touches only the workers it asks. Retiring
-        workers are neither (they have no free slot, so never count as idle, and were asked for all they hold)."""
-        retiring = self.retiring
-        pool = len(self.workers) - len(retiring)
-        if self.ready or pool < 2:
+        """Move queued tasks from the busiest workers to idle ones; running tasks never move. Not while ready tasks
+        wait for a worker that could take them (those go first).
+
+        Idle workers of a resource class take tasks from workers whose offer theirs covers (their own class, and for
+        instance a gpu worker from workers offering nothing): every task such a worker holds can run on them. The
+        tasks come back through placement, which gives each to a least loaded worker meeting its requirement."""
+        if self.state_counts[READY] > self.tasks_needing_resources():
             return
         loads = self.loads
         loads.settle()
-        idle = loads.idle()
-        if not idle:
+        classes = loads.classes
+        for offer, receiver in classes.items():
+            if receiver.idle():
+                if len(classes) == 1:
+                    self._balance_into(receiver, [receiver])
+                else:
+                    self._balance_into(receiver, [donor for o, donor in classes.items() if satisfies(offer, o)])
+
+    def _balance_into(self, receiver: WorkerLoads, donors: List[WorkerLoads]) -> None:
+        """Asks the busiest donors first and stops once the receiver's idle workers would get their fair share, so it
+        touches only the workers it asks. Retiring workers are neither (they have no free slot, so never count as
+        idle, and were asked for all they hold)."""
+        retiring = [worker for worker in self.retiring.values() if worker.loads in donors] if self.retiring else []
+        # the idle workers of other classes share none of these tasks: they are left out of the fair share
+        pool = sum(donor.count - (donor.idle() if donor is not receiver else 0) for donor in donors) - len(retiring)
+        if pool < 2:
             return
-        total_load = loads.total_load
-        if retiring:  # rare, and O(retiring workers)
-            total_load -= sum(worker.level for worker in retiring.values())
+        total_load = sum(donor.total_load for donor in donors) - sum(worker.level for worker in retiring)
         fair_share = max(1, total_load // pool)
-        wanted = idle * fair_share
-        for worker in loads.busiest(max(2, fair_share + 1)):  # parked tasks neither run nor move
+        wanted = receiver.idle() * fair_share
+        lowest = max(2, fair_share + 1)  # parked tasks neither run nor move
+        if len(donors) == 1:
+            busiest: Iterable[WorkerState] = donors[0].busiest(lowest)
+        else:  # few classes; only the workers above the fair share are walked, as for one
+            busiest = sorted((w for donor in donors for w in donor.busiest(lowest)), key=_level, reverse=True)
+        for worker in busiest:
             if worker.retire_deadline is not None:
                 continue
             surplus = worker.level - fair_share
@@ -1033,31 +1267,25 @@ class SchedulerCore:
                 continue
             self._set_state(task, READY)
             moved.append(task)
-        self.loads.file(worker)
+        worker.loads.file(worker)
         if moved:
             self._hand_back(moved)
             logger.debug("balanced %d task(s) away from %s", len(moved), worker.name)
 
     def _hand_back(self, tasks: List[TaskState]) -> None:
-        """Queue tasks a worker no longer holds (it left, retired, or balancing took them) where they belong: by when
-        each first became ready, so the first in line is still the one that has waited longest. They go ahead of every
-        task that became ready after them, which is all the queue holds unless earlier hand-backs are still waiting
-        (workers leaving one after the other while none has room): those few are merged with them."""
+        """Queue tasks a worker no longer holds (it left, retired, failed them with retries left, or balancing took
+        them) where they belong: by when each first became ready, so the first in line of their priority is still the
+        one that has waited longest (ReadyQueue.hand_back)."""
         tasks = [task for task in tasks if task.state == READY and self.tasks.get(task.task_id) is task]
         if not tasks:
             return
         tasks.sort(key=_ready_since)  # stable; in the order they were assigned, which is already this one
-        ready = self.ready
-        newest = tasks[-1].ready_since
-        older: List[TaskState] = []
-        while ready:
-            task = ready[0]
-            live = task.state == READY and self.tasks.get(task.task_id) is task
-            if live and task.ready_since >= newest:
-                break
-            ready.popleft()
-            if live:  # stale entries (tasks canceled or finished while queued) are dropped on the way
-                older.append(task)
-        if older:
-            tasks = sorted(older + tasks, key=_ready_since)
-        ready.extendleft(reversed(tasks))
+        first = tasks[0].queue
+        if all(task.queue is first for task in tasks):
+            first.hand_back(tasks)
+            return
+        by_queue: Dict[int, List[TaskState]] = {}
+        for task in tasks:
+            by_queue.setdefault(id(task.queue), []).append(task)
+        for group in by_queue.values():
+            group[0].queue.hand_back(group)

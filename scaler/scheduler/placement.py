@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 from typing import Dict, Iterator, List, Optional
 
+from scaler.scheduler.resources import Resources
 from scaler.scheduler.state import WorkerState
 
 # Past this many tasks a frame, a frame's own cost (a ZeroMQ send and receive, their system calls) no longer counts.
@@ -37,9 +38,22 @@ class WorkerLoads:
     load, capacity) are kept as workers move, not summed when asked. A retiring worker has no free slot: always closed.
     """
 
-    __slots__ = ("open", "closed", "levels", "listed", "total_load", "free_slots", "capacity", "stale")
+    __slots__ = (
+        "open",
+        "closed",
+        "levels",
+        "listed",
+        "total_load",
+        "free_slots",
+        "capacity",
+        "stale",
+        "count",
+        "offer",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, offer: Resources = ()) -> None:
+        self.offer = offer  # what each of its workers offers (see Placement)
+        self.count = 0  # workers filed
         self.open: List[Dict[WorkerState, None]] = []  # level -> workers that take tasks now, in filing order
         self.closed: List[Dict[WorkerState, None]] = []  # level -> the others
         self.levels: List[int] = []  # heap of levels whose open room may be non-empty
@@ -51,6 +65,8 @@ class WorkerLoads:
 
     def add(self, worker: WorkerState) -> None:
         worker.refill_mark = refill_mark(worker.capacity)
+        worker.loads = self
+        self.count += 1
         self.capacity += worker.capacity
         self.file(worker)
 
@@ -58,6 +74,7 @@ class WorkerLoads:
         worker.stale = False
         if worker.level >= 0:
             self._unfile(worker)
+        self.count -= 1
         self.capacity -= worker.capacity
 
     def touch(self, worker: WorkerState) -> None:
@@ -124,6 +141,18 @@ class WorkerLoads:
             self.listed[level] = False
         return None
 
+    def lowest_open(self) -> Optional[int]:
+        """The lowest load of an open worker (the one `take_least_loaded` would take), or None."""
+        levels = self.levels
+        rooms = self.open
+        while levels:
+            level = levels[0]
+            if rooms[level]:
+                return level
+            heapq.heappop(levels)
+            self.listed[level] = False
+        return None
+
     def idle(self) -> int:
         """Workers with nothing to do (load 0; such a worker is always open)."""
         return len(self.open[0]) if self.open else 0
@@ -153,10 +182,11 @@ class WorkerLoads:
             if self.open[level]:
                 assert self.listed[level] and level in self.levels, f"level {level} has open workers, not listed"
             assert self.listed[level] == (level in self.levels)
-        assert filed == len(workers), f"{filed} workers filed, {len(workers)} connected"
-        assert self.total_load == sum(w.level for w in workers.values())
-        assert self.free_slots == sum(w.free_slots for w in workers.values())
-        assert self.capacity == sum(w.capacity for w in workers.values())
+        mine = [worker for worker in workers.values() if worker.loads is self]
+        assert filed == len(mine) == self.count, f"{filed} workers filed, {len(mine)} connected"
+        assert self.total_load == sum(w.level for w in mine)
+        assert self.free_slots == sum(w.free_slots for w in mine)
+        assert self.capacity == sum(w.capacity for w in mine)
 
     def _unfile(self, worker: WorkerState) -> None:
         level = worker.level
@@ -173,3 +203,71 @@ class WorkerLoads:
             self.open.append({})
             self.closed.append({})
             self.listed.append(False)
+
+
+class Placement:
+    """Connected workers grouped by what they offer (`Hello.resources`): a "resource class" per distinct offer, each
+    with its own WorkerLoads. Clusters have few distinct offers (one when nobody declares resources), so a task is
+    placed on the least loaded open worker among the classes eligible for it (ReadyQueue.eligible) in O(classes +
+    log levels), without ever comparing resources per task; a worker lands only where its class meets the task's
+    requirement. The totals the status reports are sums over the classes."""
+
+    __slots__ = ("classes",)
+
+    def __init__(self) -> None:
+        self.classes: Dict[Resources, WorkerLoads] = {}
+
+    def add(self, worker: WorkerState, offer: Resources) -> bool:
+        """File a new worker in the class of its offer; True if that class is new (eligibility must be refreshed)."""
+        loads = self.classes.get(offer)
+        created = loads is None
+        if loads is None:
+            loads = self.classes[offer] = WorkerLoads(offer)
+        loads.add(worker)
+        return created
+
+    def remove(self, worker: WorkerState) -> bool:
+        """Unfile a leaving worker; True if its class is now empty and gone."""
+        loads = worker.loads
+        loads.remove(worker)
+        if loads.count:
+            return False
+        del self.classes[loads.offer]
+        return True
+
+    def settle(self) -> None:
+        for loads in self.classes.values():
+            if loads.stale:
+                loads.settle()
+
+    @property
+    def free_slots(self) -> int:
+        return sum(loads.free_slots for loads in self.classes.values())
+
+    @property
+    def capacity(self) -> int:
+        return sum(loads.capacity for loads in self.classes.values())
+
+    def idle(self) -> int:
+        return sum(loads.idle() for loads in self.classes.values())
+
+    def validate(self, workers: Dict[bytes, WorkerState]) -> None:
+        for offer, loads in self.classes.items():
+            assert loads.offer == offer and loads.count > 0, "a class is misfiled or empty"
+            loads.validate(workers)
+        assert sum(loads.count for loads in self.classes.values()) == len(workers), "a worker is in no class"
+        assert all(self.classes.get(worker.loads.offer) is worker.loads for worker in workers.values())
+
+
+def take_least_loaded(eligible: List[WorkerLoads]) -> Optional[WorkerState]:
+    """Unfile and return an open worker of the lowest load among the eligible classes, or None."""
+    if len(eligible) == 1:
+        return eligible[0].take_least_loaded()
+    best: Optional[WorkerLoads] = None
+    best_level = 0
+    for loads in eligible:
+        level = loads.lowest_open()
+        if level is not None and (best is None or level < best_level):
+            best = loads
+            best_level = level
+    return best.take_least_loaded() if best is not None else None

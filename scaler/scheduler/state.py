@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from scaler.protocol import WorkerStatus
 
@@ -30,6 +30,11 @@ class TaskState:
         "retries",
         "dependency_ids",
         "ready_since",
+        "priority",
+        "queue",
+        "queued",
+        "max_retries",
+        "failures",
     )
 
     def __init__(
@@ -41,6 +46,10 @@ class TaskState:
         report_result: bool,
         parent_task_id: bytes,
         dependency_ids: List[bytes],
+        ready_since: float,
+        queue: Any,
+        priority: int,
+        max_retries: int,
     ) -> None:
         self.task_id = task_id
         self.client = client
@@ -54,7 +63,12 @@ class TaskState:
         self.parent_task_id = parent_task_id
         self.retries = 0
         self.dependency_ids = dependency_ids
-        self.ready_since = 0.0  # when it first became ready: how long it waits for a worker, for the status
+        self.ready_since = ready_since  # when it first became ready: how long it waits for a worker, for the status
+        self.priority = priority  # effective: its own, raised for a nested task to its parent's + 1
+        self.queue = queue  # the ReadyQueue of its resource requirement (scaler.scheduler.ready)
+        self.queued = False  # it is in that queue's deques (a live entry)
+        self.max_retries = max_retries  # Task.retries: runs again this often after failing or timing out
+        self.failures = 0  # failed or timed-out attempts so far (worker deaths are counted in `retries`)
 
 
 class WorkerState:
@@ -75,6 +89,7 @@ class WorkerState:
         "refill_mark",
         "stale",
         "retire_deadline",
+        "loads",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -100,6 +115,7 @@ class WorkerState:
         self.stale = False  # its load changed since it was filed
         # Set when it asked to retire (WorkerRetire): it gets no new task, and what it still runs then is run elsewhere
         self.retire_deadline: Optional[float] = None
+        self.loads: Any = None  # the WorkerLoads of its resource class (scaler.scheduler.placement.Placement)
 
 
 class ClientState:

@@ -146,7 +146,7 @@ class WorkerAgent:
                     self._read_processor(link, now, pipes_ready=True)
                     self._processor_died(link, now)
         for link in self._links.values():
-            core.observe(link.number, *link.progress.read())
+            core.observe(link.number, *link.progress.read(), now)
         # Before the scheduler's socket: once its connection closed, what it reads is from before, or from a new
         # scheduler that does not know this connection (ZeroMQ reconnects on its own), and goes with it.
         if self._dealer_events is not None and self._dealer_events in events:
@@ -222,7 +222,7 @@ class WorkerAgent:
     def _processor_died(self, link: ProcessorLink, now: float) -> None:
         if self._links.pop(link.number, None) is None:
             return
-        self._core.observe(link.number, *link.progress.read())  # its last word on which task it ran
+        self._core.observe(link.number, *link.progress.read(), now)  # its last word on which task it ran
         self._unwatch(link)
         link.close_after_death()
         how = describe_wait_status(self._zygote.wait_exit(link.pid, _EXIT_STATUS_TIMEOUT_SECONDS))

@@ -15,6 +15,12 @@ from then on feeds another one (a spare, or a fresh fork), so the children a par
 Tasks submitted from tasks run newest first (task_queue.py), which keeps the number of parked processors near the
 nesting depth. A parked processor finishes its task and becomes a spare.
 
+Task policies: the queue runs the highest Task.priority first (task_queue.py). A task with a timeoutMs has a clock
+that starts when it starts running, which is when it becomes the first task of its processor's pipe (or, if the
+processor had not started it by then, when it is seen started): time parked counts. When the clock runs out (`tick`
+at the `now` next_deadline() gave), the task is stopped as a cancel stops it (its processor killed and replaced) and
+answered timedOut. The worker says so in its Hello (taskPolicies).
+
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
 its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
@@ -49,6 +55,7 @@ from scaler.protocol import (
     ObjectPut,
     ObjectRequest,
     ObjectResponse,
+    Resource,
     Role,
     Task,
     TaskCancel,
@@ -155,6 +162,8 @@ class WorkerCore:
         self._outgoing: List[Tuple[object, int]] = []  # (message or Encoded message, payload bytes)
         self._success_results = SuccessResults()
         self.outputs: Dict[bytes, TaskOutputBuffer] = {}  # tasks with streamOutput that wrote something, by id
+        # tasks with a timeout in a pipe (handed or parked, not canceled), by id; those whose clock runs have a deadline
+        self.timed: Dict[bytes, WorkerTask] = {}
         self._instructions: List[object] = [Connect()]
         self._processor_count = 0
         self.active = self._start_processor()
@@ -185,6 +194,11 @@ class WorkerCore:
                     pid=self._pid,
                     capacity=self.settings.queue_size,
                     previous_registrations=self.registrations,  # the scheduler logs workers that survived one
+                    resources=[
+                        Resource(name=name, amount=amount)
+                        for name, amount in config.parse_resources(self.settings.resources).items()
+                    ],
+                    task_policies=True,  # the queue runs in priority order, timeouts are enforced
                 ),
                 0,
             )
@@ -228,13 +242,17 @@ class WorkerCore:
                 reason,
             )
 
-    def observe(self, number: int, started: int, done: int) -> None:
+    def observe(self, number: int, started: int, done: int, now: Optional[float] = None) -> None:
         """Processor `number`'s shared progress: the seq of the task it started last and of the one it finished."""
         processor = self.processors.get(number)
         if processor is None:
             return
         processor.started = started
         processor.done = done
+        if self.timed:
+            running = processor.running()
+            if running is not None and running.task_id in self.timed and not running.deadline:
+                self._start_clock(running, self._now if now is None else now)  # started later than expected
         if processor.canceled:
             running = processor.running()
             if running is not None and running.state == CANCELED:
@@ -340,6 +358,8 @@ class WorkerCore:
             self._remove_processor(spare, kill=True)
         if self.outputs:
             self._send_output(now)
+        if self.timed:
+            self._expire_timeouts(now)
         if now >= self._next_garbage_collect:
             self._forget_objects(self.cache.evict_unused(now))
             self._next_garbage_collect = now + self.settings.garbage_collect_interval_seconds
@@ -382,6 +402,8 @@ class WorkerCore:
             deadline = min(deadline, self._now + CANCELED_CHECK_SECONDS)
         if self.outputs:
             deadline = min(deadline, min(buffer.due() for buffer in self.outputs.values()))
+        if self.timed:  # a few: the tasks with a timeout in pipes
+            deadline = min(deadline, min(task.deadline or deadline for task in self.timed.values()))
         return deadline
 
     # --- outputs --------------------------------------------------------------------------------------------------
@@ -577,6 +599,7 @@ class WorkerCore:
                 # Handed ahead, not started: answered now, dropped by the processor before its turn (it reads orders
                 # between tasks), or killed should it start before the order arrives (see observe).
                 self._send_result(task, TaskStatus.canceled)
+                self._stop_clock(task)
                 task.move("cancel", CANCELED)
                 processor.canceled += 1
                 drops.setdefault(processor.number, []).append(task_id)
@@ -599,6 +622,9 @@ class WorkerCore:
         # as _take_from_pipe does (reset when empty so float drift never accumulates)
         processor.pipe_expected_seconds = processor.pipe_expected_seconds - task.expected_seconds if pipe else 0.0
         task.processor = None
+        if self.timed:
+            self._stop_clock(task)
+            self._start_head_clock(processor)  # the processor went on with the next task
         if task.state == CANCELED:
             processor.canceled -= 1
             self._forget(task, "result")  # it ran before our drop order reached the processor; answered already
@@ -752,6 +778,8 @@ class WorkerCore:
             processor.pipe_expected_seconds - task.expected_seconds if processor.pipe else 0.0
         )
         task.processor = None
+        if self.timed:
+            self._stop_clock(task)  # out of the pipe: should it run again, it gets a new timeout
 
     def _recover_pipe(self, processor: ProcessorState) -> None:
         """Tasks handed to a processor that is gone (or parked) and not running them: back to the head of the line."""
@@ -766,20 +794,62 @@ class WorkerCore:
                 back.append(task)
         self.queue.put_back(back)
 
-    def _cancel_running(self, processor: ProcessorState, task: WorkerTask) -> None:
-        """Stop a running task the only way there is: kill its processor (the active one is replaced)."""
+    def _cancel_running(
+        self,
+        processor: ProcessorState,
+        task: WorkerTask,
+        stimulus: str = "cancel running",
+        status: TaskStatus = TaskStatus.canceled,
+        error_text: str = "",
+    ) -> None:
+        """Stop a running task the only way there is: kill its processor (the active one is replaced). A timeout
+        (`stimulus` "timed out") stops it the same way, answered with its own status."""
         was_active = processor is self.active
         self._remove_processor(processor, kill=True)
-        logger.info("%s: canceled running task %s, its processor killed", self.name, task.task_id.hex())
+        if status == TaskStatus.canceled:  # a timeout is logged by _expire_timeouts
+            logger.info("%s: canceled running task %s, its processor killed", self.name, task.task_id.hex())
         self._take_from_pipe(processor, task)
         if task.state == CANCELED:
             processor.canceled -= 1
-            self._forget(task, "cancel running")
+            self._forget(task, stimulus)
         else:
-            self._answer(task, "cancel running", TaskStatus.canceled)
+            self._answer(task, stimulus, status, b"", error_text)
         self._recover_pipe(processor)
         if was_active:
             self.active = self._start_processor()
+
+    # --- timeouts -------------------------------------------------------------------------------------------------
+
+    def _start_clock(self, task: WorkerTask, now: float) -> None:
+        task.deadline = now + task.task.timeout_ms / 1000
+
+    def _stop_clock(self, task: WorkerTask) -> None:
+        if self.timed.pop(task.task_id, None) is not None:
+            task.deadline = 0.0
+
+    def _start_head_clock(self, processor: ProcessorState) -> None:
+        """The first task of the pipe that is not canceled runs now (or is about to): its clock starts, if it has one
+        and it has not started yet."""
+        for task in processor.pipe.values():
+            if task.state != CANCELED:
+                if not task.deadline and task.task_id in self.timed:
+                    self._start_clock(task, self._now)
+                return
+
+    def _expire_timeouts(self, now: float) -> None:
+        for task in [task for task in self.timed.values() if task.deadline and task.deadline <= now]:
+            if task.task_id not in self.timed:
+                continue  # stopped with another one's processor: back in the queue
+            processor = task.processor
+            if task.seq <= processor.done:
+                continue  # it finished in time: its result is on its way
+            if task.state == HANDED and processor.started < task.seq:
+                task.deadline = 0.0  # not started yet (its processor is slow to start): observe starts its clock
+                continue
+            seconds = task.task.timeout_ms / 1000
+            text = f"task {task.task_id.hex()} ran longer than its timeout of {seconds:g} s: stopped, process replaced"
+            self.warnings.log("task timed out", now, "%s: %s", self.name, text)
+            self._cancel_running(processor, task, "timed out", TaskStatus.timed_out, text)
 
     def _park(self, processor: ProcessorState, task_id: bytes) -> None:
         """The processor's running task waits on a future: take back what it was handed ahead, feed another one."""
@@ -789,11 +859,15 @@ class WorkerCore:
         if task.state == CANCELED:
             self._cancel_running(processor, task)  # it started before our drop order reached it
             return
+        deadline = task.deadline
         self._take_from_pipe(processor, task)
         self._recover_pipe(processor)  # the results of the tasks before it came with the report
         processor.pipe[task_id] = task
         processor.pipe_expected_seconds = task.expected_seconds
         task.processor = processor
+        if task.task.timeout_ms:  # its clock goes on while it is parked
+            self.timed[task_id] = task
+            task.deadline = deadline or self._now
         task.move("blocked", PARKED)
         self._instructions.append(EndParking(processor.number))
         processor.role = PARKED_PROCESSOR
@@ -847,8 +921,12 @@ class WorkerCore:
             planned_seconds += expected
             pipe[task.task_id] = task
             handed.append(self._processor_task(task, processor))
+            if task.task.timeout_ms:
+                self.timed[task.task_id] = task
             room -= 1
         if handed:
+            if self.timed:
+                self._start_head_clock(processor)
             processor.pipe_expected_seconds = planned_seconds
             instructions = self._instructions
             last = instructions[-1] if instructions else None

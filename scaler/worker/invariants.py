@@ -60,6 +60,18 @@ def check_invariants(core: Any) -> None:
     assert sorted(p.number for p in roles[SPARE]) == sorted(p.number for p in core.spares)
     assert len(core.spares) <= MAX_SPARE_PROCESSORS
     assert len(core.tasks) == len(queued) + in_pipes
+    timed = {
+        task.task_id: task
+        for processor in core.processors.values()
+        for task in processor.pipe.values()
+        if task.task.timeout_ms and task.state in (HANDED, PARKED)
+    }
+    assert core.timed == timed, (sorted(core.timed), sorted(timed))
+    assert all(not task.deadline for task in core.tasks.values() if task.task_id not in timed)
+    for processor in core.processors.values():  # a running task's clock runs
+        running = processor.running()
+        if running is not None and running.task_id in timed:
+            assert running.deadline, running.stimuli()
     if core.exit_code is None:
         assert core.active is not None
     if core.connection != CONNECTED:

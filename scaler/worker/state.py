@@ -43,6 +43,7 @@ TRANSITIONS: Dict[int, Dict[str, int]] = {
         "taken back": READY,  # its processor parked or died before starting it (or its result was lost with it)
         "cancel": CANCELED,  # not started yet
         "cancel running": DONE,  # started: its processor is killed
+        "timed out": DONE,  # started, ran past its timeout: its processor is killed, answered timedOut
         "processor died": DONE,  # it was running: answered failed
         "scheduler lost": DONE,
     },
@@ -50,6 +51,7 @@ TRANSITIONS: Dict[int, Dict[str, int]] = {
         "result": DONE,
         "taken back": READY,  # it finished, but its processor died before reporting: it runs again
         "cancel running": DONE,
+        "timed out": DONE,
         "processor died": DONE,
         "scheduler lost": DONE,
     },
@@ -83,6 +85,7 @@ class WorkerTask:
         "seq",
         "processor",
         "expected_seconds",
+        "deadline",
         "story",
     )
 
@@ -96,6 +99,8 @@ class WorkerTask:
         self.seq = 0  # its number on the processor it was handed to (processors count what they are handed)
         self.processor: Optional[ProcessorState] = None
         self.expected_seconds = 0.0  # its run time as guessed when it was handed
+        # with a timeout (Task.timeoutMs): when it expires, once its clock runs (it started, see core.py); else 0
+        self.deadline = 0.0
         self.story: Optional[tuple] = None  # (the story before, the last stimulus): see stimuli()
 
     def move(self, stimulus: str, state: int) -> None:
@@ -194,6 +199,7 @@ STIMULI = {
     "blocked": "it waits on a future: its processor parks and hands back what was handed after it",
     "taken back": "its processor parked or died before starting it, or died before reporting it: queued again",
     "cancel running": "`TaskCancel` of a started task (or a canceled one that started): its processor is killed",
+    "timed out": "it ran (parked time included) past its `timeoutMs`: its processor is killed, answered `timedOut`",
     "processor died": "its processor died while running it: answered `failed` (`ProcessorDiedError`)",
     "dropped": "the processor skipped it, as told",
 }

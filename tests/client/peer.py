@@ -58,7 +58,8 @@ class ProtocolPeer:
     """Options: `refuse` (HelloReply reason), `answer_hello`, `execute` (False: hold tasks until release()),
     `answer_cancels` (False: ignore TaskCancel), `threaded` (run each task in its own thread, for nested tasks),
     `protected` (refuse shutdown), `answer` (a hook returning a TaskResult to send instead of running the task),
-    `address` (bind there, as a scheduler restarted on the address of one that died, instead of a random port)."""
+    `address` (bind there, as a scheduler restarted on the address of one that died, instead of a random port),
+    `task_policies` (what its HelloReply says: False plays an older scheduler)."""
 
     def __init__(
         self,
@@ -72,8 +73,10 @@ class ProtocolPeer:
         peer_timeout_ms: int = 30_000,
         answer: Optional[Callable[[Task], Optional[TaskResult]]] = None,
         address: Optional[str] = None,
+        task_policies: bool = True,
     ) -> None:
         self.refuse = refuse
+        self.task_policies = task_policies
         self.answer_hello = answer_hello
         self.execute = execute
         self.answer_cancels = answer_cancels
@@ -190,6 +193,7 @@ class ProtocolPeer:
                     heartbeat_interval_ms=self.heartbeat_interval_ms,
                     peer_timeout_ms=self.peer_timeout_ms,
                     resumed=resumed,
+                    task_policies=self.task_policies,
                 ),
             )
         elif kind is ClientHeartbeat:

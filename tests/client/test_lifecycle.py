@@ -255,6 +255,7 @@ def test_a_client_pickles_its_settings_only(peer: ProtocolPeer) -> None:
             "reconnect_seconds": 9.0,
             "stream_output": False,
             "keepalive": (True, 30, 10, 6),
+            "options": {"resources": None, "priority": 0, "retries": 0, "timeout_seconds": None, "profiling": None},
         }
         assert "not connected yet" in repr(copy)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pickle
 
 from scaler.client import Client, calls
+from scaler.client.options import DEFAULT_OPTIONS
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import Argument, ArgumentKind, Task, encode, encode_many, make_template
 from scaler.serializer import Serializer
@@ -84,7 +85,7 @@ def test_a_call_encoder_makes_a_template_per_shape_and_starts_over_when_full(mon
 
     monkeypatch.setattr(calls, "make_template", recording)
     monkeypatch.setattr(calls, "_SHAPES_PER_ENCODER", 2)
-    encoder = calls.CallEncoder(b"f" * 16, b"", b"", False, pickle.dumps)
+    encoder = calls.CallEncoder(b"f" * 16, b"", b"", False, pickle.dumps, DEFAULT_OPTIONS)
     task_id = b"t" * 16
     for value in (1, 2, 3, 1000, "many bytes", 4):
         datas, plain = encoder.serialize_args((value,))

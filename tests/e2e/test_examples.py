@@ -40,9 +40,11 @@ EXPECTED_OUTPUT: Dict[str, List[str]] = {
     "joblib_grid_search.py": ["{'C': 1, 'gamma': 0.1}"],
     "progress.py": ["124750 4950"],
     "task_output.py": ["[work#0] working on 0", "14"],
+    "task_policies.py": ["['frame 1 rendered', 'frame 2 rendered']", "frame 0 rendered", "3", "timed out: task"],
 }
 STARTS_OWN_CLUSTER = {"local_cluster.py", "map_client.py", "simple_client.py", "uvloop_combo.py"}
 NEEDS_UNPROTECTED = {"shutdown.py"}
+NEEDS_A_GPU = {"task_policies.py"}  # its workers must offer gpu=1
 
 
 def test_every_example_is_checked() -> None:
@@ -98,7 +100,7 @@ def _assert_prints(name: str, output: str) -> None:
         assert got.startswith(want), f"{name}: expected {want!r}, got {got!r} in {output!r}"
 
 
-@pytest.mark.parametrize("name", sorted(set(EXPECTED_OUTPUT) - STARTS_OWN_CLUSTER - NEEDS_UNPROTECTED))
+@pytest.mark.parametrize("name", sorted(set(EXPECTED_OUTPUT) - STARTS_OWN_CLUSTER - NEEDS_UNPROTECTED - NEEDS_A_GPU))
 def test_example_against_cli_cluster(name: str, shared_cluster: str, tmp_path: Path) -> None:
     _assert_prints(name, _run_example(name, shared_cluster, tmp_path))
 
@@ -109,6 +111,15 @@ def test_example_with_its_own_cluster(name: str, tmp_path: Path) -> None:
         if sys.implementation.name != "cpython":  # on CPython uvloop is installed: its absence must fail, not skip
             pytest.skip("uvloop is CPython only")
     _assert_prints(name, _run_example(name, free_tcp_address(), tmp_path))
+
+
+def test_task_policies_example_with_workers_offering_a_gpu(tmp_path: Path) -> None:
+    cluster = _cli_cluster(tmp_path, protected=True, cluster_options=["--resources", "gpu=1"])
+    address = next(cluster)
+    try:
+        _assert_prints("task_policies.py", _run_example("task_policies.py", address, tmp_path))
+    finally:
+        cluster.close()
 
 
 def test_shutdown_example_stops_an_unprotected_cluster(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from scaler.monitor.model import (
     sorted_workers,
 )
 from scaler.monitor.top import TopState, render, render_text
+from scaler.protocol import Resource
 from tests.monitor.statuses import counters, status, worker
 
 ADDRESS = "ipc:///tmp/example_monitor"
@@ -179,6 +180,18 @@ def test_retiring_workers_are_marked():
     assert "Total 4 worker(s), 1 retiring (<)" in text
     assert "<W|host|500|ee" in [row.split()[0] for row in table(text)[1:]]
     assert "retiring" not in screen()
+
+
+def test_tasks_waiting_for_resources_retries_and_what_workers_offer_are_shown():
+    gpu = worker("W|host|600|ff", resources=[Resource(name="gpu", amount=1.0), Resource(name="mem", amount=64e9)])
+    text = screen(status=status([*WORKERS, gpu], tasks_needing_resources=12, retried_tasks=3), width=80)
+    assert re.search(r"need resources\s+12", text) and re.search(r"retried\s+3", text)
+    assert "  1 worker(s) offer {gpu=1,mem=6.4e+10}" in text.splitlines(), "each offer, whatever the width"
+    assert all(len(line) <= 80 for line in text.splitlines())
+    wide = screen(status=status([*WORKERS, gpu]), width=140)
+    names = [row.split()[0] for row in table(wide)[1:]]
+    assert "W|host|600|ff{gpu=1,mem=6.4e+10}" in names and "W|host|100|aa" in names
+    assert "need resources" not in screen() and "retried" not in screen() and "{" not in screen()
 
 
 def test_empty_lists_render():

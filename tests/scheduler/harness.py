@@ -12,6 +12,7 @@ from scaler.protocol import (
     ArgumentKind,
     Hello,
     HelloReply,
+    Resource,
     Role,
     Task,
     TaskResult,
@@ -67,8 +68,17 @@ class Harness:
         assert reply.accepted, reply.reason
         return reply
 
-    def connect_worker(self, peer: bytes = WORKER_A, capacity: int = 10) -> HelloReply:
-        hello = Hello(protocol_version=PROTOCOL_VERSION, role=Role.worker, name=peer.decode(), capacity=capacity)
+    def connect_worker(
+        self, peer: bytes = WORKER_A, capacity: int = 10, resources: Optional[Dict[str, float]] = None
+    ) -> HelloReply:
+        hello = Hello(
+            protocol_version=PROTOCOL_VERSION,
+            role=Role.worker,
+            name=peer.decode(),
+            capacity=capacity,
+            resources=[Resource(name=name, amount=amount) for name, amount in (resources or {}).items()],
+            task_policies=True,
+        )
         reply = self.send(peer, hello)[peer][0]  # ready tasks may follow the reply at once
         assert isinstance(reply, HelloReply) and reply.accepted, reply
         return reply

@@ -259,7 +259,7 @@ def test_tasks_back_from_workers_leaving_one_after_the_other_queue_by_their_wait
     holder = {task_id: peer for peer in (first, second) for task_id in harness.core.workers[peer].assigned}
     harness.send(holder[early.task_id], WorkerDisconnect(reason="stopped"))
     harness.send(holder[middle.task_id], WorkerDisconnect(reason="stopped"))
-    assert [task.task_id for task in harness.core.ready] == [early.task_id, middle.task_id, late.task_id]
+    assert [task.task_id for task in harness.core.ready_in_order()] == [early.task_id, middle.task_id, late.task_id]
     assert 1.99 < harness.core.demand(harness.now).oldest_ready_wait < 2.01, "early has been ready since submitted"
     harness.connect_worker(third, capacity=1)
     assert list(harness.core.workers[third].assigned) == [early.task_id]

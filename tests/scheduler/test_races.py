@@ -33,7 +33,7 @@ def results_for(out: Dict[bytes, List[object]], peer: bytes = CLIENT) -> List[Ta
 
 def assert_empty(harness: Harness) -> None:
     core = harness.core
-    assert not core.tasks and all(t.state == -1 for t in core.ready)
+    assert not core.tasks and not core.ready_in_order()
     assert core.state_counts == [0, 0, 0, 0]
     assert all(not worker.assigned for worker in core.workers.values())
 
@@ -176,6 +176,7 @@ def test_parked_parents_lend_their_slots_so_children_are_assigned() -> None:
     assert harness.send(CLIENT, child) == {}, "one slot, taken by the parent"
     # the parent waits on its child: the worker parks it and reports it running, its processor free
     out = harness.send(WORKER_A, WorkerHeartbeat(running=1, flags=0))
+    child.priority = 1  # raised by the scheduler to its parent's + 1, so its worker runs it first
     assert of_type(out[WORKER_A], Task) == [child]
     # once the child runs on the active processor, the worker is full again
     harness.send(WORKER_A, WorkerHeartbeat(running=2, flags=_TASK_LOCK))
@@ -206,6 +207,7 @@ def test_children_of_a_parent_whose_worker_died_are_canceled() -> None:
     harness.connect_worker(WORKER_B, capacity=1)
     child = harness.task(parent_task_id=parent.task_id)
     out = harness.send(nested_client, child)
+    child.priority = 1  # raised by the scheduler to its parent's + 1, so its worker runs it first
     assert of_type(out[WORKER_B], Task) == [child]
     out = harness.send(WORKER_A, WorkerDisconnect(reason="SIGKILL"))
     assert out[WORKER_B] == [TaskCancel(task_ids=[child.task_id])]
@@ -320,7 +322,8 @@ def test_a_dead_worker_blames_its_oldest_task_one_per_parked_task_and_its_newest
     oldest, second, third = harness.task(), harness.task(), harness.task()
     older_child = harness.task(parent_task_id=parent.task_id)
     newest_child = harness.task(parent_task_id=parent.task_id)
-    harness.send(CLIENT, oldest, second, third, older_child, newest_child)
+    harness.send(CLIENT, oldest, second, third)
+    harness.send(CLIENT, older_child, newest_child)  # a later frame: nested tasks go first within a frame
     assert len(harness.core.workers[WORKER_A].assigned) == 5
     harness.send(WORKER_A, WorkerHeartbeat(running=2, flags=_TASK_LOCK))  # one task parked there, one running
     harness.send(WORKER_A, WorkerDisconnect(reason="killed"))

@@ -4,7 +4,11 @@ Submits (plain tasks, graph chains, nested children), cancels, results, balancin
 (WorkerRetire, with deadlines that pass or not) are interleaved at random, with each peer's messages delivered late but
 in order, as ZeroMQ does. After every step the core's invariants hold (the harness asserts SchedulerCore.validate: a
 task is in exactly one place, workers filed at their load, retiring ones never open); at the end every task the client
-submitted was answered exactly once, with the value its worker computed, and the core holds nothing."""
+submitted was answered exactly once, with the value its worker computed, and the core holds nothing.
+
+With task policies, workers offer resources from a few classes and tasks ask for resources, priorities and retries at
+random: no worker is ever sent a task it does not offer the resources for (through balancing, deaths and retirements),
+and a task that failed for good was started once per retry, plus once per worker death it was blamed for."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from scaler.protocol import (
     Goodbye,
     HeartbeatEcho,
     Hello,
+    Resource,
     Role,
     Task,
     TaskCancel,
@@ -34,13 +39,21 @@ from scaler.protocol import (
 from tests.scheduler.harness import CLIENT, Harness, result
 
 SUCCESS, FAILED, CANCELED = TaskStatus.success, TaskStatus.failed, TaskStatus.canceled
+# what workers offer and tasks need when the run plays task policies; every requirement is met by some offer
+OFFERS = ({}, {"gpu": 1.0}, {"gpu": 2.0, "mem": 64.0})
+REQUIREMENTS = ({}, {}, {"gpu": 1.0}, {"gpu": 2.0}, {"mem": 32.0})
+
+
+def offers(offer: Dict[str, float], requirement: List[Resource]) -> bool:
+    return all(offer.get(resource.name, 0.0) >= resource.amount for resource in requirement)
 
 
 class SimulatedWorker:
     """Holds tasks in order, runs the first ("started"), hands back only unstarted ones, answers each task once."""
 
-    def __init__(self, identity: bytes) -> None:
+    def __init__(self, identity: bytes, offer: Dict[str, float]) -> None:
         self.identity = identity
+        self.offer = offer
         self.inbox: Deque[object] = deque()  # sent by the scheduler, not yet read
         self.outbox: Deque[object] = deque()  # sent to the scheduler, not yet delivered
         self.held: List[Task] = []
@@ -68,12 +81,14 @@ class SimulatedWorker:
         elif isinstance(message, Goodbye):
             self.alive = False
 
-    def finish_first(self, rng: random.Random, started_on: Dict[bytes, int]) -> None:
+    def finish_first(self, rng: random.Random, started_on: Dict[bytes, int], failed: Set[bytes]) -> None:
         task = self.held.pop(0)
         started_on[task.task_id] = started_on.get(task.task_id, 0) + 1
         if self.told_to_go:
             self.rerun.add(task.task_id)
         status = FAILED if rng.random() < 0.1 else SUCCESS
+        if status == FAILED:
+            failed.add(task.task_id)
         self.outbox.append(result(task, status, payload=b"value:" + task.task_id))
 
 
@@ -90,7 +105,7 @@ def check_graph_arguments(harness: Harness, submitted: Task, sent: Task) -> None
             assert argument.kind == ArgumentKind.inline and argument.data == b"value:" + original.data
 
 
-def run(seed: int, steps: int) -> None:
+def run(seed: int, steps: int, policies: bool = False) -> None:
     rng = random.Random(seed)
     harness = Harness(worker_timeout_seconds=5.0, client_timeout_seconds=1e9, balance_interval_seconds=0.5)
     harness.connect_client()
@@ -100,6 +115,8 @@ def run(seed: int, steps: int) -> None:
     submitted: Dict[bytes, Task] = {}
     started_on: Dict[bytes, int] = {}
     died_holding: Set[bytes] = set()
+    failed: Set[bytes] = set()  # tasks a worker failed at least once
+    cancel_asked: Set[bytes] = set()  # a task whose cancel crosses its failure is not retried
     retire_delivered: Set[bytes] = set()  # workers whose WorkerRetire reached the core
     counter = 0
 
@@ -121,6 +138,9 @@ def run(seed: int, steps: int) -> None:
                 for message in messages:
                     if isinstance(message, Task):
                         check_graph_arguments(harness, submitted[message.task_id], message)
+                        assert offers(workers[peer].offer, message.resources), (
+                            "a task went to a worker without its resources"
+                        )
                 workers[peer].inbox.extend(m for m in messages if not isinstance(m, HeartbeatEcho))
 
     def send_from(worker: SimulatedWorker) -> None:
@@ -135,17 +155,33 @@ def run(seed: int, steps: int) -> None:
             retired.append(workers.pop(worker.identity))
             add_worker()
 
-    def add_worker() -> None:
+    def add_worker(offer: Optional[Dict[str, float]] = None) -> None:
         nonlocal counter
         counter += 1
         identity = b"W|sim|%d" % counter
-        workers[identity] = SimulatedWorker(identity)
-        hello = Hello(protocol_version=PROTOCOL_VERSION, role=Role.worker, name=identity.decode(), capacity=4)
+        if offer is None:
+            offer = rng.choice(OFFERS) if policies else {}
+        workers[identity] = SimulatedWorker(identity, offer)
+        hello = Hello(
+            protocol_version=PROTOCOL_VERSION,
+            role=Role.worker,
+            name=identity.decode(),
+            capacity=4,
+            resources=[Resource(name=name, amount=amount) for name, amount in offer.items()],
+            task_policies=True,
+        )
         deliver(harness.send(identity, hello))
         workers[identity].inbox.popleft()  # the HelloReply
 
     def new_task(dependencies: Optional[List[bytes]] = None, parent: bytes = b"") -> Task:
-        task = harness.task(dependencies=dependencies, parent_task_id=parent)
+        fields = {}
+        if policies:
+            fields = dict(
+                resources=[Resource(name=name, amount=amount) for name, amount in rng.choice(REQUIREMENTS).items()],
+                priority=rng.choice([0, 0, 0, 1, 5, -2]),
+                retries=rng.choice([0, 0, 1, 2]),
+            )
+        task = harness.task(dependencies=dependencies, parent_task_id=parent, **fields)
         submitted[task.task_id] = task
         return task
 
@@ -166,6 +202,7 @@ def run(seed: int, steps: int) -> None:
             deliver(harness.send(CLIENT, *batch))
         elif action < 0.22 and submitted:
             victims = rng.sample(list(submitted), min(len(submitted), rng.randint(1, 3)))
+            cancel_asked.update(victims)
             deliver(harness.send(CLIENT, TaskCancel(task_ids=victims)))
         elif action < 0.50 and live:
             worker = rng.choice(live)
@@ -174,7 +211,7 @@ def run(seed: int, steps: int) -> None:
         elif action < 0.70 and live:
             worker = rng.choice(live)
             if worker.held:
-                worker.finish_first(rng, started_on)
+                worker.finish_first(rng, started_on, failed)
         elif action < 0.85 and live:
             worker = rng.choice(live)
             if worker.outbox:
@@ -197,7 +234,9 @@ def run(seed: int, steps: int) -> None:
             worker.outbox.append(WorkerRetire(reason="SIGTERM", deadline_ms=deadline_ms))
         replace_retired()
 
-    # Drain: no more chaos, every worker reads, runs and answers everything.
+    # Drain: no more chaos, every worker reads, runs and answers everything; every class of offer is present.
+    for offer in OFFERS if policies else ():
+        add_worker(offer)
     for _ in range(100_000):
         busy = [w for w in workers.values() if w.alive and (w.inbox or w.held or w.outbox)]
         if not busy and not harness.core.tasks:
@@ -206,7 +245,7 @@ def run(seed: int, steps: int) -> None:
             while worker.inbox:
                 worker.read_one(started_on)
             if worker.held:
-                worker.finish_first(rng, started_on)
+                worker.finish_first(rng, started_on, failed)
             while worker.outbox and worker.alive:
                 send_from(worker)
         replace_retired()
@@ -226,12 +265,21 @@ def run(seed: int, steps: int) -> None:
             assert answer.payload == b"value:" + task_id
             assert started_on.get(task_id, 0) >= 1
         if started_on.get(task_id, 0) > 1:
-            assert task_id in died_holding, (
-                "only a task whose worker died, or whose retirement deadline passed, while running it may run twice"
+            assert task_id in died_holding or (task_id in failed and submitted[task_id].retries), (
+                "only a task whose worker died, or whose retirement deadline passed, while running it, or that failed"
+                " with retries left, may run twice"
             )
+        if answer.status == FAILED and answer.payload == b"value:" + task_id and task_id not in cancel_asked:
+            # it failed for good itself (not a dependency): started once per retry, plus the deaths it was blamed for
+            assert max(1, answer.attempts) >= 1 + submitted[task_id].retries
     assert sum(1 for w in retired if w.identity in retire_delivered) >= 1 or steps < 500, "no retirement was played"
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_random_interleavings_answer_every_task_exactly_once(seed: int) -> None:
     run(seed, steps=1500)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_interleavings_with_resources_priorities_and_retries(seed: int) -> None:
+    run(seed, steps=1500, policies=True)

@@ -228,7 +228,7 @@ class Harness:
     def _observe(self) -> None:
         for number, sim in self.processors.items():
             if sim.alive:
-                self.core.observe(number, sim.started, sim.done)
+                self.core.observe(number, sim.started, sim.done, self.now)
 
     def _step(self) -> List[object]:
         """Validate, carry out the core's instructions as the shell does, return what it sent (decoded)."""

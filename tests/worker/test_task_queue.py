@@ -9,8 +9,8 @@ from scaler.worker.state import WorkerTask
 from scaler.worker.task_queue import TaskQueue
 
 
-def queued(name: str, parent: bytes = b"", missing: tuple = ()) -> WorkerTask:
-    task = Task(task_id=name.encode(), function_id=b"f", parent_task_id=parent)
+def queued(name: str, parent: bytes = b"", missing: tuple = (), priority: int = 0) -> WorkerTask:
+    task = Task(task_id=name.encode(), function_id=b"f", parent_task_id=parent, priority=priority)
     return WorkerTask(task, (b"f", *missing), set(missing))
 
 
