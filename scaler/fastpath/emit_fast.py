@@ -10,8 +10,9 @@ cursor (the end of the previous object), and the last object must end where the 
 per pointer replaces bounds checks and the traversal budget (objects that follow each other cannot alias), so the
 generated code is flat: one ``unpack_from`` per struct (``iter_unpack`` over a list of structs on CPython), a slice
 per Data, no helper calls. Anything else, valid or not, raises NotCanonical and decode_frame hands the message to the
-general reader (``_read_*``), which reads every valid layout and names what is wrong with an invalid one. Both readers must agree on every message the fast one accepts;
-tests/protocol/test_fast_reader.py checks that on fuzzed frames.
+general reader (``_read_*``), which reads every valid layout and names what is wrong with an invalid one. Both
+readers must agree on every message the fast one accepts; tests/protocol/test_fast_reader.py checks that on fuzzed
+frames.
 
 The encoder computes each pointer from the running position ``c`` (bytes from the start of the message, segment
 table included) while it appends each child's bytes to ``parts``, then packs each struct with one ``pack`` call. It
