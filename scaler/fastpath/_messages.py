@@ -72,8 +72,12 @@ __all__ = [
 ]
 
 _new = object.__new__
+# Fast readers walk lists of structs with iter_unpack on CPython, with unpack_from per element on PyPy.
+ITER_UNPACK = sys.implementation.name != "pypy"
 _POINTER = struct.Struct("<iI")
 _POINTER_BITS = struct.Struct("<II")
+_EMPTY_DATA = b""
+_EMPTY_TEXT = ""
 _UNIT_H = struct.Struct("<H")
 _UNIT_I = struct.Struct("<I")
 _UNIT_Q = struct.Struct("<Q")
@@ -1654,6 +1658,10 @@ _HEAD_HEARTBEAT_ECHO = bytes.fromhex("000000000100010004000000000000000000000002
 _MESSAGE_HEARTBEAT_ECHO = struct.Struct("<II24sQII")
 _HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000002000700")
 _MESSAGE_TASK = struct.Struct("<II24sBxxxiIIiIiIiIiIiIiIiI")
+_EMPTY_TAIL_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32x")
+_HEADER_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32s")
+_TAIL_TASK = struct.Struct("<iIiIiIiI")
+_NULL_TAIL_TASK = bytes(32)
 _HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000004000300")
 _MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQiIiIiI")
 _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000100")
@@ -1742,10 +1750,16 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
     obj.protocol_version = u0
-    obj.accepted = (u1 & 1) != 0
-    obj.forwards_task_output = (u1 & 2) != 0
-    obj.resumed = (u1 & 4) != 0
-    obj.task_policies = (u1 & 8) != 0
+    if not u1:
+        obj.accepted = False
+        obj.forwards_task_output = False
+        obj.resumed = False
+        obj.task_policies = False
+    else:
+        obj.accepted = (u1 & 1) != 0
+        obj.forwards_task_output = (u1 & 2) != 0
+        obj.resumed = (u1 & 4) != 0
+        obj.task_policies = (u1 & 8) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
@@ -1848,9 +1862,14 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
         u1 = _UNIT_i.unpack_from(buf, d + 4)[0] if dn >= 8 else 0
         u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
-    obj.profiling = (u0 & 1) != 0
-    obj.report_result = (u0 & 2) == 0
-    obj.stream_output = (u0 & 4) != 0
+    if not u0:
+        obj.profiling = False
+        obj.report_result = True
+        obj.stream_output = False
+    else:
+        obj.profiling = (u0 & 1) != 0
+        obj.report_result = (u0 & 2) == 0
+        obj.stream_output = (u0 & 4) != 0
     obj.priority = u1
     obj.retries = u2
     obj.timeout_ms = u3
@@ -2022,8 +2041,12 @@ def _read_goodbye(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int)
     buf = r.buf
     obj = _new(Goodbye)
     u0 = buf[d] if dn >= 1 else 0
-    obj.reconnect = (u0 & 1) != 0
-    obj.retired = (u0 & 2) != 0
+    if not u0:
+        obj.reconnect = False
+        obj.retired = False
+    else:
+        obj.reconnect = (u0 & 1) != 0
+        obj.retired = (u0 & 2) != 0
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
@@ -2150,13 +2173,13 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(Hello)
     obj.protocol_version = u0
     obj.role = u1
@@ -2194,27 +2217,44 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         e1 = c + 8
         c = e1 + (b2 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
-            el1 = _new(Resource)
-            el1.amount = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.resources = items1
     elif a2:
         raise NotCanonical
     else:
         obj.resources = []
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2309,19 +2349,25 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
     segments, words, head, u0, u1, u2, u3, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO_REPLY:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(HelloReply)
     obj.protocol_version = u0
-    obj.accepted = (u1 & 1) != 0
-    obj.forwards_task_output = (u1 & 2) != 0
-    obj.resumed = (u1 & 4) != 0
-    obj.task_policies = (u1 & 8) != 0
+    if not u1:
+        obj.accepted = False
+        obj.forwards_task_output = False
+        obj.resumed = False
+        obj.task_policies = False
+    else:
+        obj.accepted = (u1 & 1) != 0
+        obj.forwards_task_output = (u1 & 2) != 0
+        obj.resumed = (u1 & 4) != 0
+        obj.task_policies = (u1 & 8) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     c = 56
@@ -2335,21 +2381,29 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
 
 
 def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
-    v = msg.accepted
-    u1 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = msg.forwards_task_output
-    u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
-    v = msg.resumed
-    u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
-    v = msg.task_policies
-    u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
+    if (
+        msg.accepted is False
+        and msg.forwards_task_output is False
+        and msg.resumed is False
+        and msg.task_policies is False
+    ):
+        u1 = 0
+    else:
+        v = msg.accepted
+        u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = msg.forwards_task_output
+        u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+        v = msg.resumed
+        u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+        v = msg.task_policies
+        u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
     base = len(parts)
     parts.append(b"")
     c = 56
@@ -2384,19 +2438,19 @@ def _decode_client_heartbeat(frame: bytes, pos: int) -> ClientHeartbeat:
     segments, words, head, u0, u1, u2, u3 = _MESSAGE_CLIENT_HEARTBEAT.unpack_from(frame, pos)
     if segments or head != _HEAD_CLIENT_HEARTBEAT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ClientHeartbeat)
     obj.sent_at_us = u0
     obj.cpu = u1
     obj.interval_ms = u2
     obj.rss = u3
-    if end - pos != 56:
+    if size != 56:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2419,13 +2473,13 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_HEARTBEAT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(WorkerHeartbeat)
     obj.sent_at_us = u0
     obj.agent_cpu = u1
@@ -2437,7 +2491,7 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     obj.lag_us = u7
     obj.running = u8
     obj.interval_ms = u9
-    if end - pos != 88:
+    if size != 88:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2466,18 +2520,18 @@ def _decode_heartbeat_echo(frame: bytes, pos: int) -> HeartbeatEcho:
     segments, words, head, u0, u1, u2 = _MESSAGE_HEARTBEAT_ECHO.unpack_from(frame, pos)
     if segments or head != _HEAD_HEARTBEAT_ECHO:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(HeartbeatEcho)
     obj.sent_at_us = u0
     obj.heartbeat_interval_ms = u1
     obj.peer_timeout_ms = u2
-    if end - pos != 48:
+    if size != 48:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2496,20 +2550,25 @@ def _encode_heartbeat_echo(msg: HeartbeatEcho, parts: list) -> int:
 
 
 def _decode_task(frame: bytes, pos: int) -> Task:
-    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6 = _MESSAGE_TASK.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, tail = _HEADER_TASK.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(Task)
-    obj.profiling = (u0 & 1) != 0
-    obj.report_result = (u0 & 2) == 0
-    obj.stream_output = (u0 & 4) != 0
+    if not u0:
+        obj.profiling = False
+        obj.report_result = True
+        obj.stream_output = False
+    else:
+        obj.profiling = (u0 & 1) != 0
+        obj.report_result = (u0 & 2) == 0
+        obj.stream_output = (u0 & 4) != 0
     obj.priority = u1
     obj.retries = u2
     obj.timeout_ms = u3
@@ -2554,143 +2613,202 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         e1 = c + 8
         c = e1 + (b2 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 24):
-            u1_0, a1_0, b1_0, a1_1, b1_1 = _CANON_ARGUMENT.unpack_from(m, e1)
-            el1 = _new(Argument)
-            el1.kind = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                    raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            if b1_1:
-                n = b1_1 >> 3
-                if a1_1 + a1_1 == c - e1 - 22 and b1_1 & 7 == 2:
-                    el1.data = m[c : c + n]
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0, a1_1, b1_1 in _CANON_ARGUMENT.iter_unpack(m[e1 : c]):
+                el1 = _new(Argument)
+                el1.kind = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
                     c += n + 7 & -8
-                elif n >= 1024 and b1_1 & 7 == 2 and a1_1 & 3 == 1:
-                    s = e1 + 24 + (a1_1 >> 2 << 3)
-                    el1.data = m[s : s + n]
-                    blobs = defer_blob(blobs, s, n)
-                else:
+                elif a1_0:
                     raise NotCanonical
-            elif a1_1:
-                raise NotCanonical
-            else:
-                el1.data = b""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                if b1_1:
+                    n = b1_1 >> 3
+                    if a1_1 + a1_1 == c - e1 - 22 and b1_1 & 7 == 2:
+                        el1.data = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_1 & 7 == 2 and a1_1 & 3 == 1:
+                        s = e1 + 24 + (a1_1 >> 2 << 3)
+                        el1.data = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.data = b""
+                items1.append(el1)
+                e1 += 24
+        else:
+            for e1 in range(e1, c, 24):
+                u1_0, a1_0, b1_0, a1_1, b1_1 = _CANON_ARGUMENT.unpack_from(m, e1)
+                el1 = _new(Argument)
+                el1.kind = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                if b1_1:
+                    n = b1_1 >> 3
+                    if a1_1 + a1_1 == c - e1 - 22 and b1_1 & 7 == 2:
+                        el1.data = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_1 & 7 == 2 and a1_1 & 3 == 1:
+                        s = e1 + 24 + (a1_1 >> 2 << 3)
+                        el1.data = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.data = b""
+                items1.append(el1)
         obj.args = items1
     elif a2:
         raise NotCanonical
     else:
         obj.args = []
-    if b3:
-        if a3 + a3 != c - 78 or b3 & 7 != 6:
-            raise NotCanonical
-        at1 = c
-        c += b3 >> 3 << 3
-        items1 = []
-        for at1 in range(at1, c, 8):
-            x1, y1 = _POINTER.unpack_from(m, at1)
-            if y1:
-                n = y1 >> 3
-                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
-                    items1.append(m[c : c + n])
-                    c += n + 7 & -8
-                elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
-                    s = at1 + 8 + (x1 >> 2 << 3)
-                    items1.append(m[s : s + n])
-                    blobs = defer_blob(blobs, s, n)
-                else:
-                    raise NotCanonical
-            elif x1:
-                raise NotCanonical
-            else:
-                items1.append(b"")
-        obj.dependencies = items1
-    elif a3:
-        raise NotCanonical
-    else:
+    if tail == _NULL_TAIL_TASK:
         obj.dependencies = []
-    if b4:
-        n = b4 >> 3
-        if a4 + a4 == c - 86 and b4 & 7 == 2:
-            obj.parent_task_id = m[c : c + n]
-            c += n + 7 & -8
-        elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
-            s = 88 + (a4 >> 2 << 3)
-            obj.parent_task_id = m[s : s + n]
-            blobs = defer_blob(blobs, s, n)
-        else:
-            raise NotCanonical
-    elif a4:
-        raise NotCanonical
-    else:
         obj.parent_task_id = b""
-    if b5:
-        n = b5 >> 3
-        if a5 + a5 == c - 94 and b5 & 7 == 2:
-            obj.serializer_id = m[c : c + n]
-            c += n + 7 & -8
-        elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
-            s = 96 + (a5 >> 2 << 3)
-            obj.serializer_id = m[s : s + n]
-            blobs = defer_blob(blobs, s, n)
-        else:
-            raise NotCanonical
-    elif a5:
-        raise NotCanonical
-    else:
         obj.serializer_id = b""
-    if b6:
-        if a6 + a6 != c - 102 or b6 & 7 != 7:
-            raise NotCanonical
-        t, u = _POINTER_BITS.unpack_from(m, c)
-        if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
-            raise NotCanonical
-        e1 = c + 8
-        c = e1 + (b6 >> 3 << 3)
-        items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
-            el1 = _new(Resource)
-            el1.amount = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                    raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
-        obj.resources = items1
-    elif a6:
-        raise NotCanonical
-    else:
         obj.resources = []
+    else:
+        a3, b3, a4, b4, a5, b5, a6, b6 = _TAIL_TASK.unpack(tail)
+        if b3:
+            if a3 + a3 != c - 78 or b3 & 7 != 6:
+                raise NotCanonical
+            at1 = c
+            c += b3 >> 3 << 3
+            items1 = []
+            for at1 in range(at1, c, 8):
+                x1, y1 = _POINTER.unpack_from(m, at1)
+                if y1:
+                    n = y1 >> 3
+                    if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
+                        items1.append(m[c : c + n])
+                        c += n + 7 & -8
+                    elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
+                        s = at1 + 8 + (x1 >> 2 << 3)
+                        items1.append(m[s : s + n])
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif x1:
+                    raise NotCanonical
+                else:
+                    items1.append(b"")
+            obj.dependencies = items1
+        elif a3:
+            raise NotCanonical
+        else:
+            obj.dependencies = []
+        if b4:
+            n = b4 >> 3
+            if a4 + a4 == c - 86 and b4 & 7 == 2:
+                obj.parent_task_id = m[c : c + n]
+                c += n + 7 & -8
+            elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
+                s = 88 + (a4 >> 2 << 3)
+                obj.parent_task_id = m[s : s + n]
+                blobs = defer_blob(blobs, s, n)
+            else:
+                raise NotCanonical
+        elif a4:
+            raise NotCanonical
+        else:
+            obj.parent_task_id = b""
+        if b5:
+            n = b5 >> 3
+            if a5 + a5 == c - 94 and b5 & 7 == 2:
+                obj.serializer_id = m[c : c + n]
+                c += n + 7 & -8
+            elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
+                s = 96 + (a5 >> 2 << 3)
+                obj.serializer_id = m[s : s + n]
+                blobs = defer_blob(blobs, s, n)
+            else:
+                raise NotCanonical
+        elif a5:
+            raise NotCanonical
+        else:
+            obj.serializer_id = b""
+        if b6:
+            if a6 + a6 != c - 102 or b6 & 7 != 7:
+                raise NotCanonical
+            t, u = _POINTER_BITS.unpack_from(m, c)
+            if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
+                raise NotCanonical
+            e1 = c + 8
+            c = e1 + (b6 >> 3 << 3)
+            items1 = []
+            if ITER_UNPACK:
+                for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
+                    el1 = _new(Resource)
+                    el1.amount = u1_0
+                    if b1_0:
+                        n = b1_0 >> 3
+                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                            raise NotCanonical
+                        el1.name = m[c : c + n - 1].decode()
+                        c += n + 7 & -8
+                    elif a1_0:
+                        raise NotCanonical
+                    else:
+                        el1.name = ""
+                    items1.append(el1)
+                    e1 += 16
+            else:
+                for e1 in range(e1, c, 16):
+                    u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+                    el1 = _new(Resource)
+                    el1.amount = u1_0
+                    if b1_0:
+                        n = b1_0 >> 3
+                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                            raise NotCanonical
+                        el1.name = m[c : c + n - 1].decode()
+                        c += n + 7 & -8
+                    elif a1_0:
+                        raise NotCanonical
+                    else:
+                        el1.name = ""
+                    items1.append(el1)
+            obj.resources = items1
+        elif a6:
+            raise NotCanonical
+        else:
+            obj.resources = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
 
 
 def _encode_task(msg: Task, parts: list) -> int:
-    v = msg.profiling
-    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = msg.report_result
-    u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
-    v = msg.stream_output
-    u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+    if msg.profiling is False and msg.report_result is True and msg.stream_output is False:
+        u0 = 0
+    else:
+        v = msg.profiling
+        u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = msg.report_result
+        u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
+        v = msg.stream_output
+        u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
     c = 104
@@ -2776,122 +2894,144 @@ def _encode_task(msg: Task, parts: list) -> int:
         parts[slot1] = b"".join(bodies1)
     else:
         a2 = b2 = 0
-    items1 = msg.dependencies
-    if items1.__class__ is not list:
-        raise NotCanonical
-    if items1:
-        count1 = len(items1)
-        a3 = c - 78 >> 1
-        b3 = count1 * 8 + 6
-        slot1 = len(parts)
-        parts.append(b"")
-        words1 = []
-        at1 = c
-        c += count1 << 3
-        for v in items1:
+    if (
+        msg.dependencies.__class__ is list and not msg.dependencies
+        and msg.parent_task_id is _EMPTY_DATA
+        and msg.serializer_id is _EMPTY_DATA
+        and msg.resources.__class__ is list and not msg.resources
+    ):
+        parts[base] = _EMPTY_TAIL_TASK.pack(
+            0,
+            c - 8 >> 3,
+            _HEAD_TASK,
+            u0,
+            msg.priority,
+            msg.retries,
+            msg.timeout_ms,
+            a0,
+            b0,
+            a1,
+            b1,
+            a2,
+            b2,
+        )
+    else:
+        items1 = msg.dependencies
+        if items1.__class__ is not list:
+            raise NotCanonical
+        if items1:
+            count1 = len(items1)
+            a3 = c - 78 >> 1
+            b3 = count1 * 8 + 6
+            slot1 = len(parts)
+            parts.append(b"")
+            words1 = []
+            at1 = c
+            c += count1 << 3
+            for v in items1:
+                n = len(v)
+                if not n:
+                    words1.append(NULL_POINTER)
+                elif n < 1024:
+                    words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
+                    parts.append(v)
+                    parts.append(PADDING[n & 7])
+                    c += n + 7 & -8
+                else:
+                    words1.append(NULL_POINTER)
+                    blobs = defer_blob(blobs, at1, v)
+                at1 += 8
+            parts[slot1] = b"".join(words1)
+        else:
+            a3 = b3 = 0
+        v = msg.parent_task_id
+        if v:
             n = len(v)
-            if not n:
-                words1.append(NULL_POINTER)
-            elif n < 1024:
-                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
+            if n < 1024:
+                a4 = c - 86 >> 1
+                b4 = n * 8 + 2
                 parts.append(v)
                 parts.append(PADDING[n & 7])
                 c += n + 7 & -8
             else:
-                words1.append(NULL_POINTER)
-                blobs = defer_blob(blobs, at1, v)
-            at1 += 8
-        parts[slot1] = b"".join(words1)
-    else:
-        a3 = b3 = 0
-    v = msg.parent_task_id
-    if v:
-        n = len(v)
-        if n < 1024:
-            a4 = c - 86 >> 1
-            b4 = n * 8 + 2
-            parts.append(v)
-            parts.append(PADDING[n & 7])
-            c += n + 7 & -8
-        else:
+                a4 = b4 = 0
+                blobs = defer_blob(blobs, 80, v)
+        elif v.__class__ is bytes:
             a4 = b4 = 0
-            blobs = defer_blob(blobs, 80, v)
-    elif v.__class__ is bytes:
-        a4 = b4 = 0
-    else:
-        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
-    v = msg.serializer_id
-    if v:
-        n = len(v)
-        if n < 1024:
-            a5 = c - 94 >> 1
-            b5 = n * 8 + 2
-            parts.append(v)
-            parts.append(PADDING[n & 7])
-            c += n + 7 & -8
         else:
-            a5 = b5 = 0
-            blobs = defer_blob(blobs, 88, v)
-    elif v.__class__ is bytes:
-        a5 = b5 = 0
-    else:
-        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
-    items1 = msg.resources
-    if items1.__class__ is not list:
-        raise NotCanonical
-    if items1:
-        count1 = len(items1)
-        a6 = c - 102 >> 1
-        b6 = count1 * 16 + 7
-        slot1 = len(parts)
-        parts.append(b"")
-        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
-        e1 = c + 8
-        c = e1 + count1 * 16
-        for el1 in items1:
-            if el1.__class__ is not Resource:
-                raise NotCanonical
-            v = el1.name
-            if v.__class__ is not str:
-                raise NotCanonical
-            if v:
-                v = v.encode()
-                n = len(v)
-                a1_0 = c - e1 - 14 >> 1
-                b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+            raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+        v = msg.serializer_id
+        if v:
+            n = len(v)
+            if n < 1024:
+                a5 = c - 94 >> 1
+                b5 = n * 8 + 2
                 parts.append(v)
-                parts.append(TEXT_END[n & 7])
-                c += n + 8 & -8
+                parts.append(PADDING[n & 7])
+                c += n + 7 & -8
             else:
-                a1_0 = b1_0 = 0
-            bodies1.append(_CANON_RESOURCE.pack(el1.amount, a1_0, b1_0))
-            e1 += 16
-        parts[slot1] = b"".join(bodies1)
-    else:
-        a6 = b6 = 0
-    parts[base] = _MESSAGE_TASK.pack(
-        0,
-        c - 8 >> 3,
-        _HEAD_TASK,
-        u0,
-        msg.priority,
-        msg.retries,
-        msg.timeout_ms,
-        a0,
-        b0,
-        a1,
-        b1,
-        a2,
-        b2,
-        a3,
-        b3,
-        a4,
-        b4,
-        a5,
-        b5,
-        a6,
-        b6,
-    )
+                a5 = b5 = 0
+                blobs = defer_blob(blobs, 88, v)
+        elif v.__class__ is bytes:
+            a5 = b5 = 0
+        else:
+            raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+        items1 = msg.resources
+        if items1.__class__ is not list:
+            raise NotCanonical
+        if items1:
+            count1 = len(items1)
+            a6 = c - 102 >> 1
+            b6 = count1 * 16 + 7
+            slot1 = len(parts)
+            parts.append(b"")
+            bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
+            e1 = c + 8
+            c = e1 + count1 * 16
+            for el1 in items1:
+                if el1.__class__ is not Resource:
+                    raise NotCanonical
+                v = el1.name
+                if v.__class__ is not str:
+                    raise NotCanonical
+                if v:
+                    v = v.encode()
+                    n = len(v)
+                    a1_0 = c - e1 - 14 >> 1
+                    b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+                    parts.append(v)
+                    parts.append(TEXT_END[n & 7])
+                    c += n + 8 & -8
+                else:
+                    a1_0 = b1_0 = 0
+                bodies1.append(_CANON_RESOURCE.pack(el1.amount, a1_0, b1_0))
+                e1 += 16
+            parts[slot1] = b"".join(bodies1)
+        else:
+            a6 = b6 = 0
+        parts[base] = _MESSAGE_TASK.pack(
+            0,
+            c - 8 >> 3,
+            _HEAD_TASK,
+            u0,
+            msg.priority,
+            msg.retries,
+            msg.timeout_ms,
+            a0,
+            b0,
+            a1,
+            b1,
+            a2,
+            b2,
+            a3,
+            b3,
+            a4,
+            b4,
+            a5,
+            b5,
+            a6,
+            b6,
+        )
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c
@@ -2901,13 +3041,13 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
     segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_RESULT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(TaskResult)
     obj.status = u0
     obj.in_object = (u1 & 1) != 0
@@ -2959,7 +3099,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.error_text = ""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3043,13 +3183,13 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
     segments, words, head, a0, b0 = _MESSAGE_TASK_CANCEL.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_CANCEL:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(TaskCancel)
     c = 40
     blobs = None
@@ -3083,7 +3223,7 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
         obj.task_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3132,13 +3272,13 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
     segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_PUT.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_PUT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ObjectPut)
     obj.kind = u0
     obj.chunk_index = u1
@@ -3188,7 +3328,7 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
         obj.payload = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3268,13 +3408,13 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     segments, words, head, a0, b0 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_REQUEST:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ObjectRequest)
     c = 40
     blobs = None
@@ -3308,7 +3448,7 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
         obj.object_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3357,13 +3497,13 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
     segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_RESPONSE.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_RESPONSE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ObjectResponse)
     obj.found = (u0 & 1) != 0
     obj.kind = u1
@@ -3414,7 +3554,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
         obj.payload = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3497,13 +3637,13 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
     segments, words, head, a0, b0 = _MESSAGE_OBJECT_DELETE.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_DELETE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ObjectDelete)
     c = 40
     blobs = None
@@ -3537,7 +3677,7 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
         obj.object_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3586,16 +3726,16 @@ def _decode_balance_request(frame: bytes, pos: int) -> BalanceRequest:
     segments, words, head, u0 = _MESSAGE_BALANCE_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_BALANCE_REQUEST:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(BalanceRequest)
     obj.count = u0
-    if end - pos != 40:
+    if size != 40:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3610,13 +3750,13 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
     segments, words, head, a0, b0 = _MESSAGE_BALANCE_RESPONSE.unpack_from(frame, pos)
     if segments or head != _HEAD_BALANCE_RESPONSE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(BalanceResponse)
     c = 40
     blobs = None
@@ -3650,7 +3790,7 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
         obj.task_ids = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3699,16 +3839,16 @@ def _decode_client_disconnect(frame: bytes, pos: int) -> ClientDisconnect:
     segments, words, head, u0 = _MESSAGE_CLIENT_DISCONNECT.unpack_from(frame, pos)
     if segments or head != _HEAD_CLIENT_DISCONNECT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(ClientDisconnect)
     obj.shutdown_cluster = (u0 & 1) != 0
-    if end - pos != 40:
+    if size != 40:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3725,13 +3865,13 @@ def _decode_disconnect_reply(frame: bytes, pos: int) -> DisconnectReply:
     segments, words, head, u0, a0, b0 = _MESSAGE_DISCONNECT_REPLY.unpack_from(frame, pos)
     if segments or head != _HEAD_DISCONNECT_REPLY:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(DisconnectReply)
     obj.accepted = (u0 & 1) != 0
     c = 48
@@ -3745,7 +3885,7 @@ def _decode_disconnect_reply(frame: bytes, pos: int) -> DisconnectReply:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3778,13 +3918,13 @@ def _decode_worker_disconnect(frame: bytes, pos: int) -> WorkerDisconnect:
     segments, words, head, a0, b0 = _MESSAGE_WORKER_DISCONNECT.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_DISCONNECT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(WorkerDisconnect)
     c = 40
     if b0:
@@ -3797,7 +3937,7 @@ def _decode_worker_disconnect(frame: bytes, pos: int) -> WorkerDisconnect:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -3828,16 +3968,20 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
     segments, words, head, u0, a0, b0 = _MESSAGE_GOODBYE.unpack_from(frame, pos)
     if segments or head != _HEAD_GOODBYE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(Goodbye)
-    obj.reconnect = (u0 & 1) != 0
-    obj.retired = (u0 & 2) != 0
+    if not u0:
+        obj.reconnect = False
+        obj.retired = False
+    else:
+        obj.reconnect = (u0 & 1) != 0
+        obj.retired = (u0 & 2) != 0
     c = 48
     if b0:
         n = b0 >> 3
@@ -3849,17 +3993,20 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
 
 
 def _encode_goodbye(msg: Goodbye, parts: list) -> int:
-    v = msg.reconnect
-    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = msg.retired
-    u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+    if msg.reconnect is False and msg.retired is False:
+        u0 = 0
+    else:
+        v = msg.reconnect
+        u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = msg.retired
+        u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     base = len(parts)
     parts.append(b"")
     c = 48
@@ -3884,13 +4031,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(SchedulerStatus)
     obj.time_us = u0
     obj.cpu = u1
@@ -3920,21 +4067,38 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b0 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
-            el1 = _new(Counter)
-            el1.value = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_COUNTER.iter_unpack(m[e1 : c]):
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.task_states = items1
     elif a0:
         raise NotCanonical
@@ -3949,21 +4113,38 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b1 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
-            el1 = _new(Counter)
-            el1.value = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_COUNTER.iter_unpack(m[e1 : c]):
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.sent = items1
     elif a1:
         raise NotCanonical
@@ -3978,21 +4159,38 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b2 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
-            el1 = _new(Counter)
-            el1.value = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_COUNTER.iter_unpack(m[e1 : c]):
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.received = items1
     elif a2:
         raise NotCanonical
@@ -4007,21 +4205,38 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b3 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 16):
-            u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
-            el1 = _new(Counter)
-            el1.value = u1_0
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_COUNTER.iter_unpack(m[e1 : c]):
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            items1.append(el1)
+                else:
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_COUNTER.unpack_from(m, e1)
+                el1 = _new(Counter)
+                el1.value = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
         obj.function_tasks = items1
     elif a3:
         raise NotCanonical
@@ -4036,67 +4251,158 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         e1 = c + 8
         c = e1 + (b4 >> 3 << 3)
         items1 = []
-        for e1 in range(e1, c, 80):
-            u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
-            el1 = _new(WorkerStatus)
-            el1.agent_cpu = u1_0
-            el1.cpu = u1_1
-            el1.agent_rss = u1_2
-            el1.rss = u1_3
-            el1.free = u1_4
-            el1.sent = u1_5
-            el1.queued = u1_6
-            el1.flags = u1_7
-            el1.retiring = (u1_8 & 1) != 0
-            el1.lag_us = u1_9
-            el1.processed = u1_10
-            el1.previous_registrations = u1_11
-            if b1_0:
-                n = b1_0 >> 3
-                if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                    raise NotCanonical
-                el1.name = m[c : c + n - 1].decode()
-                c += n + 7 & -8
-            elif a1_0:
-                raise NotCanonical
-            else:
-                el1.name = ""
-            if b1_1:
-                if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
-                    raise NotCanonical
-                t, u = _POINTER_BITS.unpack_from(m, c)
-                if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
-                    raise NotCanonical
-                e2 = c + 8
-                c = e2 + (b1_1 >> 3 << 3)
-                items2 = []
-                for e2 in range(e2, c, 16):
-                    u2_0, a2_0, b2_0 = _CANON_RESOURCE.unpack_from(m, e2)
-                    el2 = _new(Resource)
-                    el2.amount = u2_0
-                    if b2_0:
-                        n = b2_0 >> 3
-                        if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
-                            raise NotCanonical
-                        el2.name = m[c : c + n - 1].decode()
-                        c += n + 7 & -8
-                    elif a2_0:
+        if ITER_UNPACK:
+            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
+                el1 = _new(WorkerStatus)
+                el1.agent_cpu = u1_0
+                el1.cpu = u1_1
+                el1.agent_rss = u1_2
+                el1.rss = u1_3
+                el1.free = u1_4
+                el1.sent = u1_5
+                el1.queued = u1_6
+                el1.flags = u1_7
+                el1.retiring = (u1_8 & 1) != 0
+                el1.lag_us = u1_9
+                el1.processed = u1_10
+                el1.previous_registrations = u1_11
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                if b1_1:
+                    if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
+                        raise NotCanonical
+                    t, u = _POINTER_BITS.unpack_from(m, c)
+                    if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
+                        raise NotCanonical
+                    e2 = c + 8
+                    c = e2 + (b1_1 >> 3 << 3)
+                    items2 = []
+                    if ITER_UNPACK:
+                        for u2_0, a2_0, b2_0 in _CANON_RESOURCE.iter_unpack(m[e2 : c]):
+                            el2 = _new(Resource)
+                            el2.amount = u2_0
+                            if b2_0:
+                                n = b2_0 >> 3
+                                if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
+                                    raise NotCanonical
+                                el2.name = m[c : c + n - 1].decode()
+                                c += n + 7 & -8
+                            elif a2_0:
+                                raise NotCanonical
+                            else:
+                                el2.name = ""
+                            items2.append(el2)
+                            e2 += 16
                     else:
-                        el2.name = ""
-                    items2.append(el2)
-                el1.resources = items2
-            elif a1_1:
-                raise NotCanonical
-            else:
-                el1.resources = []
-            items1.append(el1)
+                        for e2 in range(e2, c, 16):
+                            u2_0, a2_0, b2_0 = _CANON_RESOURCE.unpack_from(m, e2)
+                            el2 = _new(Resource)
+                            el2.amount = u2_0
+                            if b2_0:
+                                n = b2_0 >> 3
+                                if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
+                                    raise NotCanonical
+                                el2.name = m[c : c + n - 1].decode()
+                                c += n + 7 & -8
+                            elif a2_0:
+                                raise NotCanonical
+                            else:
+                                el2.name = ""
+                            items2.append(el2)
+                    el1.resources = items2
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.resources = []
+                items1.append(el1)
+                e1 += 80
+        else:
+            for e1 in range(e1, c, 80):
+                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
+                el1 = _new(WorkerStatus)
+                el1.agent_cpu = u1_0
+                el1.cpu = u1_1
+                el1.agent_rss = u1_2
+                el1.rss = u1_3
+                el1.free = u1_4
+                el1.sent = u1_5
+                el1.queued = u1_6
+                el1.flags = u1_7
+                el1.retiring = (u1_8 & 1) != 0
+                el1.lag_us = u1_9
+                el1.processed = u1_10
+                el1.previous_registrations = u1_11
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                if b1_1:
+                    if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
+                        raise NotCanonical
+                    t, u = _POINTER_BITS.unpack_from(m, c)
+                    if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
+                        raise NotCanonical
+                    e2 = c + 8
+                    c = e2 + (b1_1 >> 3 << 3)
+                    items2 = []
+                    if ITER_UNPACK:
+                        for u2_0, a2_0, b2_0 in _CANON_RESOURCE.iter_unpack(m[e2 : c]):
+                            el2 = _new(Resource)
+                            el2.amount = u2_0
+                            if b2_0:
+                                n = b2_0 >> 3
+                                if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
+                                    raise NotCanonical
+                                el2.name = m[c : c + n - 1].decode()
+                                c += n + 7 & -8
+                            elif a2_0:
+                                raise NotCanonical
+                            else:
+                                el2.name = ""
+                            items2.append(el2)
+                            e2 += 16
+                    else:
+                        for e2 in range(e2, c, 16):
+                            u2_0, a2_0, b2_0 = _CANON_RESOURCE.unpack_from(m, e2)
+                            el2 = _new(Resource)
+                            el2.amount = u2_0
+                            if b2_0:
+                                n = b2_0 >> 3
+                                if a2_0 + a2_0 != c - e2 - 14 or b2_0 & 7 != 2 or not n or m[c + n - 1]:
+                                    raise NotCanonical
+                                el2.name = m[c : c + n - 1].decode()
+                                c += n + 7 & -8
+                            elif a2_0:
+                                raise NotCanonical
+                            else:
+                                el2.name = ""
+                            items2.append(el2)
+                    el1.resources = items2
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.resources = []
+                items1.append(el1)
         obj.workers = items1
     elif a4:
         raise NotCanonical
     else:
         obj.workers = []
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -4363,13 +4669,13 @@ def _decode_task_output(frame: bytes, pos: int) -> TaskOutput:
     segments, words, head, u0, a0, b0, a1, b1 = _MESSAGE_TASK_OUTPUT.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_OUTPUT:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(TaskOutput)
     obj.stream = u0
     c = 56
@@ -4406,7 +4712,7 @@ def _decode_task_output(frame: bytes, pos: int) -> TaskOutput:
         obj.data = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -4459,13 +4765,13 @@ def _decode_worker_retire(frame: bytes, pos: int) -> WorkerRetire:
     segments, words, head, u0, a0, b0 = _MESSAGE_WORKER_RETIRE.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_RETIRE:
         raise NotCanonical
-    end = pos + 8 + (words << 3)
-    if end == len(frame) and not pos:
-        m = frame
-    elif end <= len(frame):
-        m = frame[pos:end]
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
     else:
-        raise NotCanonical  # truncated
+        m = frame
     obj = _new(WorkerRetire)
     obj.deadline_ms = u0
     c = 48
@@ -4479,7 +4785,7 @@ def _decode_worker_retire(frame: bytes, pos: int) -> WorkerRetire:
         raise NotCanonical
     else:
         obj.reason = ""
-    if c != end - pos:
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -4542,14 +4848,22 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
-    v = obj.accepted
-    u1 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = obj.forwards_task_output
-    u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
-    v = obj.resumed
-    u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
-    v = obj.task_policies
-    u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
+    if (
+        obj.accepted is False
+        and obj.forwards_task_output is False
+        and obj.resumed is False
+        and obj.task_policies is False
+    ):
+        u1 = 0
+    else:
+        v = obj.accepted
+        u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = obj.forwards_task_output
+        u1 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+        v = obj.resumed
+        u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+        v = obj.task_policies
+        u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
     _DATA_HELLO_REPLY.pack_into(buf, start, obj.protocol_version, u1, obj.heartbeat_interval_ms, obj.peer_timeout_ms)
     write_text(buf, start + 16, obj.reason)
 
@@ -4598,12 +4912,15 @@ def _write_list_argument(buf: bytearray, blobs: Blobs, at: int, items: list[Argu
 
 
 def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
-    v = obj.profiling
-    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = obj.report_result
-    u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
-    v = obj.stream_output
-    u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+    if obj.profiling is False and obj.report_result is True and obj.stream_output is False:
+        u0 = 0
+    else:
+        v = obj.profiling
+        u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = obj.report_result
+        u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
+        v = obj.stream_output
+        u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     _DATA_TASK.pack_into(buf, start, u0, obj.priority, obj.retries, obj.timeout_ms)
     write_data(buf, blobs, start + 16, obj.task_id)
     write_data(buf, blobs, start + 24, obj.function_id)
@@ -4697,10 +5014,13 @@ def _fill_worker_retire(buf: bytearray, blobs: Blobs, start: int, obj: WorkerRet
 
 
 def _fill_goodbye(buf: bytearray, blobs: Blobs, start: int, obj: Goodbye) -> None:
-    v = obj.reconnect
-    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
-    v = obj.retired
-    u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+    if obj.reconnect is False and obj.retired is False:
+        u0 = 0
+    else:
+        v = obj.reconnect
+        u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = obj.retired
+        u0 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     _DATA_GOODBYE.pack_into(buf, start, u0)
     write_text(buf, start + 8, obj.reason)
 

@@ -8,10 +8,11 @@ wire.BLOB_THRESHOLD).
 The fast reader checks that a message is laid out exactly so while it reads it: every pointer must point at the
 cursor (the end of the previous object), and the last object must end where the message ends. That one comparison
 per pointer replaces bounds checks and the traversal budget (objects that follow each other cannot alias), so the
-generated code is flat: one ``unpack_from`` per struct, a slice per Data, no helper calls. Anything else, valid or
-not, raises NotCanonical and decode_frame hands the message to the general reader (``_read_*``), which reads every valid
-layout and names what is wrong with an invalid one. Both readers must agree on every message the fast one accepts;
-tests/protocol/test_fast_reader.py checks that on fuzzed frames.
+generated code is flat: one ``unpack_from`` per struct (``iter_unpack`` over a list of structs on CPython), a slice
+per Data, no helper calls. Anything else, valid or not, raises NotCanonical and decode_frame hands the message to the
+general reader (``_read_*``), which reads every valid layout and names what is wrong with an invalid one. Both
+readers must agree on every message the fast one accepts; tests/protocol/test_fast_reader.py checks that on fuzzed
+frames.
 
 The encoder computes each pointer from the running position ``c`` (bytes from the start of the message, segment
 table included) while it appends each child's bytes to ``parts``, then packs each struct with one ``pack`` call. It
@@ -71,6 +72,32 @@ def may_hold_blobs(model: StructModel, by_name: Models) -> bool:
     return False
 
 
+# Pointer fields of top-level messages that are empty in nearly every message sent (a performance hint, never a
+# rule: any value still encodes and decodes). When such fields end a message's pointer section, the encoder tests
+# them all at once and packs the message without them, and the fast reader compares their pointers, read as one
+# bytes value, with zeros. Names the schema lacks are ignored.
+USUALLY_EMPTY = {"Task": ("dependencies", "parentTaskId", "serializerId", "resources")}
+EMPTY_VALUES = {"text": '""', "data": 'b""', "data_list": "[]", "struct_list": "[]"}
+
+
+def cold_tail(model: StructModel) -> list[FieldModel]:
+    """The usually-empty pointer fields that end ``model``'s pointer section (at least two), else none."""
+    names = USUALLY_EMPTY.get(model.name, ())
+    tail: list[FieldModel] = []
+    for f in reversed(pointer_fields(model)):
+        if f.capnp_name not in names or f.offset != model.pointer_count - 1 - len(tail):
+            break
+        tail.insert(0, f)
+    return tail if len(tail) >= 2 else []
+
+
+def message_format(schema: Schema, model: StructModel, cold_code: str = "") -> str:
+    """struct format of a message up to the end of its body; ``cold_code`` stands for the pointers of its cold tail."""
+    fmt = f"<II{header_bytes(schema) - 8}s{section_format(model)}"
+    tail = len(cold_tail(model))
+    return fmt[: len(fmt) - 2 * tail] + cold_code.format(8 * tail) if cold_code and tail else fmt
+
+
 def emit_constants(out: Emitter, schema: Schema, structs: list[StructModel], top_level: list[StructModel]) -> None:
     listed = {f.type_name for s in structs for f in s.fields if f.kind == "struct_list"}
     for model in structs:
@@ -80,7 +107,13 @@ def emit_constants(out: Emitter, schema: Schema, structs: list[StructModel], top
         name = upper_snake_case(model.name)
         header = header_bytes(schema)
         out(f'_HEAD_{name} = bytes.fromhex("{message_prefix(schema, model)[8:header].hex()}")')
-        out(f'_MESSAGE_{name} = struct.Struct("<II{header - 8}s{section_format(model)}")')
+        out(f'_MESSAGE_{name} = struct.Struct("{message_format(schema, model)}")')
+        tail = cold_tail(model)
+        if tail:
+            out(f'_EMPTY_TAIL_{name} = struct.Struct("{message_format(schema, model, "{}x")}")')
+            out(f'_HEADER_{name} = struct.Struct("{message_format(schema, model, "{}s")}")')
+            out(f'_TAIL_{name} = struct.Struct("<{"iI" * len(tail)}")')
+            out(f"_NULL_TAIL_{name} = bytes({8 * len(tail)})")
     out()
 
 
@@ -127,25 +160,27 @@ def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: 
     units = data_units(model)
     unit_names = [f"u{index}" for index in range(len(units))]
     pointer_names = [(f"a{index}", f"b{index}") for index in range(model.pointer_count)]
-    targets = ["segments", "words", "head", *unit_names, *(name for pair in pointer_names for name in pair)]
+    tail = cold_tail(model)
+    words = [word for pair in pointer_names[: model.pointer_count - len(tail)] for word in pair]
+    targets = ["segments", "words", "head", *unit_names, *words, *(["tail"] if tail else [])]
     out()
     out(f"def {func_name('decode', model.name)}(frame: bytes, pos: int) -> {model.name}:")
-    out(f"{', '.join(targets)} = _MESSAGE_{name}.unpack_from(frame, pos)", 1)
+    out(f"{', '.join(targets)} = _{'HEADER' if tail else 'MESSAGE'}_{name}.unpack_from(frame, pos)", 1)
     out(f"if segments or head != _HEAD_{name}:", 1)
     out("raise NotCanonical", 2)
-    out("end = pos + 8 + (words << 3)", 1)
-    out("if end == len(frame) and not pos:", 1)
-    out("m = frame", 2)
-    out("elif end <= len(frame):", 1)
-    out("m = frame[pos:end]", 2)
+    out("size = words * 8 + 8", 1)
+    out("if pos or size != len(frame):  # not the frame's only message", 1)
+    out("m = frame[pos : pos + size]", 2)
+    out("if len(m) != size:", 2)
+    out("raise NotCanonical  # truncated", 3)
     out("else:", 1)
-    out("raise NotCanonical  # truncated", 2)
+    out("m = frame", 2)
     out(f"obj = _new({model.name})", 1)
     emit_data_fields(out, units, unit_names, "obj", 1)
     end = header_bytes(schema) + element_words(model) * 8
     fields = pointer_fields(model)
     if not fields:
-        out(f"if end - pos != {end}:", 1)
+        out(f"if size != {end}:", 1)
         out("raise NotCanonical", 2)
     else:
         out(f"c = {end}", 1)
@@ -154,12 +189,23 @@ def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: 
             out("blobs = None", 1)
         pointers = Position(None, header_bytes(schema) + model.data_words * 8)
         for f in fields:
+            indent = 1
+            if tail and f is tail[0]:
+                out(f"if tail == _NULL_TAIL_{name}:", 1)
+                for g in tail:
+                    out(f"obj.{g.attr} = {EMPTY_VALUES[g.kind]}", 2)
+                out("else:", 1)
+                tail_words = [word for g in tail for word in pointer_names[g.offset]]
+                out(f"{', '.join(tail_words)} = _TAIL_{name}.unpack(tail)", 2)
+            if f in tail:
+                indent = 2
             a, b = pointer_names[f.offset]
-            emit_read_pointer(out, f, a, b, pointers.plus(8 * f.offset), "obj." + f.attr + " = {}", 1, 1, by_name)
+            target = "obj." + f.attr + " = {}"
+            emit_read_pointer(out, f, a, b, pointers.plus(8 * f.offset), target, 1, indent, by_name)
         if blobs:
             out("if blobs is not None:", 1)
             out("c = end_of_blobs(blobs, c)", 2)
-        out("if c != end - pos:", 1)
+        out("if c != size:", 1)
         out("raise NotCanonical", 2)
     out("obj.raw = m", 1)
     out("return obj", 1)
@@ -201,7 +247,7 @@ def emit_read_pointer(
     out(f"elif {a}:", indent)
     out("raise NotCanonical", indent + 1)
     out("else:", indent)
-    out(target.format({"text": '""', "data": 'b""'}.get(kind, "[]")), indent + 1)
+    out(target.format(EMPTY_VALUES[kind]), indent + 1)
 
 
 def emit_read_data(out: Emitter, a: str, b: str, at: Position, target: str, indent: int) -> None:
@@ -247,21 +293,35 @@ def emit_read_struct_list(
     out(f"{e} = c + 8", indent)
     out(f"c = {e} + ({b} >> 3 << 3)", indent)
     out(f"{items} = []", indent)
-    # unpack_from per element rather than iter_unpack: a little slower on CPython, many times faster on PyPy
-    out(f"for {e} in range({e}, c, {words * 8}):", indent)
-    if targets:
-        loop_targets = ", ".join(targets) + ("," if len(targets) == 1 else "")
-        out(f"{loop_targets} = _CANON_{upper_snake_case(element.name)}.unpack_from(m, {e})", indent + 1)
-    out(f"{el} = _new({element.name})", indent + 1)
-    emit_data_fields(out, units, unit_names, el, indent + 1)
+    body = Emitter()
+    body(f"{el} = _new({element.name})")
+    emit_data_fields(body, units, unit_names, el, 0)
     pointers = Position(e, element.data_words * 8)
     for f in pointer_fields(element):
         pa, pb = pointer_names[f.offset]
         emit_read_pointer(
-            out, f, pa, pb, pointers.plus(8 * f.offset), el + "." + f.attr + " = {}", depth + 1, indent + 1, by_name
+            body, f, pa, pb, pointers.plus(8 * f.offset), el + "." + f.attr + " = {}", depth + 1, 0, by_name
         )
-    out(f"{items}.append({el})", indent + 1)
+    body(f"{items}.append({el})")
+    canon = f"_CANON_{upper_snake_case(element.name)}"
+    loop_targets = ", ".join(targets) + ("," if len(targets) == 1 else "") if targets else "_"
+    # The same loop twice: CPython runs iter_unpack's C iterator fastest, PyPy's JIT one unpack_from per element.
+    out("if ITER_UNPACK:", indent)
+    out(f"for {loop_targets} in {canon}.iter_unpack(m[{e} : c]):", indent + 1)
+    emit_lines(out, body, indent + 2)
+    out(f"{e} += {words * 8}", indent + 2)
+    out("else:", indent)
+    out(f"for {e} in range({e}, c, {words * 8}):", indent + 1)
+    if targets:
+        out(f"{loop_targets} = {canon}.unpack_from(m, {e})", indent + 2)
+    emit_lines(out, body, indent + 2)
     out(target.format(items), indent)
+
+
+def emit_lines(out: Emitter, block: Emitter, indent: int) -> None:
+    """Emit the lines of ``block`` (emitted at indent 0) at ``indent``."""
+    for line in block.lines:
+        out(line, indent if line else 0)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -289,8 +349,25 @@ def emit_encoder(out: Emitter, schema: Schema, model: StructModel, by_name: Mode
     blobs = may_hold_blobs(model, by_name)
     if blobs:
         out("blobs = None", 1)
-    emit_write_pointers(out, model, Position(None, header_bytes(schema) + model.data_words * 8), "msg", 0, 1, by_name)
-    emit_call(out, f"parts[base] = _MESSAGE_{name}.pack(", args, 1)
+    pointers = Position(None, header_bytes(schema) + model.data_words * 8)
+    tail = cold_tail(model)
+    if not tail:
+        emit_write_pointers(out, model, pointers, "msg", 0, 1, by_name)
+        emit_call(out, f"parts[base] = _MESSAGE_{name}.pack(", args, 1)
+    else:
+        emit_write_pointers(out, model, pointers, "msg", 0, 1, by_name, fields[: -len(tail)])
+        tests = []
+        for f in tail:
+            value = f"msg.{f.attr}"
+            if f.kind in ("data_list", "struct_list"):
+                tests.append(f"{value}.__class__ is list and not {value}")
+            else:  # CPython keeps one empty bytes and one empty str; anything else takes the general path
+                tests.append(f"{value} is {'_EMPTY_TEXT' if f.kind == 'text' else '_EMPTY_DATA'}")
+        emit_condition(out, tests, 1)
+        emit_call(out, f"parts[base] = _EMPTY_TAIL_{name}.pack(", args[: len(args) - 2 * len(tail)], 2)
+        out("else:", 1)
+        emit_write_pointers(out, model, pointers, "msg", 0, 2, by_name, tail)
+        emit_call(out, f"parts[base] = _MESSAGE_{name}.pack(", args, 2)
     if blobs:
         out("if blobs is not None:", 1)
         out("return place_blobs(parts, base, blobs, c)", 2)
@@ -299,11 +376,19 @@ def emit_encoder(out: Emitter, schema: Schema, model: StructModel, by_name: Mode
 
 
 def emit_write_pointers(
-    out: Emitter, model: StructModel, pointers: Position, src: str, depth: int, indent: int, by_name: Models
+    out: Emitter,
+    model: StructModel,
+    pointers: Position,
+    src: str,
+    depth: int,
+    indent: int,
+    by_name: Models,
+    fields: Optional[list[FieldModel]] = None,
 ) -> None:
-    """Lay out every pointer field of ``src`` at the cursor, leaving each field's pointer words in locals."""
+    """Lay out the pointer fields of ``src`` (``fields``, by default all) at the cursor, leaving their pointer words
+    in locals."""
     suffix = f"{depth}_" if depth else ""
-    for f in pointer_fields(model):
+    for f in pointer_fields(model) if fields is None else fields:
         a, b = f"a{suffix}{f.offset}", f"b{suffix}{f.offset}"
         at = pointers.plus(8 * f.offset)
         value = f"{src}.{f.attr}"
@@ -324,6 +409,18 @@ def pointer_value_names(model: StructModel, index: int, a: str, b: str) -> tuple
     return "0", "0"
 
 
+def emit_condition(out: Emitter, tests: list[str], indent: int) -> None:
+    """``if`` all of ``tests``, on one line if it fits."""
+    line = "if " + " and ".join(tests) + ":"
+    if len(line) + 4 * indent <= 120:
+        out(line, indent)
+        return
+    out("if (", indent)
+    for index, test in enumerate(tests):
+        out(("and " if index else "") + test, indent + 1)
+    out("):", indent)
+
+
 def emit_call(out: Emitter, opening: str, args: list[str], indent: int, closing: str = ")") -> None:
     line = opening + ", ".join(args) + closing
     if len(line) + 4 * indent <= 120:
@@ -342,9 +439,17 @@ def emit_data_values(out: Emitter, model: StructModel, src: str, prefix: str, in
         f = unit.fields[0]
         if f.kind == "bool":
             name = f"{prefix}{index}"
+            inner = indent
+            if len(unit.fields) > 1:  # flags are mostly all at their defaults: one test, the byte is 0
+                emit_condition(
+                    out, [f"{src}.{bit_field.attr} is {bool(bit_field.default)}" for bit_field in unit.fields], indent
+                )
+                out(f"{name} = 0", indent + 1)
+                out("else:", indent)
+                inner = indent + 1
             for position, bit_field in enumerate(unit.fields):
-                out(f"v = {src}.{bit_field.attr}", indent)
-                out(f"{name} {'|=' if position else '='} {bool_bits_expression(bit_field)}", indent)
+                out(f"v = {src}.{bit_field.attr}", inner)
+                out(f"{name} {'|=' if position else '='} {bool_bits_expression(bit_field)}", inner)
             values.append(name)
         elif f.default:
             values.append(f"{src}.{f.attr} ^ {f.default}")

@@ -192,10 +192,17 @@ def bool_bits_expression(f: FieldModel) -> str:
 def emit_data_fields(out: Emitter, units: list[DataUnit], names: list[str], obj: str, indent: int) -> None:
     """Assign the fields of a data section from its unpacked units (named ``names``) to ``obj``."""
     for name, unit in zip(names, units):
+        inner = indent
+        if unit.fields[0].kind == "bool" and len(unit.fields) > 1:  # a 0 byte: every flag at its default
+            out(f"if not {name}:", indent)
+            for f in unit.fields:
+                out(f"{obj}.{f.attr} = {bool(f.default)}", indent + 1)
+            out("else:", indent)
+            inner = indent + 1
         for f in unit.fields:
             if f.kind == "bool":
                 bit = 1 << (f.offset % 8)
-                out(f"{obj}.{f.attr} = ({name} & {bit}) {'==' if f.default else '!='} 0", indent)
+                out(f"{obj}.{f.attr} = ({name} & {bit}) {'==' if f.default else '!='} 0", inner)
             elif f.default:
                 out(f"{obj}.{f.attr} = {name} ^ {f.default}", indent)
             else:

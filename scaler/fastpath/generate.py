@@ -92,8 +92,12 @@ def emit_header(out: Emitter, schema: Schema) -> None:
     out("]")
     out()
     out("_new = object.__new__")
+    out("# Fast readers walk lists of structs with iter_unpack on CPython, with unpack_from per element on PyPy.")
+    out('ITER_UNPACK = sys.implementation.name != "pypy"')
     out('_POINTER = struct.Struct("<iI")')
     out('_POINTER_BITS = struct.Struct("<II")')
+    out('_EMPTY_DATA = b""')
+    out('_EMPTY_TEXT = ""')
     for fmt in sorted({unit.fmt for s in schema.structs for unit in data_units(s)} - {"B"}):
         out(f'_UNIT_{fmt} = struct.Struct("<{fmt}")')
     out()

@@ -22,6 +22,7 @@ from scaler.protocol import (  # noqa: E402
     Argument,
     ObjectPut,
     ObjectResponse,
+    Resource,
     SchedulerStatus,
     Task,
     WorkerStatus,
@@ -30,7 +31,7 @@ from scaler.protocol import (  # noqa: E402
 )
 from tests.protocol import capnp_bridge  # noqa: E402
 from tests.protocol.strategies import ANY_MESSAGE, INT_BITS, has_blob, int_range, struct_strategy  # noqa: E402
-from tests.protocol.test_fast_reader import read_fast  # noqa: E402
+from tests.protocol.test_fast_reader import decode_frame_generally, read_fast  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -118,6 +119,30 @@ def test_report_result_default_is_true_on_the_wire(report_result: bool) -> None:
     assert decode_frame(reference)[0].report_result is report_result
     assert capnp_bridge.reference_decode(encode(msg)).report_result is report_result
     assert Task().report_result is True and decode_frame(encode(Task()))[0].report_result is True
+
+
+# The encoders and fast readers take Task's usually-empty fields and its flags at their defaults in one test each
+# (see emit_fast.USUALLY_EMPTY): each one set alone must leave that shortcut and still match the reference.
+SET_ALONE = {
+    "dependencies": [b"d" * 16],
+    "parent_task_id": b"p" * 16,
+    "serializer_id": b"s" * 3,
+    "resources": [Resource(name="gpu", amount=1.0)],
+    "profiling": True,
+    "report_result": False,
+    "stream_output": True,
+}
+
+
+@pytest.mark.parametrize("field", [None, *SET_ALONE], ids=str)
+def test_task_usual_defaults_and_each_exception(field: Any) -> None:
+    msg = Task(task_id=b"t" * 16, function_id=b"f" * 16, args=[Argument(data=b"a" * 20)])
+    if field is not None:
+        setattr(msg, field, SET_ALONE[field])
+    reference = capnp_bridge.reference_bytes(msg)
+    assert encode(msg) == reference
+    assert read_fast(reference) == msg
+    assert decode_frame_generally(reference) == [msg]
 
 
 @pytest.mark.parametrize("chunk_count", [0, 1, 2, 0xFFFFFFFF])
