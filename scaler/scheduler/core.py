@@ -708,14 +708,24 @@ class SchedulerCore:
 
     def _likely_running(self, worker: WorkerState) -> Set[bytes]:
         """The tasks a dead worker most likely was running, which alone count a retry: a task merely queued there
-        did not kill it. A worker runs tasks in the order it received them, except nested ones, newest first; so the
-        oldest it held (one, plus one per task parked on its children) and its newest nested task. A guess, since a
-        worker does not say which task it starts. A task that kills its worker is the oldest it holds when it runs
-        (unless results of earlier tasks died with the worker too), so it is blamed; an innocent task only if it was
-        among these when its worker died, `task_retry_limit` times."""
+        did not kill it. A worker runs tasks in the order it received them within a priority, highest priority first,
+        except nested ones, newest first; so the oldest it held (one, plus one per task parked on its children), the
+        oldest of its highest priority, and its newest nested task. A guess, since a worker does not say which task it
+        starts. A task that kills its worker is among these when it runs (unless results of earlier tasks died with
+        the worker too), so it is blamed; an innocent task only if it was among these when its worker died,
+        `task_retry_limit` times."""
         held = list(worker.assigned)
         suspects = set(held[: 1 + worker.parked])
         tasks = self.tasks
+        # A worker runs its queue highest priority first (Task.priority): the oldest task of the highest priority it
+        # holds may have started before the oldest one did (nested tasks: the newest, below).
+        first_of_top = None
+        for task_id in held:
+            task = tasks[task_id]
+            if not task.parent_task_id and (first_of_top is None or task.priority > tasks[first_of_top].priority):
+                first_of_top = task_id
+        if first_of_top is not None:
+            suspects.add(first_of_top)
         newest_nested = next((task_id for task_id in reversed(held) if tasks[task_id].parent_task_id), None)
         if newest_nested is not None:
             suspects.add(newest_nested)

@@ -312,6 +312,23 @@ def test_only_the_task_a_dead_worker_was_likely_running_counts_a_retry() -> None
     assert all(harness.core.tasks[t.task_id].retries == 0 for t in queued)
 
 
+def test_a_dead_worker_also_blames_the_oldest_task_of_its_highest_priority() -> None:
+    # The worker runs its queue highest priority first: the urgent task may be the one that was running.
+    harness = Harness(task_retry_limit=1)
+    harness.connect_client()
+    harness.connect_worker(WORKER_A)
+    oldest, other = harness.task(), harness.task()
+    urgent, later_urgent = harness.task(priority=5), harness.task(priority=5)
+    harness.send(CLIENT, oldest, other)
+    harness.send(CLIENT, urgent, later_urgent)  # arrive at the worker after the others: it may run them first
+    assert list(harness.core.workers[WORKER_A].assigned) == [t.task_id for t in (oldest, other, urgent, later_urgent)]
+    harness.connect_worker(WORKER_B)
+    out = harness.send(WORKER_A, WorkerDisconnect(reason="killed"))
+    died = {answer.task_id for answer in results_for(out) if answer.status == TaskStatus.worker_died}
+    assert died == {oldest.task_id, urgent.task_id}
+    assert {t.task_id for t in of_type(out[WORKER_B], Task)} == {other.task_id, later_urgent.task_id}
+
+
 def test_a_dead_worker_blames_its_oldest_task_one_per_parked_task_and_its_newest_nested_task() -> None:
     harness = Harness()
     harness.connect_client()
