@@ -103,6 +103,14 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _is_finite(value: Any) -> bool:
+    """math.isfinite, False for an int too large for a float (which isfinite raises OverflowError on)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_resources(resources: Any) -> Tuple[Tuple[str, float], ...]:
     """A dict of resource name -> amount needed, as sorted (name, amount) pairs; amounts of 0 need nothing and are
     dropped."""
@@ -118,7 +126,7 @@ def check_resources(resources: Any) -> Tuple[Tuple[str, float], ...]:
             raise TypeError(f"resource {name!r}: the amount must be an int or a float, got {amount!r}")
         if not name:
             raise ValueError("resource names must not be empty")
-        if not math.isfinite(amount) or amount < 0:
+        if not _is_finite(amount) or amount < 0:
             raise ValueError(f"resource {name!r}: the amount must be a finite number >= 0, got {amount!r}")
         if amount > 0:
             pairs.append((name, float(amount)))
@@ -147,7 +155,7 @@ def check_timeout(timeout_seconds: Any) -> int:
         return 0
     if not _is_number(timeout_seconds):
         raise TypeError(f"timeout_seconds must be a number of seconds or None, got {timeout_seconds!r}")
-    if not math.isfinite(timeout_seconds) or timeout_seconds <= 0:
+    if not _is_finite(timeout_seconds) or timeout_seconds <= 0:
         raise ValueError(f"timeout_seconds must be a positive number of seconds (or None), got {timeout_seconds!r}")
     timeout_ms = math.ceil(timeout_seconds * 1000)
     if timeout_ms > UINT32_MAX:

@@ -49,6 +49,8 @@ SET = ([("gpu", 1.0), ("mem", 2e9)], 5, 2, 1500)
         (dict(resources={"gpu": -1}), ValueError, "finite number >= 0"),
         (dict(resources={"gpu": float("nan")}), ValueError, "finite number >= 0"),
         (dict(resources={"gpu": float("inf")}), ValueError, "finite number >= 0"),
+        (dict(resources={"gpu": 10**400}), ValueError, "finite number >= 0"),  # too large for a float
+        (dict(timeout_seconds=10**400), ValueError, "timeout_seconds must be a positive number"),
         (dict(resources={"": 1}), ValueError, "must not be empty"),
         (dict(priority=1.5), TypeError, "priority must be an int"),
         (dict(priority=True), TypeError, "priority must be an int"),
