@@ -1,7 +1,7 @@
 """What a TaskResult means for its future: the value's bytes, the task's own exception, or a Scaler error.
 
-A failure after more than one attempt (retries, worker deaths) or of a task with retries carries a note saying which
-attempt it was (add_note on Python 3.11+, __notes__ before), as tracebacks show notes."""
+A failure after more than one attempt (retries, worker deaths) carries a note saying which attempt it was (add_note on
+Python 3.11+, __notes__ before), as tracebacks show notes."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ _NOT_FOUND = int(TaskStatus.not_found)
 _WORKER_DIED = int(TaskStatus.worker_died)
 _REFUSED = int(TaskStatus.refused)
 _TIMED_OUT = int(TaskStatus.timed_out)
-_RAN = (_FAILED, _TIMED_OUT)  # statuses of a task whose function ran (and that retries run again)
 _CANCELLED = (CANCELLED_STATE, CANCELLED_AND_NOTIFIED)
 
 
@@ -30,7 +29,10 @@ def failure_of(result: TaskResult, retries: int = 0) -> BaseException:
     option, for the note on the attempts."""
     exception = _failure(result)
     attempts = result.attempts or 1
-    if attempts > 1 or (retries and result.status in _RAN):  # not for a task refused before it ran
+    # One attempt: it ran once without retries, or it did not run at all (refused, or a graph node answered with its
+    # failed dependency's exception; a task with retries that ran and failed would have run again): no note, which for
+    # such a node would claim an attempt of its own.
+    if attempts > 1:
         note = f"Scaler: failed on attempt {attempts} of {retries + 1} (retries={retries})"
         if attempts > retries + 1:
             note = f"Scaler: failed on attempt {attempts} (retries={retries}; restarts after worker deaths count too)"

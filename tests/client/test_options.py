@@ -12,6 +12,7 @@ import cloudpickle
 import pytest
 
 from scaler.client import Client
+from scaler.client.results import failure_of
 from scaler.errors import ScalerError, TaskPoliciesUnsupportedError, TaskRefusedError, TaskTimeoutError
 from scaler.protocol import Resource, Task, TaskResult, TaskStatus
 from tests.client.peer import ProtocolPeer
@@ -203,6 +204,17 @@ def test_a_task_refused_before_it_ran_gets_no_attempt_note() -> None:
     with answering(refused) as peer, Client(peer.address, timeout_seconds=10) as client:
         error = client.options(retries=2).submit(add, 1).exception(10)
         assert isinstance(error, TaskRefusedError) and not getattr(error, "__notes__", None)
+
+
+def test_a_graph_node_failed_by_its_dependency_gets_no_attempt_note_of_its_own() -> None:
+    """A node whose dependency failed never ran: the scheduler answers it with the dependency's exception and no
+    attempts (0), whatever its own retries. "failed on attempt 1 of 3" would read as if retries had not run."""
+    payload = cloudpickle.dumps(ValueError("the dependency's"))
+    copy = TaskResult(task_id=b"n" * 16, status=TaskStatus.failed, payload=payload, error_text="tb", attempts=0)
+    error = failure_of(copy, retries=2)
+    assert isinstance(error, ValueError) and not getattr(error, "__notes__", None)
+    own = TaskResult(task_id=b"d" * 16, status=TaskStatus.failed, payload=payload, error_text="tb", attempts=3)
+    assert failure_of(own, retries=2).__notes__ == ["Scaler: failed on attempt 3 of 3 (retries=2)"]
 
 
 def test_profiling_info_counts_attempts() -> None:

@@ -395,3 +395,74 @@ def test_a_retried_task_keeps_its_resources_and_priority() -> None:
     out = harness.send(GPU_WORKER, result(task, TaskStatus.failed))
     (again,) = sent_tasks(out, GPU_WORKER)
     assert again.task_id == task.task_id and not harness.core.workers[WORKER_A].assigned
+
+
+# ---- attempts --------------------------------------------------------------------------------------------------------
+
+
+def test_graph_nodes_report_their_own_attempts_never_their_dependencys() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A)
+    first = harness.task(retries=2)
+    second = harness.task(dependencies=[first.task_id], retries=1)
+    third = harness.task(dependencies=[second.task_id])
+    harness.send(CLIENT, first, second, third)
+    answer = run_to_result(harness, first, [TaskStatus.failed, TaskStatus.timed_out, TaskStatus.success])
+    assert answer.attempts == 3
+    assert harness.core.tasks[second.task_id].worker == WORKER_A, "ready once its dependency succeeded"
+    answer = run_to_result(harness, second, [TaskStatus.success])
+    assert answer.attempts == 0, "it ran once, whatever its dependency went through"
+    answer = run_to_result(harness, third, [TaskStatus.success])
+    assert answer.attempts == 0
+
+
+def test_a_retried_graph_node_reports_its_attempts_and_its_dependents_fail_without_them() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A)
+    first = harness.task()
+    second = harness.task(dependencies=[first.task_id], retries=1)
+    third = harness.task(dependencies=[second.task_id], retries=3)
+    harness.send(CLIENT, first, second, third)
+    run_to_result(harness, first, [TaskStatus.success])
+    holder = harness.core.tasks[second.task_id].worker
+    harness.send(holder, result(second, TaskStatus.failed))  # retried
+    out = harness.send(holder, result(second, TaskStatus.failed, payload=b"second failed"))
+    answers = {answer.task_id: answer for answer in of_type(out[CLIENT], TaskResult)}
+    assert (answers[second.task_id].status, answers[second.task_id].attempts) == (TaskStatus.failed, 2)
+    failed_with = answers[third.task_id]
+    assert (failed_with.status, failed_with.payload) == (TaskStatus.failed, b"second failed")
+    assert failed_with.attempts == 0, "it never ran: its dependency's attempts are not its own"
+
+
+def test_a_graph_node_blamed_for_a_worker_death_counts_it_its_dependents_do_not() -> None:
+    harness = Harness(task_retry_limit=3)
+    harness.connect_client()
+    harness.connect_worker(WORKER_A)
+    first = harness.task()
+    second = harness.task(dependencies=[first.task_id])
+    harness.send(CLIENT, first, second)
+    harness.send(WORKER_A, WorkerHeartbeat(running=1, flags=_TASK_LOCK))
+    harness.send(WORKER_A, WorkerDisconnect(reason="killed"))
+    harness.connect_worker(WORKER_B)
+    assert run_to_result(harness, first, [TaskStatus.success]).attempts == 2
+    assert run_to_result(harness, second, [TaskStatus.success]).attempts == 0
+
+
+def test_a_nested_task_reports_its_own_attempts_not_its_parents() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A, capacity=10)
+    parent = harness.task(retries=1)
+    harness.send(CLIENT, parent)
+    abandoned = harness.task(parent_task_id=parent.task_id, retries=2)
+    harness.send(CLIENT, abandoned)
+    out = harness.send(WORKER_A, result(parent, TaskStatus.failed))  # retried: the child of that attempt is canceled
+    assert of_type(out[WORKER_A], TaskCancel) == [TaskCancel(task_ids=[abandoned.task_id])]
+    (canceled,) = of_type(harness.send(WORKER_A, result(abandoned, TaskStatus.canceled))[CLIENT], TaskResult)
+    assert (canceled.status, canceled.attempts) == (TaskStatus.canceled, 0)
+    child = harness.task(parent_task_id=parent.task_id)
+    harness.send(CLIENT, child)
+    assert run_to_result(harness, child, [TaskStatus.success]).attempts == 0
+    assert run_to_result(harness, parent, [TaskStatus.success]).attempts == 2
