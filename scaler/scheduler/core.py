@@ -387,10 +387,11 @@ class SchedulerCore:
         """Every ready task queued exactly once, in its requirement's queue; each queue's eligible classes are those
         meeting its requirement; no task is on a worker whose offer does not meet its requirement."""
         queues = self.ready_queues
-        members: Dict[int, int] = {}
+        members: Dict[int, int] = {}  # recomputed from the task table: unfinished tasks with a requirement, per queue
         for task in self.tasks.values():
             assert queues.get(task.queue.requirement) is task.queue, f"{task.task_id.hex()}'s queue is not listed"
-            members[id(task.queue)] = members.get(id(task.queue), 0) + 1
+            if task.queue.requirement:
+                members[id(task.queue)] = members.get(id(task.queue), 0) + 1
             assert task.queued == (task.state == READY), f"{task.task_id.hex()} is queued iff ready"
             if task.worker is not None:
                 offer = self.workers[task.worker].loads.offer
@@ -399,8 +400,8 @@ class SchedulerCore:
         for requirement, queue in queues.items():
             assert queue.requirement == requirement
             queue.validate()
+            assert queue.members == members.get(id(queue), 0), f"queue {describe(requirement)}: wrong member count"
             if requirement:
-                assert queue.members == members.get(id(queue), 0), f"queue {describe(requirement)}: wrong member count"
                 assert queue.members, "an unused requirement queue is kept"
             else:
                 assert queue is self._plain
@@ -805,7 +806,8 @@ class SchedulerCore:
                     self._refuse(client.identity, task_id, reason)
                     return
                 queue = self._new_ready_queue(requirement)
-            queue.members += 1
+            if requirement:  # zero amounts only: no requirement, the queue that always lives (see _forget)
+                queue.members += 1
         else:
             queue = self._plain
         priority = message.priority
