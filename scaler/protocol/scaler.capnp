@@ -268,16 +268,18 @@ struct SchedulerStatus {
   completedTasks @10 :UInt64;  # total finished since start, for rates
   # Demand, for autoscalers: counts the scheduler keeps as tasks and workers change (see docs/protocol.md, Monitoring).
   tasksWaiting @11 :UInt64;     # held by the scheduler on no worker: ready, or waiting on dependencies
-  tasksReady @12 :UInt64;       # of tasksWaiting, those that could run now if a worker had a free slot
+  tasksReady @12 :UInt64;       # of tasksWaiting, those that could run now if a worker had a free slot (not those
+                                # of tasksNeedingResources: more workers like the connected ones would not start them)
   tasksAssigned @13 :UInt64;    # sent to workers and not finished: queued there or running (canceling included)
   tasksRunning @14 :UInt64;     # running, as each worker said in its last heartbeat (parked tasks included)
   workerCount @15 :UInt32;      # workers connected
   idleWorkers @16 :UInt32;      # workers holding no task (tasks parked on nested tasks aside)
   workerSlots @17 :UInt64;      # the workers' capacities, summed
   freeSlots @18 :UInt64;        # slots free for one more task, summed over workers (a parked task lends its slot)
-  oldestReadyWaitUs @19 :UInt64;  # how long the ready task first in line has waited for a worker; 0 when none waits
+  oldestReadyWaitUs @19 :UInt64;  # how long the task first in line of tasksReady has waited for a worker; 0 if none
   registeredAgain @20 :UInt64;     # clients and workers whose Hello said they had registered before (a lost scheduler)
-  tasksNeedingResources @21 :UInt64;  # of tasksReady, those no connected worker offers the resources for
+  tasksNeedingResources @21 :UInt64;  # ready tasks no connected worker offers the resources for (not in tasksReady;
+                                      # in tasksWaiting)
   retriedTasks @22 :UInt64;        # task attempts started again after the function raised or timed out, since start
 }
 

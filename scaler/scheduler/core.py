@@ -113,14 +113,17 @@ class Demand(NamedTuple):
     """What an autoscaler reads in the status: how much work waits, and how much room the workers have."""
 
     tasks_waiting: int  # held by the scheduler, on no worker: ready, or waiting on dependencies
-    tasks_ready: int  # of those, the ones that could run now if a worker had a free slot
+    # of those, the ones that could run now if a worker had a free slot: not those needing resources that no connected
+    # worker offers, which more workers like the connected ones would not start (tasks_needing_resources)
+    tasks_ready: int
+    tasks_needing_resources: int  # ready, but waiting for a worker offering what they need to connect
     tasks_assigned: int  # on workers (queued there or running), canceling ones included
     tasks_running: int  # running, as the workers said at their last heartbeat (parked ones included)
     workers: int
     idle_workers: int  # holding no task (tasks parked on nested ones aside)
     worker_slots: int  # the workers' capacities, summed
     free_slots: int  # slots free for another task, summed
-    oldest_ready_wait: float  # seconds the ready task first in line has waited for a worker; 0 when none waits
+    oldest_ready_wait: float  # seconds the task first in line of tasks_ready has waited for a worker; 0 when none
 
 
 def _registered(previous_registrations: int) -> str:
@@ -264,7 +267,7 @@ class SchedulerCore:
     def _report_unmet_requirements(self, now: float) -> None:
         """Say once per requirement (until a worker meets it) that tasks wait for resources nobody offers."""
         for queue in self.ready_queues.values():
-            if queue.eligible or queue is self._plain:  # tasks needing nothing wait for any worker: not this
+            if not self._waits_for_resources(queue):  # tasks needing nothing wait for any worker: not this
                 queue.reported = False
             elif queue.live and not queue.reported:
                 queue.reported = True
@@ -279,9 +282,12 @@ class SchedulerCore:
     def tasks_needing_resources(self) -> int:
         """Ready tasks needing resources that no connected worker offers: O(distinct requirements). Tasks needing
         nothing are not counted while no worker is connected: any worker will do."""
-        return sum(
-            queue.live for queue in self.ready_queues.values() if not queue.eligible and queue is not self._plain
-        )
+        return sum(queue.live for queue in self.ready_queues.values() if self._waits_for_resources(queue))
+
+    def _waits_for_resources(self, queue: ReadyQueue) -> bool:
+        """Its tasks wait for a worker offering what they need to connect: more workers like those connected would
+        not start them."""
+        return not queue.eligible and queue is not self._plain
 
     def ready_in_order(self) -> List[TaskState]:
         """The ready tasks in the order they would be handed out, requirement by requirement (tests)."""
@@ -326,23 +332,31 @@ class SchedulerCore:
         counts = self.state_counts
         loads = self.loads
         loads.settle()
+        needing = self.tasks_needing_resources()
+        ready = counts[READY] - needing
         return Demand(
             tasks_waiting=counts[WAITING] + counts[READY],
-            tasks_ready=counts[READY],
+            tasks_ready=ready,
+            tasks_needing_resources=needing,
             tasks_assigned=counts[ASSIGNED] + counts[CANCELING],
             tasks_running=self.tasks_running,
             workers=len(self.workers),
             idle_workers=loads.idle(),
             worker_slots=loads.capacity,
             free_slots=loads.free_slots,
-            oldest_ready_wait=max(0.0, now - self._oldest_ready_since()) if counts[READY] else 0.0,
+            oldest_ready_wait=max(0.0, now - self._oldest_ready_since()) if ready else 0.0,
         )
 
     def _oldest_ready_since(self) -> float:
-        """When the ready task waiting longest became ready: the first of some bucket of some queue. Tasks join a
-        bucket at the back, except those handed back by a worker, which join at the front and became ready before any
-        task behind them (they were assigned, so everything ahead of them was too)."""
-        oldest = [task.ready_since for task in map(ReadyQueue.oldest, self.ready_queues.values()) if task is not None]
+        """When the ready task waiting longest became ready, of those some connected worker could take: the first of
+        some bucket of some queue. Tasks join a bucket at the back, except those handed back by a worker, which join
+        at the front and became ready before any task behind them (they were assigned, so everything ahead of them
+        was too)."""
+        oldest = [
+            task.ready_since
+            for task in (queue.oldest() for queue in self.ready_queues.values() if not self._waits_for_resources(queue))
+            if task is not None
+        ]
         return min(oldest) if oldest else self._last_call
 
     def validate(self) -> None:

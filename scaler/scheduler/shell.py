@@ -253,7 +253,7 @@ class SchedulerShell:
             free_slots=demand.free_slots,
             oldest_ready_wait_us=int(demand.oldest_ready_wait * 1_000_000),
             registered_again=core.registered_again,
-            tasks_needing_resources=core.tasks_needing_resources(),
+            tasks_needing_resources=demand.tasks_needing_resources,
             retried_tasks=core.retried_tasks,
         )
 

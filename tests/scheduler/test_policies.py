@@ -90,7 +90,7 @@ def test_more_than_offered_waits_then_runs_when_a_worker_offering_it_connects(ca
         for _ in range(5):
             harness.tick(advance=1.0)
     assert harness.core.tasks_needing_resources() == 4
-    assert harness.core.demand(harness.now).tasks_ready == 4
+    assert harness.core.demand(harness.now).tasks_ready == 0, "more workers like the connected one would not help"
     logged = [r.getMessage() for r in caplog.records if "no connected worker offers" in r.getMessage()]
     assert logged == ["3 task(s) need gpu=2; no connected worker offers it: they wait until one connects"]
     harness.connect_worker(OTHER_GPU_WORKER, resources={"gpu": 4})  # the reply, then the tasks, in one frame
@@ -106,10 +106,31 @@ def test_tasks_needing_nothing_do_not_count_as_needing_resources_while_no_worker
     with caplog.at_level(logging.WARNING, logger="scaler.scheduler.core"):
         harness.send(CLIENT, harness.task(), harness.task(resources=needs(gpu=1)))
         harness.tick(advance=1.0)
-    assert harness.core.tasks_needing_resources() == 1 and harness.core.demand(harness.now).tasks_ready == 2
+    assert harness.core.tasks_needing_resources() == 1 and harness.core.demand(harness.now).tasks_ready == 1
     assert [r.getMessage() for r in caplog.records] == [
         "1 task(s) need gpu=1; no connected worker offers it: they wait until one connects"
     ]
+
+
+def test_tasks_waiting_for_resources_nobody_offers_are_not_ready_demand() -> None:
+    """An autoscaler reads tasksReady and oldestReadyWaitUs as work more workers would start: workers like those it
+    spawns (offering nothing, or what connected workers offer) would not start these, so they count apart."""
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A, capacity=1)
+    harness.send(CLIENT, *[harness.task(resources=needs(gpu=1)) for _ in range(4)])
+    harness.tick(advance=2.0)
+    harness.send(WORKER_A, WorkerHeartbeat())
+    harness.tick(advance=2.0)
+    harness.send(CLIENT, *[harness.task() for _ in range(3)])  # one runs, two wait for a free slot
+    harness.tick(advance=1.0)
+    demand = harness.core.demand(harness.now)
+    assert (demand.tasks_waiting, demand.tasks_ready, demand.tasks_needing_resources) == (6, 2, 4)
+    assert 0.99 < demand.oldest_ready_wait < 1.01, "the plain tasks' wait, not the gpu tasks' 5 s"
+    harness.connect_worker(GPU_WORKER, capacity=1, resources={"gpu": 1})  # takes one; the other three can run now
+    demand = harness.core.demand(harness.now)
+    assert (demand.tasks_waiting, demand.tasks_ready, demand.tasks_needing_resources) == (5, 5, 0)
+    assert 4.99 < demand.oldest_ready_wait < 5.01
 
 
 def test_a_task_waiting_for_resources_can_be_canceled() -> None:
