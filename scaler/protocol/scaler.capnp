@@ -278,8 +278,8 @@ struct SchedulerStatus {
   freeSlots @18 :UInt64;        # slots free for one more task, summed over workers (a parked task lends its slot)
   oldestReadyWaitUs @19 :UInt64;  # how long the task first in line of tasksReady has waited for a worker; 0 if none
   registeredAgain @20 :UInt64;     # clients and workers whose Hello said they had registered before (a lost scheduler)
-  tasksNeedingResources @21 :UInt64;  # ready tasks no connected worker offers the resources for (not in tasksReady;
-                                      # in tasksWaiting)
+  tasksNeedingResources @21 :UInt64;  # ready tasks no connected worker (retiring ones aside) offers the resources
+                                      # for: not in tasksReady, in tasksWaiting
   retriedTasks @22 :UInt64;        # task attempts started again after the function raised or timed out, since start
 }
 

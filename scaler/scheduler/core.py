@@ -274,20 +274,27 @@ class SchedulerCore:
                 self.peer_warnings.log(
                     queue.requirement,
                     now,
-                    "%d task(s) need %s; no connected worker offers it: they wait until one connects",
+                    "%d task(s) need %s; only retiring workers offer it: they wait until another one connects"
+                    if queue.eligible
+                    else "%d task(s) need %s; no connected worker offers it: they wait until one connects",
                     queue.live,
                     describe(queue.requirement),
                 )
 
     def tasks_needing_resources(self) -> int:
-        """Ready tasks needing resources that no connected worker offers: O(distinct requirements). Tasks needing
-        nothing are not counted while no worker is connected: any worker will do."""
+        """Ready tasks needing resources that no connected worker offers, retiring ones aside: O(distinct requirements
+        x eligible classes). Tasks needing nothing are not counted while no worker takes tasks: any worker will do."""
         return sum(queue.live for queue in self.ready_queues.values() if self._waits_for_resources(queue))
 
     def _waits_for_resources(self, queue: ReadyQueue) -> bool:
-        """Its tasks wait for a worker offering what they need to connect: more workers like those connected would
-        not start them."""
-        return not queue.eligible and queue is not self._plain
+        """Its tasks wait for a worker offering what they need to connect: none offers it, or only retiring ones
+        (which take no task), so more workers like those connected would not start them. O(eligible classes)."""
+        if queue is self._plain:
+            return False
+        for loads in queue.eligible:
+            if loads.count > loads.retiring:
+                return False
+        return True
 
     def ready_in_order(self) -> List[TaskState]:
         """The ready tasks in the order they would be handed out, requirement by requirement (tests)."""
@@ -641,6 +648,7 @@ class SchedulerCore:
             return True
         worker.retire_deadline = now + deadline_seconds
         worker.row.retiring = True
+        worker.loads.retiring += 1  # its class may now serve no one (_waits_for_resources)
         self.retiring[identity] = worker
         worker.loads.file(worker)  # no free slot from now on: never a placement or balancing target (WorkerLoads.file)
         self.peer_events.log(

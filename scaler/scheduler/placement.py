@@ -48,12 +48,14 @@ class WorkerLoads:
         "capacity",
         "stale",
         "count",
+        "retiring",
         "offer",
     )
 
     def __init__(self, offer: Resources = ()) -> None:
         self.offer = offer  # what each of its workers offers (see Placement)
         self.count = 0  # workers filed
+        self.retiring = 0  # of those, workers retiring (they take no task): the class serves no one once all are
         self.open: List[Dict[WorkerState, None]] = []  # level -> workers that take tasks now, in filing order
         self.closed: List[Dict[WorkerState, None]] = []  # level -> the others
         self.levels: List[int] = []  # heap of levels whose open room may be non-empty
@@ -72,6 +74,8 @@ class WorkerLoads:
 
     def remove(self, worker: WorkerState) -> None:
         worker.stale = False
+        if worker.retire_deadline is not None:
+            self.retiring -= 1
         if worker.level >= 0:
             self._unfile(worker)
         self.count -= 1
@@ -184,6 +188,7 @@ class WorkerLoads:
             assert self.listed[level] == (level in self.levels)
         mine = [worker for worker in workers.values() if worker.loads is self]
         assert filed == len(mine) == self.count, f"{filed} workers filed, {len(mine)} connected"
+        assert self.retiring == sum(1 for worker in mine if worker.retire_deadline is not None), "retiring miscounted"
         assert self.total_load == sum(w.level for w in mine)
         assert self.free_slots == sum(w.free_slots for w in mine)
         assert self.capacity == sum(w.capacity for w in mine)

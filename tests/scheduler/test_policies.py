@@ -178,6 +178,29 @@ def test_retirement_hands_tasks_back_only_to_eligible_workers() -> None:
     assert list(harness.core.workers[OTHER_GPU_WORKER].assigned) == queued
 
 
+def test_tasks_whose_only_eligible_workers_retire_need_resources_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A, capacity=10)
+    harness.connect_worker(GPU_WORKER, capacity=1, resources={"gpu": 1})
+    tasks = [harness.task(resources=needs(gpu=1)) for _ in range(3)]
+    harness.send(CLIENT, *tasks)  # one on the gpu worker, two ready
+    with caplog.at_level(logging.WARNING, logger="scaler.scheduler.core"):
+        harness.send(GPU_WORKER, WorkerRetire(reason="SIGTERM", deadline_ms=60_000))
+        for _ in range(3):
+            harness.send(WORKER_A, WorkerHeartbeat())
+            harness.send(GPU_WORKER, WorkerHeartbeat(running=1, flags=_TASK_LOCK))
+            harness.tick(advance=1.0)
+    demand = harness.core.demand(harness.now)
+    assert (demand.tasks_ready, demand.tasks_needing_resources, demand.tasks_assigned) == (0, 2, 1)
+    assert [r.getMessage() for r in caplog.records if "need gpu=1" in r.getMessage()] == [
+        "2 task(s) need gpu=1; only retiring workers offer it: they wait until another one connects"
+    ]
+    harness.connect_worker(OTHER_GPU_WORKER, capacity=10, resources={"gpu": 1})
+    assert list(harness.core.workers[OTHER_GPU_WORKER].assigned) == [t.task_id for t in tasks[1:]]
+    assert harness.core.tasks_needing_resources() == 0
+
+
 def test_balancing_moves_tasks_only_between_workers_that_can_run_them() -> None:
     harness = Harness(balance_interval_seconds=0.5)
     harness.connect_client()
