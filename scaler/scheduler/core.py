@@ -76,6 +76,7 @@ _INT32_MAX = 2**31 - 1
 # client inventing a new one per task must not slow every frame; real workloads have a handful.
 MAX_REQUIREMENTS = 1024
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
+_NEVER = float("inf")
 # The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
 # listening (a huge graph frame being decoded, a paused process): that time is not peers' silence.
 _STALL_SECONDS = 1.0
@@ -297,8 +298,9 @@ class SchedulerCore:
         return True
 
     def ready_in_order(self) -> List[TaskState]:
-        """The ready tasks in the order they would be handed out, requirement by requirement (tests)."""
-        return [task for queue in self.ready_queues.values() for task in queue.in_order()]
+        """The ready tasks in the order they would be handed out to a worker eligible for all of them (tests)."""
+        ready = [task for queue in self.ready_queues.values() for task in queue.in_order()]
+        return sorted(ready, key=lambda task: (-task.priority, task.ready_since))
 
     def _drop_silent_peers(self, now: float) -> None:
         liveness = self._liveness
@@ -914,7 +916,7 @@ class SchedulerCore:
         """Hand ready tasks out, highest priority first and oldest first within a priority, each to a least loaded
         worker with a free slot among those meeting its resource requirement, so bursts and rebalanced tasks spread
         over idle workers: O(1) per task however many workers there are (see WorkerLoads), and O(resource classes)
-        when workers differ in what they offer."""
+        when workers differ in what they offer. With no resources asked for, one queue: a `popleft` per task."""
         self.loads.settle()
         if not self.state_counts[READY]:
             return
@@ -923,22 +925,65 @@ class SchedulerCore:
             if self._plain.eligible:
                 self._place(self._plain)
             return
-        # Several requirements: their priority levels in turn, highest first, so priorities hold across them; a
-        # requirement whose workers are full is skipped from then on.
-        levels = sorted(
-            (-priority, index, queue)
-            for index, queue in enumerate(queues.values())
-            if queue.live and queue.eligible
-            for priority in queue.buckets
-        )
-        full: Set[int] = set()
-        for _, index, queue in levels:
-            if index not in full:
+        self._place_merged(queues)
+
+    def _place_merged(self, queues: Dict[Resources, ReadyQueue]) -> None:
+        """Several requirements: their queues merged as one, highest priority first, then the task that became ready
+        first, so that a worker eligible for several requirements is handed the best task among them all rather than
+        one requirement's before the next one's. A heap holds each queue's first task (a handful of queues); the
+        queue on top places tasks until its next one would come after the next queue's first (a whole bucket, when
+        requirements do not interleave), so a task costs a comparison, plus a heap push and pop when the lead passes
+        to another queue. A queue whose eligible workers are all full leaves the merge."""
+        heads: List[Tuple[int, float, int, ReadyQueue]] = []
+        for index, queue in enumerate(queues.values()):
+            if queue.live and queue.eligible:
                 bucket = queue.top()
-                if bucket is not None and not self._place_bucket(queue, bucket):
-                    full.add(index)
-        for queue in queues.values():
-            queue.top()  # drop the buckets emptied
+                if bucket is not None:
+                    heads.append((-bucket[0].priority, bucket[0].ready_since, index, queue))
+        heapq.heapify(heads)
+        while heads:
+            _, _, index, queue = heapq.heappop(heads)
+            bucket = queue.top()
+            if bucket is None:
+                continue
+            limit = _NEVER  # its tasks go first until one became ready after the next queue's first, same priority
+            if heads and heads[0][0] == -bucket[0].priority:
+                limit = heads[0][1]
+            if self._place_until(queue, bucket, limit):
+                bucket = queue.top()
+                if bucket is not None:
+                    heapq.heappush(heads, (-bucket[0].priority, bucket[0].ready_since, index, queue))
+
+    def _place_until(self, queue: ReadyQueue, bucket, limit: float) -> bool:
+        """_place_bucket for the merge: hands out the bucket's tasks that became ready by `limit`; False once its
+        eligible workers are all full."""
+        eligible = queue.eligible
+        placed = 0
+        done = True
+        while bucket:
+            task = bucket[0]
+            if not task.queued:
+                bucket.popleft()  # canceled or finished while it waited
+                continue
+            if task.ready_since > limit:
+                break
+            worker = take_least_loaded(eligible)
+            if worker is None:
+                done = False
+                break
+            bucket.popleft()
+            task.queued = False
+            placed += 1
+            worker.assigned[task.task_id] = None
+            task.worker = worker.identity
+            task.state = ASSIGNED
+            self._send(worker.identity, Task.WHICH, task.raw)
+            worker.loads.file(worker)
+        queue.live -= placed
+        counts = self.state_counts
+        counts[READY] -= placed
+        counts[ASSIGNED] += placed
+        return done
 
     def _place(self, queue: ReadyQueue) -> None:
         while True:
