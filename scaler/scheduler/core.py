@@ -1332,19 +1332,20 @@ class SchedulerCore:
     # ---- balancing ---------------------------------------------------------------------------------------------------
 
     def _balance(self) -> None:
-        """Move queued tasks from the busiest workers to idle ones; running tasks never move. Not while ready tasks
-        wait for a worker that could take them (those go first).
+        """Move queued tasks from the busiest workers to idle ones; running tasks never move. Not into a resource
+        class while ready tasks wait that its workers could take (those go first); ready tasks that wait for other
+        workers (full ones of another class, or resources nobody offers) do not stop it.
 
         Idle workers of a resource class take tasks from workers whose offer theirs covers (their own class, and for
         instance a gpu worker from workers offering nothing): every task such a worker holds can run on them. The
-        tasks come back through placement, which gives each to a least loaded worker meeting its requirement."""
-        if self.state_counts[READY] > self.tasks_needing_resources():
-            return
+        tasks come back through placement, which gives each to a least loaded worker meeting its requirement, never
+        to one lacking it (whoever left meanwhile)."""
         loads = self.loads
         loads.settle()
         classes = loads.classes
+        waiting = [queue.eligible for queue in self.ready_queues.values() if queue.live and queue.eligible]
         for offer, receiver in classes.items():
-            if receiver.idle():
+            if receiver.idle() and not any(receiver in eligible for eligible in waiting):
                 if len(classes) == 1:
                     self._balance_into(receiver, [receiver])
                 else:

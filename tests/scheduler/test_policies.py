@@ -220,6 +220,40 @@ def test_balancing_moves_tasks_only_between_workers_that_can_run_them() -> None:
     assert WORKER_A not in out and not harness.core.workers[WORKER_A].assigned
 
 
+def test_ready_tasks_waiting_for_full_gpu_workers_do_not_stop_balancing_among_other_workers() -> None:
+    harness = Harness(balance_interval_seconds=0.5)
+    harness.connect_client()
+    harness.connect_worker(GPU_WORKER, capacity=1, resources={"gpu": 1})
+    harness.send(CLIENT, *[harness.task(resources=needs(gpu=1)) for _ in range(4)])  # one runs, three wait for it
+    harness.connect_worker(WORKER_A, capacity=100)
+    plain = [harness.task() for _ in range(12)]
+    harness.send(CLIENT, *plain)
+    harness.connect_worker(WORKER_B, capacity=100)  # idle: WORKER_A's queued tasks run as well here
+    out = harness.tick(advance=1.0)
+    (request,) = of_type(out[WORKER_A], BalanceRequest)
+    assert request.count == 6 and not of_type(out.get(GPU_WORKER, []), BalanceRequest)
+    moved = [t.task_id for t in plain[-request.count :]]
+    out = harness.send(WORKER_A, BalanceResponse(task_ids=moved))
+    assert [t.task_id for t in sent_tasks(out, WORKER_B)] == moved
+    assert harness.core.demand(harness.now).tasks_ready == 3, "the gpu tasks still wait for the gpu worker"
+
+
+def test_balanced_tasks_never_land_on_a_worker_without_their_resources_when_the_receiver_dies() -> None:
+    harness = Harness(balance_interval_seconds=0.5)
+    harness.connect_client()
+    harness.connect_worker(GPU_WORKER, capacity=12, resources={"gpu": 1})
+    tasks = [harness.task(resources=needs(gpu=1)) for _ in range(12)]
+    harness.send(CLIENT, *tasks)
+    harness.connect_worker(OTHER_GPU_WORKER, capacity=100, resources={"gpu": 1})
+    harness.connect_worker(WORKER_A, capacity=100)
+    (request,) = of_type(harness.tick(advance=1.0)[GPU_WORKER], BalanceRequest)
+    harness.send(OTHER_GPU_WORKER, WorkerDisconnect(reason="killed"))  # the idle receiver goes before the answer
+    harness.send(GPU_WORKER, WorkerDisconnect(reason="killed"))  # and so does the donor, with nothing running
+    assert not harness.core.workers[WORKER_A].assigned and harness.core.tasks_needing_resources() == 12
+    harness.tick(advance=2.0)
+    assert not harness.core.workers[WORKER_A].assigned
+
+
 def test_idle_gpu_workers_take_queued_tasks_from_workers_offering_nothing() -> None:
     harness = Harness(balance_interval_seconds=0.5)
     harness.connect_client()
