@@ -75,6 +75,10 @@ _INT32_MAX = 2**31 - 1
 # Distinct resource requirements of unfinished tasks at once: each has a queue that placement and ticks walk, so a
 # client inventing a new one per task must not slow every frame; real workloads have a handful.
 MAX_REQUIREMENTS = 1024
+# Distinct worker offers (resource classes) at once: placing a task with a requirement, and balancing, look at every
+# eligible class, and a class coming or going refreshes every requirement's eligibility; a cluster has a few kinds of
+# machines. A worker whose Hello would create one more is refused.
+MAX_RESOURCE_CLASSES = 64
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
 _NEVER = float("inf")
 # The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
@@ -490,6 +494,14 @@ class SchedulerCore:
             offer, error = normalize_resources(message.resources)
             if offer is None:
                 reason = f"bad resources: {error}"
+                self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
+                return
+            if offer not in self.loads.classes and len(self.loads.classes) >= MAX_RESOURCE_CLASSES:
+                reason = (
+                    f"too many distinct resource offers: workers connected already offer {MAX_RESOURCE_CLASSES} "
+                    f"different sets of resources, the scheduler's limit; offer one of those ({describe(offer)} is new)"
+                )
+                self.peer_warnings.log(peer, now, "refused worker %s (%r): %s", name, peer, reason)
                 self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
                 return
             capacity = message.capacity

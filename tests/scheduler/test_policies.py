@@ -300,6 +300,30 @@ def test_distinct_requirements_at_once_are_capped(monkeypatch: pytest.MonkeyPatc
     assert CLIENT not in out
 
 
+def test_distinct_worker_offers_are_capped_and_the_refused_worker_is_told_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(core_module, "MAX_RESOURCE_CLASSES", 3)
+    harness = Harness()
+    harness.connect_worker(WORKER_A)  # offers nothing: a class too
+    harness.connect_worker(GPU_WORKER, resources={"gpu": 1})
+    harness.connect_worker(OTHER_GPU_WORKER, resources={"gpu": 2})
+    hello = Hello(protocol_version=PROTOCOL_VERSION, role=Role.worker, name="fpga", capacity=1, resources=needs(fpga=1))
+    with caplog.at_level(logging.WARNING, logger="scaler.scheduler.core"):
+        (reply,) = harness.send(WORKER_B, hello)[WORKER_B]
+    assert isinstance(reply, HelloReply) and not reply.accepted
+    assert reply.reason == (
+        "too many distinct resource offers: workers connected already offer 3 different sets of resources, the "
+        "scheduler's limit; offer one of those (fpga=1 is new)"
+    )
+    assert WORKER_B not in harness.core.workers and len(harness.core.loads.classes) == 3
+    assert [r.getMessage() for r in caplog.records] == [f"refused worker fpga ({WORKER_B!r}): {reply.reason}"]
+    harness.connect_worker(b"W|test|10|gpu", resources={"gpu": 1})  # an offer already known is always welcome
+    harness.send(OTHER_GPU_WORKER, WorkerDisconnect(reason="leaving"))  # its class goes: room for a new one
+    (reply,) = harness.send(WORKER_B, hello)[WORKER_B]
+    assert reply.accepted and len(harness.core.loads.classes) == 3
+
+
 def test_zero_amounts_are_no_requirement() -> None:
     harness = Harness()
     harness.connect_client()
