@@ -113,6 +113,11 @@ EXIT_BROKEN = 3  # the worker can no longer start processors
 RECONNECT_FIRST_SECONDS = 1.0  # after a lost scheduler, Hello again this long after the first one, doubling...
 RECONNECT_MAX_SECONDS = 10.0  # ...up to this (ZeroMQ itself reconnects the socket meanwhile)
 CANCELED_CHECK_SECONDS = 0.02  # how often progress is checked for a canceled task that started all the same
+# A processor parking or unparking is heartbeated at once (parked tasks lend their slots at the scheduler), but at most
+# once per this: 5 ms with the default 1 s interval. A burst of parks (a parent mapping over children, many parents
+# blocking together) would otherwise send one heartbeat each, spending the heartbeats a second the scheduler takes from
+# all peers (--heartbeats-per-second) on one worker; 5 ms is below a short task's run, so slots are lent as soon.
+PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 # A retiring worker waits this much longer than the deadline it gave the scheduler, whose Goodbye(retired) normally
 # comes first: its own deadline only guards against a scheduler that stopped answering.
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
@@ -155,6 +160,7 @@ class WorkerCore:
         self._now = now
         self._next_heartbeat = now
         self._parked_reported = 0  # parked processors as the last heartbeat said
+        self._last_heartbeat = float("-inf")  # when the last heartbeat was sent: parking ones wait for the floor
         self._next_garbage_collect = now + settings.garbage_collect_interval_seconds
         self._next_connect: Optional[float] = None  # when to say Hello again on a new connection
         self._reconnect_delay = RECONNECT_FIRST_SECONDS
@@ -349,8 +355,11 @@ class WorkerCore:
         if self.connection == CONNECTED:
             if silent >= self.lost_after:
                 self._lose_scheduler(f"nothing heard from the scheduler for {silent:.1f}s")
-            elif now >= self._next_heartbeat or len(self.parked) != self._parked_reported:
-                # parked tasks lend their slots at the scheduler: it hears of them now, not an interval later
+            elif now >= self._next_heartbeat or (
+                len(self.parked) != self._parked_reported and now >= self._last_heartbeat + PARK_HEARTBEAT_FLOOR_SECONDS
+            ):
+                # parked tasks lend their slots at the scheduler: it hears of them now (or once the floor since the
+                # last heartbeat passed), not an interval later
                 self._send_heartbeat()
                 self._next_heartbeat = now + self.heartbeat_interval
         elif self._next_connect is not None and now >= self._next_connect:
@@ -397,7 +406,7 @@ class WorkerCore:
         if self.connection == CONNECTED:
             deadline = min(deadline, self._next_heartbeat, self.last_heard + self.lost_after)
             if len(self.parked) != self._parked_reported:
-                deadline = self._now
+                deadline = min(deadline, max(self._now, self._last_heartbeat + PARK_HEARTBEAT_FLOOR_SECONDS))
         elif self._next_connect is not None:
             deadline = min(deadline, self._next_connect)
         if self.spares:
@@ -548,6 +557,7 @@ class WorkerCore:
             queued += sum(1 for task in active.pipe.values() if task.state == HANDED) - active_running
         running = active_running + len(self.parked)  # a parked task is still running: it waits on its children
         self._parked_reported = len(self.parked)
+        self._last_heartbeat = self._now
         flags = (
             (heartbeat_flags.PROCESSOR_INITIALIZED if active is not None else 0)
             | (heartbeat_flags.HAS_TASK if running or queued else 0)
