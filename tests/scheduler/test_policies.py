@@ -14,6 +14,7 @@ from scaler.protocol import (
     PROTOCOL_VERSION,
     BalanceRequest,
     BalanceResponse,
+    ClientHeartbeat,
     Hello,
     HelloReply,
     Resource,
@@ -236,6 +237,31 @@ def test_ready_tasks_waiting_for_full_gpu_workers_do_not_stop_balancing_among_ot
     out = harness.send(WORKER_A, BalanceResponse(task_ids=moved))
     assert [t.task_id for t in sent_tasks(out, WORKER_B)] == moved
     assert harness.core.demand(harness.now).tasks_ready == 3, "the gpu tasks still wait for the gpu worker"
+
+
+def test_no_balancing_into_workers_while_ready_tasks_wait_that_they_can_take() -> None:
+    """A worker found dead hands its tasks back in the tick that balances: those go to the idle worker first, rather
+    than it asking busy workers for more."""
+    harness = Harness(worker_timeout_seconds=5.0, balance_interval_seconds=5.5)
+    harness.connect_client()
+    silent = b"W|test|11|silent"
+    harness.connect_worker(WORKER_A, capacity=100)
+    harness.send(CLIENT, *[harness.task() for _ in range(12)])
+    harness.connect_worker(silent, capacity=100)
+    harness.send(CLIENT, *[harness.task() for _ in range(12)])
+    assert len(harness.core.workers[silent].assigned) == 12
+    harness.connect_worker(WORKER_B, capacity=100)  # idle; balancing is not due yet
+    dies_at = harness.now + harness.core.workers[silent].clock.timeout
+    while harness.now + 0.5 < dies_at:
+        harness.now += 0.5
+        harness.send(WORKER_A, WorkerHeartbeat())
+        harness.send(WORKER_B, WorkerHeartbeat())
+        harness.send(CLIENT, ClientHeartbeat())
+    harness.now = max(dies_at + 0.01, harness.core._next_balance)
+    out = harness.tick()  # the silent worker is dropped and balancing is due: its 12 tasks are ready
+    assert silent not in harness.core.workers
+    assert not of_type(out.get(WORKER_A, []), BalanceRequest)
+    assert len(sent_tasks(out, WORKER_B)) >= 6
 
 
 def test_balanced_tasks_never_land_on_a_worker_without_their_resources_when_the_receiver_dies() -> None:
