@@ -390,6 +390,7 @@ class SchedulerCore:
         assert counts == self.state_counts, f"state counts {self.state_counts}, tasks say {counts}"
         self._validate_ready(counts[READY])
         self.loads.validate(self.workers)
+        assert len(self.loads.classes) <= MAX_RESOURCE_CLASSES, "more distinct worker offers than the limit"
         retiring = {identity for identity, worker in self.workers.items() if worker.retire_deadline is not None}
         assert retiring == set(self.retiring), "the retiring workers and the retiring index differ"
         assert all(self.workers.get(identity) is worker for identity, worker in self.retiring.items())
