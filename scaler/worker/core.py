@@ -118,7 +118,6 @@ CANCELED_CHECK_SECONDS = 0.02  # how often progress is checked for a canceled ta
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
 _SUCCESS = TaskStatus.success
-_NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
 _INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
 _INLINE = ArgumentKind.inline
 _OBJECT_REF = ArgumentKind.object_ref
@@ -581,13 +580,7 @@ class WorkerCore:
         for argument in message.args:
             if argument.kind != _INLINE:
                 needs.append(argument.data)
-        cache = self.cache
-        cache.pin(needs)
-        missing = _NOTHING_MISSING
-        for object_id in needs:
-            if object_id not in cache:
-                missing = {object_id for object_id in needs if object_id not in cache}
-                break
+        missing = self.cache.pin(needs)
         task = WorkerTask(message, tuple(needs), missing)
         self.tasks[task.task_id] = task
         self.queue.add(task)
