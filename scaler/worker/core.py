@@ -264,8 +264,10 @@ class WorkerCore:
         processor = self.processors.get(number)
         if processor is None:
             return  # killed meanwhile: what it says no longer counts
-        for result in report.results:
-            self._on_result(processor, result)
+        if report.results:
+            for result in report.results:
+                self._on_result(processor, result)
+            self._take_success_results()
         for task_id in report.dropped:
             # Only a drop we ordered: a task of that id in the pipe is otherwise a newer hand-off that must run.
             task = processor.pipe.get(task_id)
@@ -647,12 +649,21 @@ class WorkerCore:
         seconds = duration_us * 1e-6
         durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
         if succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling and not self.outputs:
-            # the common case, spelled out: a small value, no profile, no output to send first
-            self._outgoing.append((self._success_results.encode(task_id, payload), len(payload)))
+            # the common case, spelled out: a small value, no profile, no output to send first; it leaves with the
+            # report's other such results (processor_report takes them)
+            self._success_results.add(task_id, payload)
             self._forget(task, "result")
             return
+        self._take_success_results()  # the results before this one go first
         status = _SUCCESS if succeeded else TaskStatus.failed
         self._answer(task, "result", status, payload, error_text, result)
+
+    def _take_success_results(self) -> None:
+        """Queue the short results gathered by _on_result. A report answers at most its processor's pipe (at most
+        config.DEFAULT_PREFETCH_TASKS tasks), each result under the inline limit: far under the outbox's frame size."""
+        batch = self._success_results.take()
+        if batch is not None:
+            self._outgoing.append(batch)
 
     def _answer(
         self,
