@@ -123,7 +123,6 @@ PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
 _SUCCESS = TaskStatus.success
-_NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
 _INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
 _INLINE = ArgumentKind.inline
 _OBJECT_REF = ArgumentKind.object_ref
@@ -271,8 +270,10 @@ class WorkerCore:
         processor = self.processors.get(number)
         if processor is None:
             return  # killed meanwhile: what it says no longer counts
-        for result in report.results:
-            self._on_result(processor, result)
+        if report.results:
+            for result in report.results:
+                self._on_result(processor, result)
+            self._take_success_results()
         for task_id in report.dropped:
             # Only a drop we ordered: a task of that id in the pipe is otherwise a newer hand-off that must run.
             task = processor.pipe.get(task_id)
@@ -591,13 +592,7 @@ class WorkerCore:
         for argument in message.args:
             if argument.kind != _INLINE:
                 needs.append(argument.data)
-        cache = self.cache
-        cache.pin(needs)
-        missing = _NOTHING_MISSING
-        for object_id in needs:
-            if object_id not in cache:
-                missing = {object_id for object_id in needs if object_id not in cache}
-                break
+        missing = self.cache.pin(needs)
         task = WorkerTask(message, tuple(needs), missing)
         self.tasks[task.task_id] = task
         self.queue.add(task)
@@ -664,12 +659,21 @@ class WorkerCore:
         seconds = duration_us * 1e-6
         durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
         if succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling and not self.outputs:
-            # the common case, spelled out: a small value, no profile, no output to send first
-            self._outgoing.append((self._success_results.encode(task_id, payload), len(payload)))
+            # the common case, spelled out: a small value, no profile, no output to send first; it leaves with the
+            # report's other such results (processor_report takes them)
+            self._success_results.add(task_id, payload)
             self._forget(task, "result")
             return
+        self._take_success_results()  # the results before this one go first
         status = _SUCCESS if succeeded else TaskStatus.failed
         self._answer(task, "result", status, payload, error_text, result)
+
+    def _take_success_results(self) -> None:
+        """Queue the short results gathered by _on_result. A report answers at most its processor's pipe (at most
+        config.DEFAULT_PREFETCH_TASKS tasks), each result under the inline limit: far under the outbox's frame size."""
+        batch = self._success_results.take()
+        if batch is not None:
+            self._outgoing.append(batch)
 
     def _answer(
         self,

@@ -4,7 +4,9 @@ No clock here: every call that records a use is told the time (see core.py)."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Set
+
+_NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
 
 
 class _PartialObject:
@@ -60,10 +62,19 @@ class ObjectCache:
         """Object id -> how many tasks held here need it."""
         return dict(self._pins)
 
-    def pin(self, object_ids: Iterable[bytes]) -> None:
+    def pin(self, object_ids: Iterable[bytes]) -> Set[bytes]:
+        """Pin each object for one more task; returns those not complete here yet (to fetch). One pass over the ids,
+        and no new set when nothing is missing: this runs once per task."""
         pins = self._pins
+        payloads = self._payloads
+        missing = _NOTHING_MISSING  # never added to: replaced by a set of its own first
         for object_id in object_ids:
             pins[object_id] = pins.get(object_id, 0) + 1
+            if object_id not in payloads:
+                if not missing:
+                    missing = set()
+                missing.add(object_id)
+        return missing
 
     def unpin(self, object_ids: Iterable[bytes], now: float) -> None:
         pins = self._pins

@@ -3,7 +3,7 @@ encoding of the message it sends most, a short task's TaskResult."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import zmq
 
@@ -45,13 +45,17 @@ class Outbox:
 
 
 class SuccessResults:
-    """TaskResult{success, payload} of a task, encoded by template (scaler/fastpath/templates.py): one join per
-    result instead of a message object and its encoding, for the message a worker sends once per task."""
+    """TaskResult{success, payload} of short tasks, encoded by template (scaler/fastpath/templates.py) and gathered into
+    one Encoded run of messages until taken: per result one join, instead of a message object and its encoding, and
+    per batch (a processor's report) one entry for the outbox and the frame encoder, not one per result. This is the
+    message a worker sends once per task."""
 
     def __init__(self) -> None:
         self._templates: Dict[tuple, Optional[Template]] = {}
+        self._encoded: List[bytes] = []
+        self._payload_bytes = 0
 
-    def encode(self, task_id: bytes, payload: bytes) -> Encoded:
+    def add(self, task_id: bytes, payload: bytes) -> None:
         key = (len(task_id), len(payload))
         template = self._templates.get(key, _NOT_MADE)
         if template is _NOT_MADE:
@@ -59,8 +63,19 @@ class SuccessResults:
                 self._templates = {}
             template = self._templates[key] = make_template(_success, key)
         if template is None:
-            return Encoded(encode(TaskResult(task_id=task_id, status=_SUCCESS, payload=payload)))
-        return Encoded(template.encode((task_id, payload)))
+            self._encoded.append(encode(TaskResult(task_id=task_id, status=_SUCCESS, payload=payload)))
+        else:
+            self._encoded.append(template.encode((task_id, payload)))
+        self._payload_bytes += len(payload)
+
+    def take(self) -> Optional[Tuple[Encoded, int]]:
+        """The results added since the last call as one Encoded message run, with their payload bytes; None if none."""
+        if not self._encoded:
+            return None
+        batch = (Encoded(b"".join(self._encoded)), self._payload_bytes)
+        self._encoded = []
+        self._payload_bytes = 0
+        return batch
 
 
 def _success(values: Sequence[bytes]) -> TaskResult:

@@ -119,6 +119,13 @@ class TaskQueue:
 
     def add(self, task: WorkerTask) -> None:
         if not task.missing:
+            message = task.task
+            if not message.priority and not message.parent_task_id:
+                # The common case, spelled out (one per task): a plain task of priority 0, to the end of its line.
+                task.queued = True
+                self._runnable += 1
+                self._zero.ready.append(task)
+                return
             self._make_ready(task)
             return
         self._waiting[task.task_id] = task

@@ -388,3 +388,34 @@ def test_a_goodbye_asking_to_register_again_is_a_lost_scheduler_not_an_exit():
     assert harness.core.registrations == 2
     harness.send(Goodbye(reason="a client shut the cluster down"))
     assert harness.exit.code == EXIT_OK
+
+
+def test_the_results_of_one_report_leave_in_the_order_their_tasks_ran_whatever_their_kind():
+    harness = connected()
+    teach_short(harness)
+    names = ["short", "failed", "short again", "large", "last"]
+    tasks = {name: harness.task() for name in names}
+    harness.send(*tasks.values())
+    sim = harness.processors[1]
+    large = b"L" * (config.DEFAULT_INLINE_LIMIT_BYTES + 1)
+    for name in names:
+        sim.read_orders()
+        sim.start_next()
+        sim.finish(succeeded=name != "failed", payload=large if name == "large" else None)
+    out = harness.report(1)
+    ids = {task.task_id: name for name, task in tasks.items()}
+    order = [
+        (type(message).__name__, ids[message.object_id if type(message) is ObjectPut else message.task_id])
+        for message in out
+    ]
+    assert order == [
+        ("TaskResult", "short"),
+        ("TaskResult", "failed"),
+        ("TaskResult", "short again"),
+        ("ObjectPut", "large"),
+        ("TaskResult", "large"),
+        ("TaskResult", "last"),
+    ]
+    statuses = {ids[result.task_id]: (result.status, result.in_object) for result in of_type(out, TaskResult)}
+    assert statuses["failed"] == (TaskStatus.failed, False) and statuses["large"] == (TaskStatus.success, True)
+    assert not harness.core.tasks

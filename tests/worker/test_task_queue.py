@@ -56,3 +56,29 @@ def test_balancing_takes_the_tasks_that_would_wait_longest_here() -> None:
         queue.add(item)
     assert [t.task_id for t in queue.take_newest(3)] == [b"b", b"a", b"n1"]
     assert drain(queue) == ["n2"]
+
+
+def test_plain_tasks_of_priority_zero_queue_between_the_other_priorities_whenever_they_arrive() -> None:
+    # Plain priority-0 tasks take a shorter way into the queue than the others: the order must not show it.
+    queue = TaskQueue()
+    for item in [queued("high1", priority=2), queued("a"), queued("low", priority=-1), queued("b")]:
+        queue.add(item)
+    assert queue.first_ready().task_id == b"high1" and queue.pop_ready().task_id == b"high1"
+    for item in [queued("c"), queued("nested", b"p"), queued("high2", priority=2), queued("d")]:
+        queue.add(item)
+    expected = ["high2", "nested", "a", "b", "c", "d", "low"]
+    assert len(queue) == 7 and [task.task_id.decode() for task in queue] == expected
+    assert drain(queue) == expected and len(queue) == 0
+
+
+def test_plain_tasks_removed_or_waiting_for_objects_keep_their_places_right() -> None:
+    queue = TaskQueue()
+    tasks = {name: queued(name) for name in ("a", "b", "c")}
+    waiting = queued("w", missing=(b"obj",))
+    for item in [tasks["a"], waiting, tasks["b"], tasks["c"]]:
+        queue.add(item)
+    assert len(queue) == 4 and queue.remove(tasks["b"]) and not queue.remove(tasks["b"])
+    assert len(queue) == 3 and not tasks["b"].queued
+    assert [task.task_id for task in queue.object_arrived(b"obj")] == [b"w"]
+    queue.add(queued("d"))
+    assert drain(queue) == ["a", "c", "w", "d"] and len(queue) == 0
