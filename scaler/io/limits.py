@@ -9,9 +9,9 @@ scheduler that runs out cannot accept a connection; libzmq then retries the acce
 - `size_context` lets a ZeroMQ context hold as many sockets as the process may open files;
 - `ConnectionBudget` counts the connections of the scheduler's listening socket, from its monitor events, and when only
   a reserve of descriptors is left it stops new connections at the door: a socket filter on the listening socket drops
-  incoming SYNs, so connecting peers wait in TCP's own retries instead of spinning the scheduler, and the peers it has
-  are served as before. Below the limit again, the filter is removed and the waiting peers get in. It logs why, rate
-  limited.
+  what reaches it (SYNs, handshakes under way), so connecting peers wait in TCP's own retries instead of spinning the
+  scheduler, and the peers it has are served as before. Below the limit again, the filter is removed and the waiting
+  peers get in. It logs why, rate limited.
 """
 
 from __future__ import annotations
@@ -157,10 +157,15 @@ def find_listening_socket(port: int) -> Optional[int]:
 
 
 class SynGate:
-    """Closes and opens a listening TCP socket's door with a classic BPF socket filter (Linux): while closed, SYNs
-    that open a connection are dropped, so connecting peers retry in TCP; established connections and handshakes
-    under way are untouched (the filter passes every packet that is not a bare SYN). Owns `fd`, a duplicate of the
-    listening socket's descriptor."""
+    """Closes and opens a listening TCP socket's door with a classic BPF socket filter (Linux). While closed, the
+    listening socket drops every packet that reaches it, so no connection completes: neither new ones (SYNs), nor
+    handshakes under way, nor those a SYN cookie answered before (their ACKs would otherwise keep coming in for
+    minutes); their peers retry in TCP. Established connections have sockets of their own and are untouched; what the
+    kernel had already queued (at most the backlog and one) is all that can still be accepted. Owns `fd`, a duplicate
+    of the listening socket's descriptor.
+
+    A connection the kernel creates at the very moment the door closes copies the filter and drops what its peer sends
+    until ZeroMQ's handshake timeout closes it (30 s); the peer then reconnects."""
 
     _SO_ATTACH_FILTER = 26
     _SO_DETACH_FILTER = 27
@@ -168,17 +173,9 @@ class SynGate:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._libc = _libc()
-        # ldb [13] (TCP flags); and #(SYN|ACK); jeq #SYN, drop, pass; drop: ret #0; pass: ret #-1 (whole packet)
-        code = b"".join(
-            struct.pack("<HBBI", *instruction)
-            for instruction in (
-                (0x30, 0, 0, 13),
-                (0x54, 0, 0, 0x12),
-                (0x15, 0, 1, 0x02),
-                (0x06, 0, 0, 0),
-                (0x06, 0, 0, 0xFFFFFFFF),
-            )
-        )
+        # ret #0: keep nothing of any packet. Not only SYNs: a handshake answered before the door closed (with a SYN
+        # cookie, when the SYN queue overflowed in a burst) completes on its ACK, and would pass a SYN-only filter.
+        code = struct.pack("<HBBI", 0x06, 0, 0, 0)
         self._code = ctypes.create_string_buffer(code, len(code))  # kept alive: the kernel reads it at attach
         program = struct.pack("@HP", len(code) // 8, ctypes.addressof(self._code))  # struct sock_fprog
         self._program = ctypes.create_string_buffer(program, len(program))
