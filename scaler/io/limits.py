@@ -11,7 +11,9 @@ scheduler that runs out cannot accept a connection; libzmq then retries the acce
   a reserve of descriptors is left it stops new connections at the door: a socket filter on the listening socket drops
   what reaches it (SYNs, handshakes under way), so connecting peers wait in TCP's own retries instead of spinning the
   scheduler, and the peers it has are served as before. Below the limit again, the filter is removed and the waiting
-  peers get in. It logs why, rate limited.
+  peers get in. It logs why, rate limited. Should libzmq run out of descriptors all the same (a burst outruns the
+  count), the budget turns away what the kernel already queued for it, so that libzmq's accept, which it retries as
+  long as any connection waits, stops.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import ctypes
 import errno
 import logging
 import os
+import select
 import socket
 import struct
 import sys
@@ -121,6 +124,7 @@ def _libc():
     libc.getsockopt.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
     libc.setsockopt.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32]
     libc.getsockname.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    libc.accept4.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     return libc
 
 
@@ -165,7 +169,10 @@ class SynGate:
     of the listening socket's descriptor.
 
     A connection the kernel creates at the very moment the door closes copies the filter and drops what its peer sends
-    until ZeroMQ's handshake timeout closes it (30 s); the peer then reconnects."""
+    until ZeroMQ's handshake timeout closes it (30 s); the peer then reconnects.
+
+    The gate can also turn away the connections the kernel queued, accepting and closing each at once: their peers
+    retry, through the shut door, so they wait in TCP until it opens."""
 
     _SO_ATTACH_FILTER = 26
     _SO_DETACH_FILTER = 27
@@ -179,6 +186,11 @@ class SynGate:
         self._code = ctypes.create_string_buffer(code, len(code))  # kept alive: the kernel reads it at attach
         program = struct.pack("@HP", len(code) // 8, ctypes.addressof(self._code))  # struct sock_fprog
         self._program = ctypes.create_string_buffer(program, len(program))
+        # accepting must never block the event loop: libzmq's listener is non-blocking already (the flag belongs to the
+        # open file, which this duplicate shares), set again so the gate does not depend on it
+        os.set_blocking(fd, False)
+        self._queue = select.poll()  # not a Python socket object: see find_listening_socket
+        self._queue.register(fd, select.POLLIN)
         self.closed = False
 
     @staticmethod
@@ -199,10 +211,28 @@ class SynGate:
         self.open()
         os.close(self._fd)
 
+    def queued(self) -> bool:
+        """Whether connections wait in the listening socket's queue, accepted by the kernel, not yet by libzmq."""
+        return bool(self._queue.poll(0))
+
+    def turn_away(self) -> int:
+        """Accept one queued connection and close it at once: 0, or the errno (EAGAIN: none queued; EMFILE: no
+        descriptor free to accept it with)."""
+        fd = self._libc.accept4(self._fd, None, None, socket.SOCK_CLOEXEC)
+        if fd < 0:
+            return ctypes.get_errno()
+        os.close(fd)
+        return 0
+
     def _setsockopt(self, option: int, value, size: int) -> None:
         if self._libc.setsockopt(self._fd, socket.SOL_SOCKET, option, value, size):
             error = ctypes.get_errno()
             raise OSError(error, f"setsockopt on the listening socket: {os.strerror(error)}")
+
+
+_OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+# accept4 turned one away (0), or the connection was gone before it was accepted: the next one, then
+_TURNED_AWAY_OR_GONE = (0, errno.ECONNABORTED, errno.EPROTO, errno.EINTR)
 
 
 class ConnectionBudget:
@@ -211,11 +241,15 @@ class ConnectionBudget:
     Fed the socket's monitor events (`accepted`, `disconnected`, `accept_failed`); closes the `gate` at `capacity`
     connections and opens it again `hysteresis` below. Without a gate (ipc addresses, not Linux) it can only log.
 
-    The events reach it late (libzmq accepts in its own thread), so a burst of peers can overshoot the capacity. With
-    a gate it therefore holds spare descriptors, one per connection the listening socket may queue and a few more:
-    when libzmq runs out of descriptors anyway, the door is shut and the spares are given up, so that libzmq can
-    accept what is already queued (no new connection gets in with the door shut) instead of retrying forever. They
-    are taken again, and the door opened, once enough peers left."""
+    The events reach it late (libzmq accepts in its own thread), so a burst of peers can overshoot the capacity, past
+    the descriptors the process has. libzmq then retries its accept for as long as a connection waits in the
+    listening socket's queue: the spin. With a gate the budget therefore holds spare descriptors, one per connection
+    the listening socket may queue and a few more. When libzmq fails to accept for want of descriptors, the door is
+    shut (nothing more reaches the queue, which holds at most the backlog and one) and the budget empties the queue
+    itself: it frees a spare, accepts with it and closes what it accepted, until the queue is empty, and takes the
+    spare back. libzmq, which retries its accept all the time, often takes the freed descriptor first: that admits
+    one queued peer, and the next spare is used. The spares outnumber what the queue can hold, so it empties either
+    way. The door opens again once enough peers left."""
 
     def __init__(
         self,
@@ -239,6 +273,7 @@ class ConnectionBudget:
         self._hold_spares()
         self.connections = 0
         self.refused_while_full = 0  # failed accepts (out of descriptors anyway), for the log
+        self.turned_away = 0  # queued connections accepted and closed at once, for the log
         self._clock = clock
         self._last_logged: Dict[str, float] = {}  # kind of line -> when it was last logged
         self._warned_near = False
@@ -291,26 +326,49 @@ class ConnectionBudget:
             self._warned_near = False
 
     def accept_failed(self, error: int) -> None:
-        """libzmq could not accept: out of descriptors before the count says so (other files), or a passing error."""
+        """libzmq could not accept: out of descriptors before the count says so (a burst, other files), or a passing
+        error. libzmq retries at once, as long as the connection waits, so these come in floods: past the first, one
+        costs a poll of the queue."""
         if error not in (errno.EMFILE, errno.ENFILE):
             return
         self.refused_while_full += 1
-        if self.gate is not None:
-            self.gate.close()
-            self._release_spares()
-        self._say(
-            "failed",
-            logging.WARNING,
-            f"could not accept a connection to the {self.what} ({os.strerror(error)}) with {self.connections} "
-            f"peers connected, past what the {self.open_files.describe()} allows ({self.refused_while_full} so far): "
-            f"new connections wait (in TCP's retries) until peers leave; {HOW_TO_RAISE}",
-        )
+        gate = self.gate
+        if gate is not None:
+            gate.close()
+            if gate.queued():
+                self._turn_away_queued(gate)
+        if self._due("failed"):
+            turned_away = (
+                f"; {self.turned_away} connection(s) it had queued were turned away, to retry"
+                if self.turned_away
+                else ""
+            )
+            logger.warning(
+                f"could not accept a connection to the {self.what} ({os.strerror(error)}) with {self.connections} "
+                f"peers connected, past what the {self.open_files.describe()} allows ({self.refused_while_full} "
+                f"failed accept(s) so far{turned_away}): new connections wait (in TCP's retries) until peers leave; "
+                f"{HOW_TO_RAISE}"
+            )
 
     def close(self) -> None:
         self._release_spares()
         if self.gate is not None:
             self.gate.release()
             self.gate = None
+
+    def _turn_away_queued(self, gate: SynGate) -> None:
+        """Accept and close what the listening socket queued, a spare descriptor at a time (see the class)."""
+        while self._spares:
+            os.close(self._spares.pop())
+            error = gate.turn_away()
+            while error in _TURNED_AWAY_OR_GONE:
+                if error == 0:
+                    self.turned_away += 1
+                error = gate.turn_away()
+            if error not in _OUT_OF_DESCRIPTORS:
+                break  # EAGAIN: the queue is empty (or accepting fails for good: nothing a descriptor mends)
+            # libzmq took the descriptor just freed (a peer more) or another thread did: with the next spare
+        self._hold_spares()
 
     def _hold_spares(self) -> bool:
         """Take the spare descriptors back (all, or False: still out of descriptors)."""
@@ -327,12 +385,17 @@ class ConnectionBudget:
         self._spares.clear()
 
     def _say(self, kind: str, level: int, text: str) -> None:
+        if self._due(kind):
+            logger.log(level, text)
+
+    def _due(self, kind: str) -> bool:
         """The first line of each kind, then at most one a minute: the door may close and open often."""
         now = self._clock()
         last = self._last_logged.get(kind)
         if last is None or now - last >= _LOG_EVERY_SECONDS:
             self._last_logged[kind] = now
-            logger.log(level, text)
+            return True
+        return False
 
 
 def budget_for(router, what: str, open_files: OpenFiles, backlog: int) -> ConnectionBudget:
