@@ -24,6 +24,9 @@ _HANDSHAKE_FAILURES = {
     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "the peer does not speak CurveZMQ with this scheduler's key",
 }  # a refused key (EVENT_HANDSHAKE_FAILED_AUTH) is logged by the ZAP handler, with the key
 _EXPLAIN_DELAY_SECONDS = 2.0  # a peer's goodbye and its TCP close reach the scheduler in either order
+# Events read in one go before the event loop runs its other work: libzmq, out of descriptors, reports a failed accept
+# each time it retries, as fast as it can, until the budget turns the waiting connections away.
+_EVENTS_PER_TURN = 256
 
 
 class ConnectionWatch:
@@ -74,7 +77,9 @@ class ConnectionWatch:
     def read_events(self) -> None:
         events = self._events
         budget = self._budget
-        while events.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        for _ in range(_EVENTS_PER_TURN):
+            if not events.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                return
             message = recv_monitor_message(events, zmq.NOBLOCK)
             event = message["event"]
             if event == zmq.EVENT_ACCEPTED:
@@ -102,6 +107,8 @@ class ConnectionWatch:
                 _HANDSHAKE_FAILURES.get(event, f"handshake event {event}"),
                 count,
             )
+        # more waiting: read on after the loop's other work (ZeroMQ's descriptor would not wake the loop for these)
+        self._loop.call_soon(self.read_events)
 
     def _explain_disconnects(self) -> None:
         assert self._goodbyes is not None
