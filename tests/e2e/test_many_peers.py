@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Tuple
 
 import psutil
 import pytest
@@ -40,6 +41,22 @@ def start_scheduler(tmp_path: Path, limit: str, python: str) -> ScalerProcess:
     scheduler.address = address  # type: ignore[attr-defined]
     scheduler.wait_for_output("peers on the scheduler address", timeout=60)
     return scheduler
+
+
+def connections_held_and_queued(pid: int, address: str) -> Tuple[int, int]:
+    """The TCP connections process `pid` holds on the port of `address`, and how many its listening socket there
+    queued unaccepted (the kernel's count: rx_queue of the listener in /proc/net/tcp)."""
+    port = int(address.rpartition(":")[2])
+    process = psutil.Process(pid)
+    connections = getattr(process, "net_connections", process.connections)("tcp")
+    held = sum(1 for c in connections if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port)
+    queued = 0
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:  # 0A: LISTEN
+                queued = int(fields[4].rpartition(":")[2], 16)
+    return held, queued
 
 
 def idle_cpu_percent(pid: int, seconds: float) -> float:
@@ -108,9 +125,17 @@ def test_past_the_hard_limit_the_scheduler_names_it_serves_whom_it_holds_and_doe
             "a warning naming the limit",
         )
         assert "ulimit -n" in scheduler.output(), "the log says how to raise the limit"
-        wait_for(lambda: workers.ask({"cmd": "stats"})["connected"] >= 10, 30, "the workers it has room for")
-        time.sleep(1.0)
+        scheduler.wait_for_output("new connections wait", timeout=60)  # the door is shut
+
+        def all_held_are_served() -> bool:
+            """Nothing left to accept, and each connection the scheduler holds belongs to a peer it answered (a busy
+            scheduler answers those it accepted last seconds later)."""
+            held, queued = connections_held_and_queued(scheduler.pid, scheduler.address)
+            return queued == 0 and held == workers.ask({"cmd": "stats"})["connected"] + 1  # and the client
+
+        wait_for(all_held_are_served, 60, "the workers it holds, every one answered")
         connected = workers.ask({"cmd": "stats"})["connected"]
+        held = connections_held_and_queued(scheduler.pid, scheduler.address)[0]
         assert 10 <= connected < 128, connected
         cpu = idle_cpu_percent(scheduler.pid, 5.0)
         assert cpu < 5.0, f"the scheduler used {cpu:.1f}% of a core while its door was shut"
@@ -121,6 +146,7 @@ def test_past_the_hard_limit_the_scheduler_names_it_serves_whom_it_holds_and_doe
         assert drained["submitted"] == drained["answered"] == 2000
         assert workers.ask({"cmd": "stats"})["answered"] == 2000
         assert workers.ask({"cmd": "stats"})["connected"] == connected, "nobody got in while the door was shut"
+        assert connections_held_and_queued(scheduler.pid, scheduler.address)[0] == held, "nor did a connection"
         assert os.path.exists(scheduler.log_path) and "Traceback" not in scheduler.output()
     finally:
         for host in reversed(hosts):
