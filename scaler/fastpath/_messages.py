@@ -574,7 +574,7 @@ class Task:
 
     task_id: bytes
     function_id: bytes
-    args: list[Argument]
+    args: list[Argument]  # None when read by decode_frame_for_routing
     dependencies: list[bytes]
     profiling: bool
     report_result: bool
@@ -2680,6 +2680,235 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         raise NotCanonical
     else:
         obj.args = []
+    if tail == _NULL_TAIL_TASK:
+        obj.dependencies = []
+        obj.parent_task_id = b""
+        obj.serializer_id = b""
+        obj.resources = []
+    else:
+        a3, b3, a4, b4, a5, b5, a6, b6 = _TAIL_TASK.unpack(tail)
+        if b3:
+            if a3 + a3 != c - 78 or b3 & 7 != 6:
+                raise NotCanonical
+            at1 = c
+            c += b3 >> 3 << 3
+            items1 = []
+            for at1 in range(at1, c, 8):
+                x1, y1 = _POINTER.unpack_from(m, at1)
+                if y1:
+                    n = y1 >> 3
+                    if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
+                        items1.append(m[c : c + n])
+                        c += n + 7 & -8
+                    elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
+                        s = at1 + 8 + (x1 >> 2 << 3)
+                        items1.append(m[s : s + n])
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif x1:
+                    raise NotCanonical
+                else:
+                    items1.append(b"")
+            obj.dependencies = items1
+        elif a3:
+            raise NotCanonical
+        else:
+            obj.dependencies = []
+        if b4:
+            n = b4 >> 3
+            if a4 + a4 == c - 86 and b4 & 7 == 2:
+                obj.parent_task_id = m[c : c + n]
+                c += n + 7 & -8
+            elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
+                s = 88 + (a4 >> 2 << 3)
+                obj.parent_task_id = m[s : s + n]
+                blobs = defer_blob(blobs, s, n)
+            else:
+                raise NotCanonical
+        elif a4:
+            raise NotCanonical
+        else:
+            obj.parent_task_id = b""
+        if b5:
+            n = b5 >> 3
+            if a5 + a5 == c - 94 and b5 & 7 == 2:
+                obj.serializer_id = m[c : c + n]
+                c += n + 7 & -8
+            elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
+                s = 96 + (a5 >> 2 << 3)
+                obj.serializer_id = m[s : s + n]
+                blobs = defer_blob(blobs, s, n)
+            else:
+                raise NotCanonical
+        elif a5:
+            raise NotCanonical
+        else:
+            obj.serializer_id = b""
+        if b6:
+            if a6 + a6 != c - 102 or b6 & 7 != 7:
+                raise NotCanonical
+            t, u = _POINTER_BITS.unpack_from(m, c)
+            if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
+                raise NotCanonical
+            e1 = c + 8
+            c = e1 + (b6 >> 3 << 3)
+            items1 = []
+            if ITER_UNPACK:
+                for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
+                    el1 = _new(Resource)
+                    el1.amount = u1_0
+                    if b1_0:
+                        n = b1_0 >> 3
+                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                            raise NotCanonical
+                        el1.name = m[c : c + n - 1].decode()
+                        c += n + 7 & -8
+                    elif a1_0:
+                        raise NotCanonical
+                    else:
+                        el1.name = ""
+                    items1.append(el1)
+                    e1 += 16
+            else:
+                for e1 in range(e1, c, 16):
+                    u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+                    el1 = _new(Resource)
+                    el1.amount = u1_0
+                    if b1_0:
+                        n = b1_0 >> 3
+                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                            raise NotCanonical
+                        el1.name = m[c : c + n - 1].decode()
+                        c += n + 7 & -8
+                    elif a1_0:
+                        raise NotCanonical
+                    else:
+                        el1.name = ""
+                    items1.append(el1)
+            obj.resources = items1
+        elif a6:
+            raise NotCanonical
+        else:
+            obj.resources = []
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
+    if c != size:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _decode_task_for_routing(frame: bytes, pos: int) -> Task:
+    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, tail = _HEADER_TASK.unpack_from(frame, pos)
+    if segments or head != _HEAD_TASK:
+        raise NotCanonical
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
+    else:
+        m = frame
+    obj = _new(Task)
+    if not u0:
+        obj.profiling = False
+        obj.report_result = True
+        obj.stream_output = False
+    else:
+        obj.profiling = (u0 & 1) != 0
+        obj.report_result = (u0 & 2) == 0
+        obj.stream_output = (u0 & 4) != 0
+    obj.priority = u1
+    obj.retries = u2
+    obj.timeout_ms = u3
+    c = 104
+    blobs = None
+    if b0:
+        n = b0 >> 3
+        if a0 + a0 == c - 54 and b0 & 7 == 2:
+            obj.task_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
+            s = 56 + (a0 >> 2 << 3)
+            obj.task_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.task_id = b""
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 == c - 62 and b1 & 7 == 2:
+            obj.function_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
+            s = 64 + (a1 >> 2 << 3)
+            obj.function_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.function_id = b""
+    if b2:
+        if a2 + a2 != c - 70 or b2 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 131073 or (t >> 2) * 3 != b2 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b2 >> 3 << 3)
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0, a1_1, b1_1 in _CANON_ARGUMENT.iter_unpack(m[e1 : c]):
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    m[c : c + n - 1].decode()  # refused as the fast reader would: UnicodeDecodeError
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                if b1_1:
+                    n = b1_1 >> 3
+                    if a1_1 + a1_1 == c - e1 - 22 and b1_1 & 7 == 2:
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_1 & 7 == 2 and a1_1 & 3 == 1:
+                        s = e1 + 24 + (a1_1 >> 2 << 3)
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_1:
+                    raise NotCanonical
+                e1 += 24
+        else:
+            for e1 in range(e1, c, 24):
+                u1_0, a1_0, b1_0, a1_1, b1_1 = _CANON_ARGUMENT.unpack_from(m, e1)
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    m[c : c + n - 1].decode()  # refused as the fast reader would: UnicodeDecodeError
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                if b1_1:
+                    n = b1_1 >> 3
+                    if a1_1 + a1_1 == c - e1 - 22 and b1_1 & 7 == 2:
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_1 & 7 == 2 and a1_1 & 3 == 1:
+                        s = e1 + 24 + (a1_1 >> 2 << 3)
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_1:
+                    raise NotCanonical
+    elif a2:
+        raise NotCanonical
+    obj.args = None
     if tail == _NULL_TAIL_TASK:
         obj.dependencies = []
         obj.parent_task_id = b""
@@ -5375,6 +5604,30 @@ FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_worker_heartbeat,
     _decode_heartbeat_echo,
     _decode_task,
+    _decode_task_result,
+    _decode_task_cancel,
+    _decode_object_put,
+    _decode_object_request,
+    _decode_object_response,
+    _decode_object_delete,
+    _decode_balance_request,
+    _decode_balance_response,
+    _decode_client_disconnect,
+    _decode_disconnect_reply,
+    _decode_worker_disconnect,
+    _decode_goodbye,
+    _decode_scheduler_status,
+    _decode_task_output,
+    _decode_worker_retire,
+)
+# The same, except that a message's fields in emit_fast.UNREAD_WHEN_ROUTING are checked but left None.
+ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
+    _decode_hello,
+    _decode_hello_reply,
+    _decode_client_heartbeat,
+    _decode_worker_heartbeat,
+    _decode_heartbeat_echo,
+    _decode_task_for_routing,
     _decode_task_result,
     _decode_task_cancel,
     _decode_object_put,

@@ -13,6 +13,7 @@ from scaler.fastpath._messages import (
     MESSAGE_TYPES,
     ROOT_DISCRIMINANT_BYTE,
     ROOT_MEMBER_POINTER_BYTE,
+    ROUTING_READERS,
 )
 from scaler.fastpath.wire import (
     MAX_SEGMENTS,
@@ -119,23 +120,37 @@ def decode_frame(frame: bytes) -> list[Any]:
     Messages in the layout our encoder and pycapnp write (a single segment, objects in pre-order) go through the
     generated fast readers; any other message, valid or not, goes through the general reader.
     """
+    return _decode(frame, FAST_READERS)
+
+
+def decode_frame_for_routing(frame: bytes) -> list[Any]:
+    """decode_frame for a peer that forwards messages' bytes (``.raw``) untouched: the scheduler.
+
+    It accepts and refuses exactly the messages decode_frame does, but the fast readers leave the fields that such
+    a peer never reads (emit_fast.UNREAD_WHEN_ROUTING: a Task's args) None; decode ``.raw`` again to read them. A
+    message the general reader handles (another layout) has every field.
+    """
+    return _decode(frame, ROUTING_READERS)
+
+
+def _decode(frame: bytes, readers: Any) -> list[Any]:
     if frame.__class__ is not bytes:
         frame = _as_bytes(frame)
     try:
-        msg = FAST_READERS[frame[_WHICH_AT]](frame, 0)
+        msg = readers[frame[_WHICH_AT]](frame, 0)
     except _UNUSUAL:
-        return _decode_from(frame, [], 0)
+        return _decode_from(frame, [], 0, readers)
     if msg.raw is frame:  # the frame holds one message, the common case
         return [msg]
-    return _decode_from(frame, [msg], len(msg.raw))
+    return _decode_from(frame, [msg], len(msg.raw), readers)
 
 
-def _decode_from(frame: bytes, messages: list[Any], pos: int) -> list[Any]:
+def _decode_from(frame: bytes, messages: list[Any], pos: int, readers: Any) -> list[Any]:
     """Decode the messages from ``pos`` on, adding them to ``messages``."""
     size = len(frame)
     while pos < size:
         try:
-            msg = FAST_READERS[frame[pos + _WHICH_AT]](frame, pos)
+            msg = readers[frame[pos + _WHICH_AT]](frame, pos)
         except _UNUSUAL:
             msg = decode_message_generally(frame, pos, size)
         messages.append(msg)

@@ -61,7 +61,7 @@ def emit_enum(out: Emitter, name: str, members: list[tuple[str, int]]) -> None:
     out()
 
 
-def emit_class(out: Emitter, model: StructModel) -> None:
+def emit_class(out: Emitter, model: StructModel, unread_when_routing: tuple[str, ...] = ()) -> None:
     top_level = model.which is not None
     attrs = [f.attr for f in model.fields] + (["raw"] if top_level else [])
     out()
@@ -76,7 +76,8 @@ def emit_class(out: Emitter, model: StructModel) -> None:
         out(f"WHICH = {model.which}", 1)
     out()
     for f in model.fields:
-        out(f"{f.attr}: {annotation(f)}", 1)
+        routing = "  # None when read by decode_frame_for_routing" if f.capnp_name in unread_when_routing else ""
+        out(f"{f.attr}: {annotation(f)}{routing}", 1)
     if top_level:
         out("raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr", 1)
     out()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from scaler.fastpath.emit_bytearray import emit_bytearray_encoder, emit_fill, emit_write_list
-from scaler.fastpath.emit_fast import emit_constants, emit_encoder, emit_fast_reader
+from scaler.fastpath.emit_fast import UNREAD_WHEN_ROUTING, emit_constants, emit_encoder, emit_fast_reader
 from scaler.fastpath.emit_general import Emitter, emit_class, emit_enum, emit_read, emit_read_list, func_name
 from scaler.fastpath.schema import (
     REPO_ROOT,
@@ -125,6 +125,12 @@ def emit_tables(out: Emitter, schema: Schema, top_level: list[StructModel]) -> N
     for model in top_level:
         out(f"{func_name('decode', model.name)},", 1)
     out(")")
+    out("# The same, except that a message's fields in emit_fast.UNREAD_WHEN_ROUTING are checked but left None.")
+    out("ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (")
+    for model in top_level:
+        suffix = "_for_routing" if model.name in UNREAD_WHEN_ROUTING else ""
+        out(f"{func_name('decode', model.name)}{suffix},", 1)
+    out(")")
     out()
     out("# Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out")
     out("# the same way, byte for byte; each is the faster one on its interpreter (see scaler.fastpath.writers).")
@@ -157,7 +163,7 @@ def render(schema_path: Path = SCHEMA_PATH) -> str:
     for name, members in schema.enums:
         emit_enum(out, name, members)
     for model in schema.structs:
-        emit_class(out, model)
+        emit_class(out, model, UNREAD_WHEN_ROUTING.get(model.name, ()))
     for model in schema.structs:
         units = data_units(model)
         if units:
@@ -170,6 +176,8 @@ def render(schema_path: Path = SCHEMA_PATH) -> str:
             emit_read_list(out, model)
     for model in top_level:
         emit_fast_reader(out, schema, model, by_name)
+        if model.name in UNREAD_WHEN_ROUTING:
+            emit_fast_reader(out, schema, model, by_name, routing=True)
         emit_encoder(out, schema, model, by_name)
     for model in schema.structs:
         emit_fill(out, model)

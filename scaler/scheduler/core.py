@@ -853,6 +853,8 @@ class SchedulerCore:
             parent = self.tasks.get(message.parent_task_id)
             if parent is not None and parent.priority >= priority:
                 priority = min(parent.priority + 1, _INT32_MAX)
+                if message.args is None:  # read by decode_frame_for_routing: every field is needed to re-encode
+                    message = decode_frame(message.raw)[0]
                 message.priority = priority
                 message.raw = None  # re-encoded below: the worker orders its queue by the priority it receives
         raw = message.raw if message.raw is not None else encode(message)

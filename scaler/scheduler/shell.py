@@ -29,7 +29,7 @@ from scaler.protocol import (
     ProtocolError,
     SchedulerStatus,
     WorkerDisconnect,
-    decode_frame,
+    decode_frame_for_routing,
     encode,
 )
 from scaler.scheduler.connections import ConnectionWatch
@@ -162,7 +162,7 @@ class SchedulerShell:
                     core.receive_malformed(peer, "a message of more than one frame", now)
                     continue
                 try:
-                    messages = decode_frame(payload)
+                    messages = decode_frame_for_routing(payload)  # forwards Tasks' arguments unread
                 except ProtocolError as error:
                     core.receive_malformed(peer, str(error), now)
                     continue

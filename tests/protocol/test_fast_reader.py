@@ -14,10 +14,10 @@ from typing import Any, Union
 import pytest
 from hypothesis import given, settings
 
-from scaler.fastpath._messages import FAST_READERS
+from scaler.fastpath._messages import FAST_READERS, ROUTING_READERS
 from scaler.fastpath.codec import decode_message_generally
 from scaler.fastpath.wire import BLOB_THRESHOLD, NotCanonical
-from scaler.protocol import ProtocolError, Task, decode_frame, encode
+from scaler.protocol import Argument, ArgumentKind, ProtocolError, Task, decode_frame, decode_frame_for_routing, encode
 from tests.protocol.strategies import ANY_MESSAGE
 from tests.protocol.test_fuzz import corpus, make_frame
 from tests.protocol.wirebuild import NULL, frame, list_ptr, message_root
@@ -78,6 +78,76 @@ def test_agrees_with_the_general_reader_on_fuzzed_frames() -> None:
             pass
     # mutated payload bytes and values keep a frame canonical: the comparison above covers the fast path too
     assert taken_fast > ITERATIONS // 20, taken_fast
+
+
+def routed_outcome(data: bytes) -> Union[str, list[tuple[type, bytes, bytes]]]:
+    """outcome() of decode_frame_for_routing, each field it left unread (None) read again from the message's raw."""
+    try:
+        messages = decode_frame_for_routing(data)
+    except ProtocolError:
+        return "rejected"
+    for msg in messages:
+        if type(msg) is Task and msg.args is None:
+            msg.args = decode_frame(msg.raw)[0].args
+    return [(type(msg), encode(msg), msg.raw) for msg in messages]
+
+
+def test_the_routing_reader_accepts_and_refuses_what_the_fast_reader_does() -> None:
+    rng = random.Random(SEED + 1)
+    frames = corpus()
+    tasks_with_args = 0
+    for _ in range(ITERATIONS // 3):
+        data = make_frame(rng, frames)
+        assert routed_outcome(data) == outcome(decode_frame, data), data.hex()
+        try:
+            fast = read_fast(data)
+        except HAND_OVER as exc:
+            with pytest.raises(type(exc)):
+                ROUTING_READERS[data[16]](data, 0)
+            continue
+        routed = ROUTING_READERS[data[16]](data, 0)
+        if type(fast) is Task:
+            assert routed.args is None
+            tasks_with_args += bool(fast.args)
+            routed.args = fast.args
+        assert encode(routed) == encode(fast) and routed.raw == fast.raw  # encoded: a float may be NaN
+    assert tasks_with_args > 20, tasks_with_args  # the corpus has Tasks whose arguments the routing reader skips
+
+
+@settings(max_examples=300, deadline=None)
+@given(ANY_MESSAGE)
+def test_the_routing_reader_reads_every_field_but_task_arguments(msg: Any) -> None:
+    encoded = encode(msg)
+    routed = ROUTING_READERS[encoded[16]](encoded, 0)
+    assert routed.raw == encoded
+    if type(msg) is Task:
+        assert routed.args is None
+        routed.args = msg.args
+    assert routed == msg
+
+
+@pytest.mark.parametrize(
+    "name, data",
+    [
+        (b"\xff\xfe", b"x"),  # an argument name that is not UTF-8
+        (b"ok", b"x" * BLOB_THRESHOLD),  # a big argument: placed after the rest, accounted for at the end
+    ],
+)
+def test_the_routing_reader_checks_arguments_it_does_not_build(name: bytes, data: bytes) -> None:
+    task = Task(
+        task_id=b"t" * 16, function_id=b"f" * 16, args=[Argument(kind=ArgumentKind.inline, name="n", data=data)]
+    )
+    encoded = encode(task)
+    if name != b"ok":
+        at = encoded.index(b"n\x00")
+        encoded = encoded[:at] + name[:1] + encoded[at + 1 :]  # same length: only the text is wrong
+    assert routed_outcome(encoded) == outcome(decode_frame, encoded)
+    if name != b"ok":
+        assert outcome(decode_frame, encoded) == "rejected"
+        with pytest.raises(UnicodeDecodeError):
+            ROUTING_READERS[encoded[16]](encoded, 0)
+    else:
+        assert ROUTING_READERS[encoded[16]](encoded, 0).task_id == task.task_id
 
 
 TASK_DATA_WORDS, TASK_POINTERS = 2, 7  # Task's struct layout in the schema

@@ -18,6 +18,7 @@ from scaler.protocol import (
     TaskResult,
     TaskStatus,
     decode_frame,
+    decode_frame_for_routing,
     encode_many,
 )
 from scaler.scheduler.core import SchedulerCore
@@ -41,7 +42,7 @@ class Harness:
 
     def send(self, peer: bytes, *messages) -> Dict[bytes, List[object]]:
         """Encode, decode (so each message carries .raw like off the wire), feed the core, return what it sent."""
-        self.core.receive(peer, decode_frame(encode_many(messages)), self.now)
+        self.core.receive(peer, decode_frame_for_routing(encode_many(messages)), self.now)  # as the shell reads
         if self.validate:
             self.core.validate()
         return self.outbox()

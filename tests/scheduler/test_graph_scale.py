@@ -11,7 +11,7 @@ from typing import List
 
 import pytest
 
-from scaler.protocol import Task, decode_frame, encode_many
+from scaler.protocol import Task, decode_frame_for_routing, encode_many
 from tests.scheduler.harness import CLIENT, WORKER_A, Harness, of_type, result
 
 
@@ -37,7 +37,7 @@ def held_per_node(length: int) -> float:
 
     tracemalloc.start()
     try:
-        harness.core.receive(CLIENT, decode_frame(frame), harness.now)
+        harness.core.receive(CLIENT, decode_frame_for_routing(frame), harness.now)
         held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -410,6 +410,7 @@ def test_a_nested_task_runs_above_its_parent_and_is_re_encoded_only_then() -> No
     child = harness.task(parent_task_id=parent.task_id)  # own priority 0: raised to 4
     (sent,) = sent_tasks(harness.send(CLIENT, child), WORKER_A)
     assert sent.priority == 4 and harness.core.tasks[child.task_id].priority == 4
+    assert sent.args == child.args, "re-encoded with the arguments the scheduler had not read"
     grandchild = harness.task(parent_task_id=child.task_id)
     (sent,) = sent_tasks(harness.send(CLIENT, grandchild), WORKER_A)
     assert sent.priority == 5, "a nested task's nested task: above its parent's effective priority"
