@@ -1,7 +1,8 @@
 """The sans-IO scheduler core routing a frame of 256 tasks to two workers and their results back to the client.
 
 Per task, divide the median by 256. `test_core_route` feeds already-decoded messages (the core alone);
-`test_decode_and_route` also decodes the incoming frames and joins the outgoing ones, as the shell does.
+`test_decode_and_route` also decodes the incoming frames (with decode_frame_for_routing) and joins the outgoing
+ones, as the shell does.
 """
 
 from __future__ import annotations
@@ -10,7 +11,17 @@ from typing import Dict, List
 
 import pytest
 
-from scaler.protocol import Argument, ArgumentKind, Task, TaskResult, TaskStatus, decode_frame, encode, encode_many
+from scaler.protocol import (
+    Argument,
+    ArgumentKind,
+    Task,
+    TaskResult,
+    TaskStatus,
+    decode_frame,
+    decode_frame_for_routing,
+    encode,
+    encode_many,
+)
 from tests.scheduler.harness import CLIENT, WORKER_A, WORKER_B, Harness
 
 BATCH = 256
@@ -43,7 +54,7 @@ def _route(core, tasks: List[object], results: Dict[bytes, TaskResult], decode: 
     core.receive(CLIENT, tasks, 1000.0)
     for peer, chunks in core.take_outgoing().items():
         answers = [results[chunk] for chunk in chunks]
-        core.receive(peer, decode_frame(b"".join(r.raw for r in answers)) if decode else answers, 1000.0)
+        core.receive(peer, decode_frame_for_routing(b"".join(r.raw for r in answers)) if decode else answers, 1000.0)
     back = core.take_outgoing()[CLIENT]
     if decode:
         b"".join(back)
@@ -59,5 +70,5 @@ def test_core_route(benchmark, routed) -> None:
 
 def test_decode_and_route(benchmark, routed) -> None:
     core, frame, results = routed
-    assert benchmark(lambda: _route(core, decode_frame(frame), results, True)) == BATCH
+    assert benchmark(lambda: _route(core, decode_frame_for_routing(frame), results, True)) == BATCH
     assert not core.tasks
