@@ -109,6 +109,12 @@ STATUS_INTERVAL = SETTINGS.declare(
     "status_interval_seconds", float, 1.0, "seconds between status messages on the monitor address",
     flags=("--status-interval", "-si"), check=positive, used_by=(SCHEDULER,),
 )  # fmt: skip
+JIT_WARMUP = SETTINGS.declare(
+    "jit_warmup_seconds", float, 1.0,
+    "under PyPy, seconds spent before serving on synthetic tasks through a private core, so that the first real"
+    " tasks find the hot paths compiled (0: skip; nothing to warm on CPython)",
+    flags=("--jit-warmup",), check=at_least(0), used_by=(SCHEDULER,),
+)  # fmt: skip
 
 # --- untrusted input (the scheduler) ----------------------------------------------------------------------------------
 MAX_FRAME_BYTES = SETTINGS.declare(

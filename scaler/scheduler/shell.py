@@ -36,6 +36,7 @@ from scaler.scheduler.connections import ConnectionWatch
 from scaler.scheduler.core import FINISHED_NAMES, SchedulerCore
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import STATE_NAMES
+from scaler.scheduler.warmup import should_warm_up, warm_up
 from scaler.scheduler.zap import ZapHandler
 
 logger = logging.getLogger(__name__)
@@ -285,6 +286,13 @@ def run_scheduler(
     asyncio.set_event_loop(loop)
     logger.info("use event loop: %s", settings.event_loop)
     shell = SchedulerShell(settings, parent_pid)
+    if should_warm_up(settings.jit_warmup_seconds):  # bound first: a busy address fails at once, not after it
+        report = warm_up(settings.jit_warmup_seconds)
+        logger.info(
+            "Scheduler: JIT warm-up, %d synthetic tasks in %.2f s (--jit-warmup 0 skips it)",
+            report.tasks,
+            report.seconds,
+        )
     if on_listening is not None:
         on_listening()
     logger.info("Scheduler: monitor address is %s", settings.monitor_address)

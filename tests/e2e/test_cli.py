@@ -68,12 +68,13 @@ def test_scheduler_and_cluster_logs_read_like_the_docs(scheduler, cluster) -> No
     log = scheduler_process.output()
     assert "use event loop: builtin" in log
     assert "Scheduler: monitor address is ipc://" in log
+    assert "JIT warm-up" not in log, "nothing to warm on CPython"
     cluster_log = cluster_process.output()
     assert "ClusterProcess: starting 2 workers" in cluster_log
     assert "Worker[0] started" in cluster_log
 
 
-def _serve_and_check(python: str, tmp_path: Path, extra: list) -> None:
+def _serve_and_check(python: str, tmp_path: Path, extra: list) -> str:
     address = free_tcp_address()
     scheduler = ScalerProcess(
         "scaler.scheduler", [address, "-ma", f"ipc://{tmp_path}/monitor", *extra], str(tmp_path / "s.log"), python
@@ -89,12 +90,16 @@ def _serve_and_check(python: str, tmp_path: Path, extra: list) -> None:
             workers.stop()
     finally:
         assert scheduler.stop() == 0, scheduler.output()
-    assert "Scheduler: stopped" in scheduler.output()
+    log = scheduler.output()
+    assert "Scheduler: stopped" in log
+    return log
 
 
 @pytest.mark.skipif(not PYPY.exists(), reason="no PyPy environment: scripts/test.sh builds .venv-pypy")
 def test_pypy_scheduler_serves_cpython_workers_and_client(tmp_path: Path) -> None:
-    _serve_and_check(str(PYPY), tmp_path, [])
+    log = _serve_and_check(str(PYPY), tmp_path, ["--jit-warmup", "0.2"])
+    warmed = log.index("Scheduler: JIT warm-up, ")
+    assert warmed < log.index("Scheduler: listening on"), "warmed before it serves"
 
 
 def test_uvloop_scheduler(tmp_path: Path) -> None:
