@@ -19,7 +19,8 @@ import gc
 import logging
 import sys
 import time
-from typing import Callable, Dict, List, NamedTuple, Tuple
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, List, NamedTuple, Tuple
 
 from scaler.protocol import (
     PROTOCOL_VERSION,
@@ -65,7 +66,7 @@ def should_warm_up(seconds: float) -> bool:
 def warm_up(seconds: float, clock: Callable[[], float] = time.monotonic) -> WarmupReport:
     """Route synthetic work through a private core for about `seconds` (at least one round); what it did."""
     start = clock()
-    with _quiet_scheduler_logs():
+    with _silenced_scaler_loggers():
         workload = _Workload()
         rounds = 0
         while True:
@@ -181,16 +182,15 @@ def _tree_frames() -> List[bytes]:
     return _frames(tasks)
 
 
-class _quiet_scheduler_logs:
+@contextmanager
+def _silenced_scaler_loggers() -> Iterator[None]:
     """The private core's peers connect and leave: nothing of it belongs in the scheduler's log."""
-
-    def __enter__(self) -> None:
-        names = [name for name in logging.Logger.manager.loggerDict if name.startswith("scaler")]
-        self.loggers = [logging.getLogger(name) for name in names]
-        self.disabled = [logger.disabled for logger in self.loggers]
-        for logger in self.loggers:
-            logger.disabled = True
-
-    def __exit__(self, *exc: object) -> None:
-        for logger, disabled in zip(self.loggers, self.disabled):
-            logger.disabled = disabled
+    loggers = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict) if name.startswith("scaler")]
+    disabled = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, was_disabled in zip(loggers, disabled):
+            logger.disabled = was_disabled
