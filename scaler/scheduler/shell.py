@@ -273,6 +273,17 @@ def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+def _warm_up_jit(seconds: float) -> None:
+    try:
+        report = warm_up(seconds)
+    except Exception:  # only speed is at stake: serve anyway, and say why the first tasks may be slower
+        logger.exception("Scheduler: the JIT warm-up failed; serving without it")
+        return
+    logger.info(
+        "Scheduler: JIT warm-up, %d synthetic tasks in %.2f s (--jit-warmup 0 skips it)", report.tasks, report.seconds
+    )
+
+
 def run_scheduler(
     settings: SchedulerSettings,
     on_listening: Optional[Callable[[], None]] = None,
@@ -287,12 +298,7 @@ def run_scheduler(
     logger.info("use event loop: %s", settings.event_loop)
     shell = SchedulerShell(settings, parent_pid)
     if should_warm_up(settings.jit_warmup_seconds):  # bound first: a busy address fails at once, not after it
-        report = warm_up(settings.jit_warmup_seconds)
-        logger.info(
-            "Scheduler: JIT warm-up, %d synthetic tasks in %.2f s (--jit-warmup 0 skips it)",
-            report.tasks,
-            report.seconds,
-        )
+        _warm_up_jit(settings.jit_warmup_seconds)
     if on_listening is not None:
         on_listening()
     logger.info("Scheduler: monitor address is %s", settings.monitor_address)
