@@ -40,3 +40,19 @@ def test_warm_up_logs_nothing_and_gives_the_loggers_back(caplog: pytest.LogCaptu
 def test_only_pypy_is_warmed() -> None:
     assert warmup.should_warm_up(1.0) is warmup.IS_PYPY
     assert warmup.should_warm_up(0.0) is False
+
+
+def test_a_failed_warm_up_is_logged_and_the_scheduler_serves_anyway(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from scaler.scheduler import shell
+
+    def broken(seconds: float) -> warmup.WarmupReport:
+        raise AssertionError("JIT warm-up: 3 synthetic tasks left in the private core")
+
+    monkeypatch.setattr(shell, "warm_up", broken)
+    caplog.set_level(logging.INFO)
+    shell._warm_up_jit(0.1)  # returns: run_scheduler goes on to serve
+    (record,) = [r for r in caplog.records if r.name == "scaler.scheduler.shell"]
+    assert record.levelno == logging.ERROR and "serving without it" in record.getMessage()
+    assert "3 synthetic tasks left" in caplog.text  # the traceback says what went wrong
