@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import time
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 import psutil
 import zmq
@@ -53,9 +53,13 @@ _TICK_SECONDS = 0.1
 
 
 class SchedulerShell:
-    def __init__(self, settings: SchedulerSettings, parent_pid: Optional[int] = None) -> None:
+    def __init__(
+        self, settings: SchedulerSettings, parent_pid: Optional[int] = None, handle_signals: bool = True
+    ) -> None:
         self.settings = settings
         self._parent_pid = parent_pid
+        self._handle_signals = handle_signals  # False for the private scheduler of the JIT warm-up (warmup.py)
+        self.signal_before_run: Optional[int] = None  # SIGINT or SIGTERM received before run(): it stops at once
         self.core = SchedulerCore(settings, time.monotonic())
         # every peer's connection is a file descriptor: as many as the hard limit allows, and ZeroMQ sized to match
         self.open_files = raise_open_files_limit()
@@ -90,6 +94,7 @@ class SchedulerShell:
         self._stopped: Optional[asyncio.Future] = None
         self._next_status = 0.0
         self._drain_scheduled = False
+        self._closed = False  # its sockets are closed: run() has ended
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -100,8 +105,11 @@ class SchedulerShell:
             self._zap.start(loop)
         for watch in self._watches:
             watch.start(loop)
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, self._on_signal, signum)
+        if self._handle_signals:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, self._on_signal, signum)
+        if self.signal_before_run is not None:
+            self._on_signal(self.signal_before_run)
         tick = loop.create_task(self._tick_forever())
         self._on_readable()  # anything queued before the reader was registered
         logger.info("Scheduler: listening on %s", self.settings.address)
@@ -112,6 +120,7 @@ class SchedulerShell:
             tick.cancel()
             loop.remove_reader(fd)
             self._flush()
+            self._closed = True
             self.budget.close()
             self.router.close(linger=500)  # give the final Goodbyes a chance to leave
             self.monitor.close()
@@ -145,6 +154,8 @@ class SchedulerShell:
 
     def _on_readable(self) -> None:
         self._drain_scheduled = False
+        if self._closed:  # a drain scheduled before run() ended; the loop may go on (the JIT warm-up's does)
+            return
         router = self.router
         core = self.core
         now = time.monotonic()
@@ -273,15 +284,27 @@ def new_event_loop(name: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-def _warm_up_jit(seconds: float) -> None:
+def _warm_up_jit(loop: asyncio.AbstractEventLoop, shell: SchedulerShell, seconds: float) -> None:
+    """Warm the JIT (warmup.py) before `shell` serves; a SIGINT or SIGTERM meanwhile ends it and then stops `shell`."""
+    received: List[int] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, received.append, signum)
+    logger.info("Scheduler: warming up the JIT for %.1f s before serving", seconds)
     try:
-        report = warm_up(seconds)
+        report = loop.run_until_complete(warm_up(seconds, SchedulerShell, lambda: bool(received)))
     except Exception:  # only speed is at stake: serve anyway, and say why the first tasks may be slower
         logger.exception("Scheduler: the JIT warm-up failed; serving without it")
-        return
-    logger.info(
-        "Scheduler: JIT warm-up, %d synthetic tasks in %.2f s (--jit-warmup 0 skips it)", report.tasks, report.seconds
-    )
+    else:
+        logger.info(
+            "Scheduler: JIT warm-up, %d synthetic tasks in %.2f s (--jit-warmup 0 skips it)",
+            report.tasks,
+            report.seconds,
+        )
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    if received:
+        shell.signal_before_run = received[0]
 
 
 def run_scheduler(
@@ -298,7 +321,7 @@ def run_scheduler(
     logger.info("use event loop: %s", settings.event_loop)
     shell = SchedulerShell(settings, parent_pid)
     if should_warm_up(settings.jit_warmup_seconds):  # bound first: a busy address fails at once, not after it
-        _warm_up_jit(settings.jit_warmup_seconds)
+        _warm_up_jit(loop, shell, settings.jit_warmup_seconds)
     if on_listening is not None:
         on_listening()
     logger.info("Scheduler: monitor address is %s", settings.monitor_address)

@@ -1,26 +1,31 @@
-"""Warm PyPy's JIT before the scheduler serves: a synthetic workload through a private SchedulerCore.
+"""Warm PyPy's JIT before the scheduler serves: synthetic peers against a private scheduler in this process.
 
 Under PyPy the scheduler's hot paths run in the interpreter until the JIT has traced them, which takes some thousands
-of tasks. The first 10,000-task graph cost the core about 41 µs of CPU per task, the same graph again 9 to 11 µs (in
-one process, cores of their own). Without a warm-up, a user's first graph or map after the scheduler starts pays that.
+of tasks. A fresh PyPy scheduler spent about 40 µs of CPU per task on a user's first 10,000-task graph, 12 to 15 on
+the same graph later (measured: docs/performance.md, JIT warm-up). The first tasks of every cluster paid for it.
 
-So before it reports itself ready, the scheduler runs, for `jit_warmup_seconds`, what the shell would do for one
-client and two workers, minus the sockets: frames of Tasks (a map, and a reduction tree whose small results the core
-inlines) decoded as the shell decodes them, fed to a SchedulerCore of its own, what the core sends taken, joined and
-decoded, the workers' results fed back, heartbeats and ticks in between, then the peers leave. Only the code is shared
-with the real core: traces are per code path, not per object. Nothing is logged from the private core.
-
-On CPython there is nothing to warm: the setting is ignored there.
+So before it serves, the scheduler runs, for `jit_warmup_seconds`, a private scheduler: a second SchedulerShell with
+its own ZeroMQ context on an ipc endpoint in a temporary directory, in the same event loop, and one synthetic client
+and two synthetic workers on DEALER sockets (SyntheticPeers: a map, and a reduction tree whose small results the core
+inlines into the tasks that read them; the workers answer every task at once). The whole path is traced that way:
+the event loop, the shell's reading and sending, the codec and the core. Only the code is shared with the real
+scheduler (traces are per code path, not per object); nothing of the private one is logged, and it leaves nothing
+behind. On CPython there is nothing to warm: the setting is ignored there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import shutil
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, NamedTuple, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Tuple
+
+import zmq
 
 from scaler.protocol import (
     PROTOCOL_VERSION,
@@ -39,18 +44,19 @@ from scaler.protocol import (
     encode,
     encode_many,
 )
-from scaler.scheduler.core import SchedulerCore
 from scaler.scheduler.settings import SchedulerSettings
 
 IS_PYPY = sys.implementation.name == "pypy"
 CLIENT = b"C|jit-warmup|0|client"
 WORKERS = (b"W|jit-warmup|1|a", b"W|jit-warmup|2|b")
 MAP_TASKS = 1024
-TREE_LEAVES = 256
+TREE_LEAVES = 256  # a power of two: the tree is 2 * TREE_LEAVES - 1 tasks
 FRAME_TASKS = 256  # the real client batches this many tasks in a frame
-# virtual seconds per round: heartbeats every round keep the private peers far from any timeout
-ROUND_SECONDS = 0.01
+TASKS_PER_ROUND = MAP_TASKS + 2 * TREE_LEAVES - 1
+RESULTS_PER_ROUND = MAP_TASKS + 1  # what the client asks back: every map task, and of the tree only its root
+STALL_SECONDS = 10.0  # a round of the private scheduler takes milliseconds: this long without progress is a failure
 _TASK = Task.WHICH
+_RESULT = TaskResult.WHICH
 
 
 class WarmupReport(NamedTuple):
@@ -63,83 +69,139 @@ def should_warm_up(seconds: float) -> bool:
     return IS_PYPY and seconds > 0
 
 
-def warm_up(seconds: float, clock: Callable[[], float] = time.monotonic) -> WarmupReport:
-    """Route synthetic work through a private core for about `seconds` (at least one round); what it did."""
-    start = clock()
-    with _silenced_scaler_loggers():
-        workload = _Workload()
-        rounds = 0
-        while True:
-            workload.round()
-            rounds += 1
-            if clock() - start >= seconds:
-                break
-        workload.leave()
-    del workload
-    gc.collect()
-    return WarmupReport(rounds, rounds * (MAP_TASKS + 2 * TREE_LEAVES - 1), clock() - start)
+class SyntheticPeers:
+    """One client and two workers, sans-IO: the frames they send, and how the workers answer what they receive.
 
-
-class _Workload:
-    """One client, two workers, and frames built once: task ids are free again once their results are back."""
+    Every frame is built once: a round's task ids are free again once its results are back, so each round sends the
+    same bytes."""
 
     def __init__(self) -> None:
-        self.now = 0.0
-        self.core = SchedulerCore(SchedulerSettings("tcp://127.0.0.1:0"), self.now)
-        self.frames = _map_frames() + _tree_frames()
-        self.results: Dict[bytes, bytes] = {}  # task id -> its encoded result
-        for frame in self.frames:
+        self.client_frames = _frames([_task(number) for number in range(MAP_TASKS)]) + _tree_frames()
+        self._results: Dict[bytes, bytes] = {}  # task id -> its encoded result
+        for frame in self.client_frames:
             for task in decode_frame_for_routing(frame):
-                self.results[task.task_id] = encode(
-                    TaskResult(task_id=task.task_id, status=TaskStatus.success, payload=b"\x80\x05K\x01.")
-                )
-        self._send(CLIENT, encode(Hello(protocol_version=PROTOCOL_VERSION, role=Role.client, name="jit-warmup")))
+                result = TaskResult(task_id=task.task_id, status=TaskStatus.success, payload=b"\x80\x05K\x01.")
+                self._results[task.task_id] = encode(result)
+
+    def hellos(self) -> List[Tuple[bytes, bytes]]:
+        """(identity, frame) of each peer's Hello."""
+        hellos = [(CLIENT, encode(Hello(protocol_version=PROTOCOL_VERSION, role=Role.client, name="jit-warmup")))]
         for worker in WORKERS:
             hello = Hello(
-                protocol_version=PROTOCOL_VERSION,
-                role=Role.worker,
-                name=worker.decode(),
-                capacity=1000,
+                protocol_version=PROTOCOL_VERSION, role=Role.worker, name=worker.decode(), capacity=1000,
                 task_policies=True,
-            )
-            self._send(worker, encode(hello))
-        self.core.take_outgoing()
+            )  # fmt: skip
+            hellos.append((worker, encode(hello)))
+        return hellos
 
-    def round(self) -> None:
-        core = self.core
-        self.now += ROUND_SECONDS
-        for frame in self.frames:
-            self._send(CLIENT, frame)
-        while True:  # the workers answer what they were sent until nothing is left in flight
-            outgoing = core.take_outgoing()
-            answered = False
-            for peer, chunks in outgoing.items():
-                if peer == CLIENT:
-                    continue
-                results = [
-                    self.results[m.task_id] for m in decode_frame_for_routing(b"".join(chunks)) if m.WHICH == _TASK
-                ]
-                if results:
-                    self._send(peer, b"".join(results))
-                    answered = True
-            if not answered:
+    def answer(self, frame: bytes) -> bytes:
+        """A worker's reply to a frame from the scheduler: the results of its tasks, at once (b"" if none)."""
+        return b"".join([self._results[m.task_id] for m in decode_frame_for_routing(frame) if m.WHICH == _TASK])
+
+    @staticmethod
+    def results_in(frame: bytes) -> int:
+        """How many results a frame to the client holds."""
+        return sum(1 for message in decode_frame_for_routing(frame) if message.WHICH == _RESULT)
+
+    @staticmethod
+    def heartbeats(now: float) -> List[Tuple[bytes, bytes]]:
+        sent_at_us = int(now * 1e6)
+        beats = [(CLIENT, encode(ClientHeartbeat(sent_at_us=sent_at_us, interval_ms=1000)))]
+        return beats + [(w, encode(WorkerHeartbeat(sent_at_us=sent_at_us, interval_ms=1000))) for w in WORKERS]
+
+    @staticmethod
+    def goodbyes() -> List[Tuple[bytes, bytes]]:
+        return [(CLIENT, encode(ClientDisconnect()))] + [(w, encode(WorkerDisconnect())) for w in WORKERS]
+
+
+async def warm_up(
+    seconds: float,
+    make_shell: Callable[..., Any],
+    interrupted: Callable[[], bool] = lambda: False,
+    clock: Callable[[], float] = time.monotonic,
+) -> WarmupReport:
+    """Rounds of SyntheticPeers against a private scheduler (`make_shell(settings, handle_signals=False)`, a
+    SchedulerShell) for about `seconds`, at least one round, fewer once `interrupted()`; what it did."""
+    start = clock()
+    directory = tempfile.mkdtemp(prefix="scaler-jit-warmup-")
+    endpoint = f"ipc://{directory}/scheduler"
+    settings = SchedulerSettings(endpoint, monitor_address=f"ipc://{directory}/monitor", jit_warmup_seconds=0.0)
+    try:
+        with _silenced_scaler_loggers():
+            shell = make_shell(settings, handle_signals=False)
+            serving = asyncio.ensure_future(shell.run())
+            try:
+                rounds = await _drive(SyntheticPeers(), endpoint, start + seconds, interrupted, clock)
+                left = len(shell.core.tasks)
+            finally:
+                shell.stop("the JIT warm-up is over")
+                await serving
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    if left:
+        raise RuntimeError(f"JIT warm-up: {left} synthetic tasks were left in the private scheduler")
+    gc.collect()
+    return WarmupReport(rounds, rounds * TASKS_PER_ROUND, clock() - start)
+
+
+async def _drive(
+    peers: SyntheticPeers, endpoint: str, deadline: float, interrupted: Callable[[], bool], clock: Callable[[], float]
+) -> int:
+    """The peers' side: rounds until `deadline` (or `interrupted()`), each sent, answered and every result counted."""
+    context = zmq.Context()
+    sockets: Dict[bytes, zmq.Socket] = {}
+    try:
+        for identity, hello in peers.hellos():
+            socket = context.socket(zmq.DEALER)
+            socket.setsockopt(zmq.IDENTITY, identity)
+            socket.setsockopt(zmq.LINGER, 0)
+            socket.connect(endpoint)
+            socket.send(hello)
+            sockets[identity] = socket
+        client = sockets[CLIENT]
+        workers = [sockets[worker] for worker in WORKERS]
+        rounds = 0
+        while True:
+            for frame in peers.client_frames:
+                client.send(frame)
+            results = 0
+            patience = clock() + STALL_SECONDS
+            while results < RESULTS_PER_ROUND:
+                progressed = False
+                for worker in workers:
+                    for frame in _drain(worker):
+                        progressed = True
+                        reply = peers.answer(frame)
+                        if reply:
+                            worker.send(reply)
+                for frame in _drain(client):
+                    progressed = True
+                    results += peers.results_in(frame)
+                if progressed:
+                    patience = clock() + STALL_SECONDS
+                elif clock() > patience:
+                    raise RuntimeError(f"JIT warm-up: {results} of {RESULTS_PER_ROUND} results came back, then none")
+                await asyncio.sleep(0)  # the private scheduler reads, routes and sends in this same loop
+            rounds += 1
+            for identity, beat in peers.heartbeats(clock()):
+                sockets[identity].send(beat)
+            if clock() >= deadline or interrupted():
                 break
-        self._send(CLIENT, encode(ClientHeartbeat(sent_at_us=int(self.now * 1e6), interval_ms=1000)))
-        for worker in WORKERS:
-            self._send(worker, encode(WorkerHeartbeat(sent_at_us=int(self.now * 1e6), interval_ms=1000)))
-        core.tick(self.now)
-        core.take_outgoing()
-        if core.tasks:
-            raise AssertionError(f"JIT warm-up: {len(core.tasks)} synthetic tasks left in the private core")
+        for identity, goodbye in peers.goodbyes():
+            sockets[identity].send(goodbye)
+        return rounds
+    finally:
+        for socket in sockets.values():
+            socket.close(linger=0)
+        context.term()
 
-    def leave(self) -> None:
-        for worker in WORKERS:
-            self._send(worker, encode(WorkerDisconnect()))
-        self._send(CLIENT, encode(ClientDisconnect()))
-        self.core.take_outgoing()
 
-    def _send(self, peer: bytes, frame: bytes) -> None:
-        self.core.receive(peer, decode_frame_for_routing(frame), self.now)
+def _drain(socket: zmq.Socket) -> Iterator[bytes]:
+    while True:
+        try:
+            yield socket.recv(zmq.NOBLOCK)
+        except zmq.Again:
+            return
 
 
 def _task(number: int, dependencies: Tuple[bytes, ...] = (), report_result: bool = True) -> Task:
@@ -160,12 +222,8 @@ def _frames(tasks: List[Task]) -> List[bytes]:
     return [encode_many(tasks[i : i + FRAME_TASKS]) for i in range(0, len(tasks), FRAME_TASKS)]
 
 
-def _map_frames() -> List[bytes]:
-    return _frames([_task(number) for number in range(MAP_TASKS)])
-
-
 def _tree_frames() -> List[bytes]:
-    """A binary reduction tree over TREE_LEAVES leaves (a power of two), as the client sends a graph: leaves first."""
+    """A binary reduction tree over TREE_LEAVES leaves, as the client sends a graph: leaves first, the root last."""
     number = MAP_TASKS
     level = []
     for _ in range(TREE_LEAVES):
@@ -184,7 +242,7 @@ def _tree_frames() -> List[bytes]:
 
 @contextmanager
 def _silenced_scaler_loggers() -> Iterator[None]:
-    """The private core's peers connect and leave: nothing of it belongs in the scheduler's log."""
+    """The private scheduler's peers connect and leave: nothing of it belongs in the scheduler's log."""
     loggers = [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict) if name.startswith("scaler")]
     disabled = [logger.disabled for logger in loggers]
     for logger in loggers:

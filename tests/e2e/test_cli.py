@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -100,6 +101,25 @@ def test_pypy_scheduler_serves_cpython_workers_and_client(tmp_path: Path) -> Non
     log = _serve_and_check(str(PYPY), tmp_path, ["--jit-warmup", "0.2"])
     warmed = log.index("Scheduler: JIT warm-up, ")
     assert warmed < log.index("Scheduler: listening on"), "warmed before it serves"
+
+
+@pytest.mark.skipif(not PYPY.exists(), reason="no PyPy environment: scripts/test.sh builds .venv-pypy")
+def test_a_pypy_scheduler_stopped_during_its_jit_warm_up_stops_cleanly(tmp_path: Path) -> None:
+    monitor = tmp_path / "monitor"
+    scheduler = ScalerProcess(
+        "scaler.scheduler", [free_tcp_address(), "-ma", f"ipc://{monitor}", "--jit-warmup", "60"],
+        str(tmp_path / "s.log"), str(PYPY),
+    )  # fmt: skip
+    try:
+        scheduler.wait_for_output("warming up the JIT for 60.0 s", timeout=60)
+        assert monitor.exists(), "bound before the warm-up"
+        scheduler.popen.send_signal(signal.SIGTERM)
+        assert scheduler.popen.wait(timeout=30) == 0, scheduler.output()
+    finally:
+        scheduler.stop()
+    log = scheduler.output()
+    assert "Scheduler: stopping: received SIGTERM" in log and "Scheduler: stopped" in log
+    assert not monitor.exists(), "its ipc file removed, as on any stop"
 
 
 def test_uvloop_scheduler(tmp_path: Path) -> None:

@@ -1,40 +1,86 @@
-"""The JIT warm-up's private workload (scaler/scheduler/warmup.py): it routes every task and leaves nothing behind."""
+"""The JIT warm-up (scaler/scheduler/warmup.py): its synthetic peers, and a private scheduler that leaves nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import glob
 import logging
+import os
+import signal
+import tempfile
+from types import SimpleNamespace
+from typing import Callable
 
 import pytest
 
-from scaler.protocol import TaskResult
-from scaler.scheduler import warmup
+from scaler.protocol import TaskResult, decode_frame_for_routing
+from scaler.scheduler import shell, warmup
+from scaler.scheduler.core import SchedulerCore
+from scaler.scheduler.settings import SchedulerSettings
+from scaler.scheduler.shell import SchedulerShell
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_a_round_routes_the_map_and_the_tree_and_leaves_the_private_core_empty() -> None:
-    workload = warmup._Workload()
-    core = workload.core
-    assert len(core.workers) == 2 and len(core.clients) == 1
-    for round_number in range(1, 3):  # the second round reuses the task ids of the first
-        workload.round()
+def test_the_synthetic_peers_route_a_map_and_a_tree_through_a_core_and_leave_it_empty() -> None:
+    peers = warmup.SyntheticPeers()
+    core = SchedulerCore(SchedulerSettings("tcp://127.0.0.1:1"), 1000.0)
+
+    def send(peer: bytes, frame: bytes) -> None:
+        core.receive(peer, decode_frame_for_routing(frame), 1000.0)
         core.validate()
+
+    for identity, hello in peers.hellos():
+        send(identity, hello)
+    assert len(core.workers) == 2 and len(core.clients) == 1
+    for round_number in range(1, 3):  # the second round sends the same bytes: the task ids are free again
+        results = 0
+        for frame in peers.client_frames:
+            send(warmup.CLIENT, frame)
+        while True:
+            outgoing = core.take_outgoing()
+            replies = [
+                (peer, peers.answer(b"".join(chunks))) for peer, chunks in outgoing.items() if peer in warmup.WORKERS
+            ]
+            results += sum(
+                peers.results_in(b"".join(chunks)) for peer, chunks in outgoing.items() if peer == warmup.CLIENT
+            )
+            if not any(reply for _, reply in replies):
+                break
+            for peer, reply in replies:
+                if reply:
+                    send(peer, reply)
+        assert results == warmup.RESULTS_PER_ROUND
+        assert core.sent_counts[TaskResult.WHICH] == round_number * warmup.RESULTS_PER_ROUND
         assert not core.tasks and not core.objects
-        # what the client asked for: every map task, and of the tree only its root
-        assert core.sent_counts[TaskResult.WHICH] == round_number * (warmup.MAP_TASKS + 1)
-    workload.leave()
+    for identity, goodbye in peers.goodbyes():
+        send(identity, goodbye)
     assert not core.workers and not core.clients
 
 
-def test_warm_up_logs_nothing_and_gives_the_loggers_back(caplog: pytest.LogCaptureFixture) -> None:
-    core_logger = logging.getLogger("scaler.scheduler.core")
+def _warm_up_dirs() -> set:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "scaler-jit-warmup-*")))
+
+
+def test_the_private_scheduler_serves_the_rounds_logs_nothing_and_leaves_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.DEBUG)
-    report = warmup.warm_up(0.0)  # at least one round, however short the time
-    assert report.rounds == 1 and report.tasks == warmup.MAP_TASKS + 2 * warmup.TREE_LEAVES - 1
+    before = _warm_up_dirs()
+    report = asyncio.run(warmup.warm_up(0.0, SchedulerShell))  # one round, however short the time
+    assert report.rounds == 1 and report.tasks == warmup.TASKS_PER_ROUND
     assert not [record for record in caplog.records if record.name.startswith("scaler")]
-    assert core_logger.disabled is False
+    assert _warm_up_dirs() == before, "its ipc endpoints and their directory are gone"
+    core_logger = logging.getLogger("scaler.scheduler.core")
     core_logger.info("after the warm-up")
-    assert [record.getMessage() for record in caplog.records] == ["after the warm-up"]
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("scaler")] == [
+        "after the warm-up"
+    ]
+
+
+def test_an_interrupted_warm_up_ends_after_the_round_it_is_in() -> None:
+    report = asyncio.run(warmup.warm_up(60.0, SchedulerShell, interrupted=lambda: True))
+    assert report.rounds == 1 and report.seconds < 30
 
 
 def test_only_pypy_is_warmed() -> None:
@@ -42,17 +88,44 @@ def test_only_pypy_is_warmed() -> None:
     assert warmup.should_warm_up(0.0) is False
 
 
+def _run_warm_up_jit(monkeypatch: pytest.MonkeyPatch, fake: Callable) -> SimpleNamespace:
+    monkeypatch.setattr(shell, "warm_up", fake)
+    real = SimpleNamespace(signal_before_run=None)  # stands for the bound SchedulerShell that serves next
+    loop = asyncio.new_event_loop()
+    try:
+        shell._warm_up_jit(loop, real, 1.0)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # its handlers are gone: the serving shell installs its own
+            assert loop.remove_signal_handler(signum) is False
+    finally:
+        loop.close()
+    return real
+
+
 def test_a_failed_warm_up_is_logged_and_the_scheduler_serves_anyway(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from scaler.scheduler import shell
+    async def broken(seconds: float, make_shell: Callable, interrupted: Callable) -> warmup.WarmupReport:
+        raise RuntimeError("JIT warm-up: 3 synthetic tasks were left in the private scheduler")
 
-    def broken(seconds: float) -> warmup.WarmupReport:
-        raise AssertionError("JIT warm-up: 3 synthetic tasks left in the private core")
-
-    monkeypatch.setattr(shell, "warm_up", broken)
     caplog.set_level(logging.INFO)
-    shell._warm_up_jit(0.1)  # returns: run_scheduler goes on to serve
-    (record,) = [r for r in caplog.records if r.name == "scaler.scheduler.shell"]
-    assert record.levelno == logging.ERROR and "serving without it" in record.getMessage()
-    assert "3 synthetic tasks left" in caplog.text  # the traceback says what went wrong
+    real = _run_warm_up_jit(monkeypatch, broken)  # returns: run_scheduler goes on to serve
+    assert real.signal_before_run is None
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "scaler.scheduler.shell"]
+    assert messages == [
+        (logging.INFO, "Scheduler: warming up the JIT for 1.0 s before serving"),
+        (logging.ERROR, "Scheduler: the JIT warm-up failed; serving without it"),
+    ]
+    assert "3 synthetic tasks were left" in caplog.text  # the traceback says what went wrong
+
+
+def test_a_sigterm_during_the_warm_up_ends_it_and_then_stops_the_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def until_interrupted(seconds: float, make_shell: Callable, interrupted: Callable) -> warmup.WarmupReport:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            if interrupted():
+                return warmup.WarmupReport(1, warmup.TASKS_PER_ROUND, 0.0)
+            await asyncio.sleep(0.01)
+        raise AssertionError("the SIGTERM never reached the warm-up")
+
+    real = _run_warm_up_jit(monkeypatch, until_interrupted)
+    assert real.signal_before_run == signal.SIGTERM  # run() stops at once, as on a SIGTERM while serving
