@@ -110,10 +110,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="map")
     parser.add_argument("--profile", metavar="DIR", type=Path, help="py-spy one agent and one processor into DIR")
+    parser.add_argument(
+        "--scheduler-arg", action="append", default=[], metavar="ARG",
+        help="passed to every scheduler, repeatable: --scheduler-arg=--jit-warmup --scheduler-arg=0",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.tasks < 1 or args.workers < 1:
         parser.error("--tasks and --workers must be >= 1")
-    with LocalCluster(args.scheduler_python, workers=args.workers) as cluster:
+    with LocalCluster(args.scheduler_python, workers=args.workers, scheduler_args=args.scheduler_arg) as cluster:
         with Client(cluster.address) as client:
             WORKLOADS[args.workload](client, 100)  # warm-up; every processor exists from here on
             roles = _roles(cluster)

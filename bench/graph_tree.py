@@ -61,8 +61,8 @@ def run_tree(client: Client, leaves: int) -> int:
     return tasks
 
 
-def measure(scheduler_python: str, leaves: int, workers: int) -> Dict[str, float]:
-    with LocalCluster(scheduler_python, workers=workers) as cluster:
+def measure(scheduler_python: str, leaves: int, workers: int, scheduler_args: List[str]) -> Dict[str, float]:
+    with LocalCluster(scheduler_python, workers=workers, scheduler_args=scheduler_args) as cluster:
         with Client(cluster.address) as client:
             run_tree(client, 64)  # warm-up: connection, functions shipped to workers
             cluster.rss.reset_peak()
@@ -77,6 +77,10 @@ def main() -> None:
     parser.add_argument("--leaves", type=int, default=50_000, help="leaf tasks; the tree has 2 * leaves - 1 tasks")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--scheduler-arg", action="append", default=[], metavar="ARG",
+        help="passed to every scheduler, repeatable: --scheduler-arg=--jit-warmup --scheduler-arg=0",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.leaves < 2 or args.workers < 1 or args.repeat < 1:
         parser.error("--leaves must be >= 2, --workers and --repeat >= 1")
@@ -84,7 +88,7 @@ def main() -> None:
     runs: Dict[str, List[Dict[str, float]]] = {python: [] for python in pythons}
     for attempt in range(args.repeat):
         for python in pythons:
-            figures = measure(python, args.leaves, args.workers)
+            figures = measure(python, args.leaves, args.workers, args.scheduler_arg)
             runs[python].append(figures)
             print(f"run {attempt + 1}: {python}: {figures['seconds']:.2f} s", flush=True)
     tasks = int(runs[pythons[0]][0]["tasks"])

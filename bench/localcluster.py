@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -76,9 +76,15 @@ class LocalCluster:
     """`with LocalCluster(scheduler_python, workers=2) as cluster:` then Client(cluster.address)."""
 
     def __init__(
-        self, scheduler_python: str, workers: int = 2, worker_python: str = CPYTHON, event_loop: str = "builtin"
+        self,
+        scheduler_python: str,
+        workers: int = 2,
+        worker_python: str = CPYTHON,
+        event_loop: str = "builtin",
+        scheduler_args: Sequence[str] = (),
     ) -> None:
         self.scheduler_python = scheduler_python
+        self.scheduler_args = list(scheduler_args)  # more options of scaler_scheduler, e.g. ["--jit-warmup", "0"]
         self.workers = workers
         self.worker_python = worker_python
         self.event_loop = event_loop
@@ -112,7 +118,7 @@ class LocalCluster:
         scheduler = self.start_process(
             "scaler.scheduler",
             [self.address, "--monitor-address", self.monitor_address, "--no-protected", "--event-loop", self.event_loop]
-            + ["--logging-level", "WARNING", "--logging-paths", "/dev/stdout"],
+            + ["--logging-level", "WARNING", "--logging-paths", "/dev/stdout", *self.scheduler_args],
             "scheduler",
             self.scheduler_python,
         )

@@ -48,8 +48,12 @@ def run_map(client: Client, tasks: int) -> None:
 WORKLOADS = {"submit": run_submit, "map": run_map}
 
 
-def measure(scheduler_python: str, workload: str, tasks: int, workers: int, event_loop: str) -> Dict[str, float]:
-    with LocalCluster(scheduler_python, workers=workers, event_loop=event_loop) as cluster:
+def measure(
+    scheduler_python: str, workload: str, tasks: int, workers: int, event_loop: str, scheduler_args: List[str]
+) -> Dict[str, float]:
+    with LocalCluster(
+        scheduler_python, workers=workers, event_loop=event_loop, scheduler_args=scheduler_args
+    ) as cluster:
         with Client(cluster.address) as client:
             WORKLOADS[workload](client, 100)  # warm-up: connection, function shipped to workers
             cluster.rss.reset_peak()
@@ -83,6 +87,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per cell; the table shows medians")
     parser.add_argument("--event-loop", choices=["builtin", "uvloop"], default="builtin")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
+    parser.add_argument(
+        "--scheduler-arg", action="append", default=[], metavar="ARG",
+        help="passed to every scheduler, repeatable: --scheduler-arg=--jit-warmup --scheduler-arg=0",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.tasks < 1 or args.repeat < 1 or args.workers < 1:
         parser.error("--tasks, --repeat and --workers must be >= 1")
@@ -94,7 +102,7 @@ def main() -> None:
     for attempt in range(args.repeat):
         for python in pythons:
             for workload in workloads:
-                figures = measure(python, workload, args.tasks, args.workers, args.event_loop)
+                figures = measure(python, workload, args.tasks, args.workers, args.event_loop, args.scheduler_arg)
                 runs.setdefault((python, workload), []).append(figures)
                 print(
                     f"run {attempt + 1}: {python} {workload}: {figures['seconds']:.2f} s, "
