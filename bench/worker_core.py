@@ -6,8 +6,8 @@ Feeds WorkerCore (scaler/worker/core.py) what a busy worker sees: Task frames fr
 the scheduler batches them) and the processor's reports of their results, and reads back its instructions and
 messages; the processor's side is a real TaskRunner (scaler/worker/processor.py) running a no-op function. Each stage
 is timed on its own over the same tasks. The agent: decoding the scheduler's frames, the core (queue, dispatch,
-results), pickling the processor's orders, unpickling its reports, encoding the results into frames for the
-scheduler. The processor: unpickling its orders, running the tasks (deserialize, call, serialize, progress), pickling
+results), encoding the processor's orders, decoding its reports, encoding the results into frames for the
+scheduler. The processor: decoding its orders, running the tasks (deserialize, call, serialize, progress), encoding
 its reports. Medians of --repeat runs, in CPU time (robust to other load); system calls not included
 (bench/cpu_split.py measures everything).
 """
@@ -41,7 +41,7 @@ from scaler.worker.channel import (  # noqa: E402
     ProcessorOrders,
     ProcessorReport,
     SharedProgress,
-    _from_wire,
+    decode_message,
     encode_message,
 )
 from scaler.worker.core import WorkerCore  # noqa: E402
@@ -104,7 +104,7 @@ def run_once(frames: List[bytes], tasks: int) -> dict:
             bodies = [encode_message(hand_orders(hand)) for hand in hands]
             seconds["orders"] += _clock() - start
             start = _clock()
-            handed = [task for body in bodies for task in _from_wire(pickle.loads(body)).tasks]
+            handed = [task for body in bodies for task in decode_message(body).tasks]
             seconds["p:orders"] += _clock() - start
             start = _clock()
             results = []
@@ -117,7 +117,7 @@ def run_once(frames: List[bytes], tasks: int) -> dict:
             report = encode_message(ProcessorReport(results, [], None))
             seconds["p:reports"] += _clock() - start
             start = _clock()
-            decoded: ProcessorReport = _from_wire(pickle.loads(report))
+            decoded: ProcessorReport = decode_message(report)
             seconds["reports"] += _clock() - start
             start = _clock()
             core.processor_report(number, decoded, now)

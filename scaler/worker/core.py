@@ -985,8 +985,8 @@ class WorkerCore:
         message = task.task
         serializer_id = message.serializer_id
         serializer_payload = self._payload_for(processor, b"", serializer_id) if serializer_id else None
-        # Plain tuples of ProcessorArgument's and ProcessorTask's shapes: pickled as they are, at a fraction of the
-        # cost of NamedTuples (which the processor makes of them, see channel.py).
+        # Plain tuples of ProcessorArgument's and ProcessorTask's shapes: marshalled as they are (channel.py), which
+        # NamedTuples could not be.
         arguments = []
         for argument in message.args:
             kind = argument.kind
