@@ -27,11 +27,14 @@ Builder = Callable[[Sequence[bytes]], object]
 class Template:
     """The constant pieces of one message shape and where each variable value goes between them."""
 
-    __slots__ = ("encode",)
+    __slots__ = ("encode", "constants", "order")
 
     def __init__(self, constants: List[bytes], order: List[int]) -> None:
         # encode(values) -> bytes: constants[0], then each value in `order` followed by the next constant
         self.encode: Callable[[Sequence[bytes]], bytes] = _filler(constants, order)
+        # for a caller that joins many messages into one: their pieces, joined once (outbox.SuccessResults)
+        self.constants = tuple(constants)
+        self.order = tuple(order)
 
 
 def _filler(constants: List[bytes], order: List[int]) -> Callable[[Sequence[bytes]], bytes]:

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import zmq
 
 from scaler import config
-from scaler.protocol import Encoded, TaskResult, TaskStatus, Template, encode, encode_many, make_template
+from scaler.protocol import Encoded, TaskResult, TaskStatus, encode, encode_many, make_template
 
 _SUCCESS = TaskStatus.success
 _RESULT_SHAPES = 256  # (task id, payload) lengths remembered; past that the cache starts over
@@ -46,34 +46,40 @@ class Outbox:
 
 class SuccessResults:
     """TaskResult{success, payload} of short tasks, encoded by template (scaler/fastpath/templates.py) and gathered into
-    one Encoded run of messages until taken: per result one join, instead of a message object and its encoding, and
-    per batch (a processor's report) one entry for the outbox and the frame encoder, not one per result. This is the
-    message a worker sends once per task."""
+    one Encoded run of messages until taken: per result, its id and payload between the template's constant pieces
+    in a list joined once per batch (a processor's report), instead of a message object and its encoding; and per
+    batch one entry for the outbox and the frame encoder, not one per result. This is the message a worker sends once
+    per task."""
 
     def __init__(self) -> None:
-        self._templates: Dict[tuple, Optional[Template]] = {}
-        self._encoded: List[bytes] = []
+        # (task id, payload) lengths -> the template's three constant pieces around them, or None: encoded in full
+        self._pieces: Dict[tuple, Optional[Tuple[bytes, bytes, bytes]]] = {}
+        self._parts: List[bytes] = []
         self._payload_bytes = 0
 
     def add(self, task_id: bytes, payload: bytes) -> None:
         key = (len(task_id), len(payload))
-        template = self._templates.get(key, _NOT_MADE)
-        if template is _NOT_MADE:
-            if len(self._templates) >= _RESULT_SHAPES:
-                self._templates = {}
-            template = self._templates[key] = make_template(_success, key)
-        if template is None:
-            self._encoded.append(encode(TaskResult(task_id=task_id, status=_SUCCESS, payload=payload)))
+        pieces = self._pieces.get(key, _NOT_MADE)
+        if pieces is _NOT_MADE:
+            if len(self._pieces) >= _RESULT_SHAPES:
+                self._pieces = {}
+            template = make_template(_success, key)
+            # Both values in place (an empty one has none: such a shape is rare, encoded in full)
+            usable = template is not None and template.order == (0, 1)
+            pieces = self._pieces[key] = template.constants if usable else None  # type: ignore[union-attr]
+        if pieces is None:
+            self._parts.append(encode(TaskResult(task_id=task_id, status=_SUCCESS, payload=payload)))
         else:
-            self._encoded.append(template.encode((task_id, payload)))
+            first, middle, last = pieces
+            self._parts += (first, task_id, middle, payload, last)
         self._payload_bytes += len(payload)
 
     def take(self) -> Optional[Tuple[Encoded, int]]:
         """The results added since the last call as one Encoded message run, with their payload bytes; None if none."""
-        if not self._encoded:
+        if not self._parts:
             return None
-        batch = (Encoded(b"".join(self._encoded)), self._payload_bytes)
-        self._encoded = []
+        batch = (Encoded(b"".join(self._parts)), self._payload_bytes)
+        self._parts = []
         self._payload_bytes = 0
         return batch
 

@@ -9,7 +9,6 @@ skips what it was handed before an end-of-parking order. After every stimulus th
 from __future__ import annotations
 
 import os
-import pickle
 from collections import deque
 from typing import Deque, Dict, List, Optional, Set
 
@@ -33,7 +32,7 @@ from scaler.worker.channel import (
     ProcessorReport,
     ProcessorResult,
     ProcessorTask,
-    _from_wire,
+    decode_message,
     encode_message,
 )
 from scaler.worker.core import WorkerCore
@@ -241,7 +240,7 @@ class Harness:
                 self.processors[instruction.number] = SimProcessor(instruction.number)
             elif kind is HandTasks:
                 # through the channel's own encoding, as the processor receives them
-                orders = _from_wire(pickle.loads(encode_message(ProcessorOrders(instruction.tasks, []))))
+                orders = decode_message(encode_message(ProcessorOrders(instruction.tasks, [])))
                 # read by name in tests (the processor unpacks the plain tuples)
                 tasks = [
                     ProcessorTask(*task[:6], [ProcessorArgument(*a) for a in task[6]], *task[7:])

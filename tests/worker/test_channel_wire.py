@@ -16,6 +16,8 @@ from scaler.worker.channel import (
     ProcessorResult,
     ProcessorTask,
     SharedProgress,
+    decode_message,
+    encode_message,
     send_message,
 )
 
@@ -73,6 +75,18 @@ def test_every_message_shape_crosses_unchanged() -> None:
     assert ProcessorArgument(*task.arguments[1]) == ("key", b"o" * 32, None, True)
     results = received[2].results
     assert [type(r) for r in results] == [ProcessorResult] * 2 and results[0].peak_memory == 4096
+
+
+def test_a_message_marshal_cannot_write_crosses_as_a_pickle() -> None:
+    """Marshal refuses a bytes object over 2 GiB (too large to make here) with the ValueError it raises for any value
+    it cannot write, such as a range: the message goes as a pickle instead."""
+    usual = encode_message(REPORTS[0])
+    assert usual[0] != 0x80 and decode_message(usual) == REPORTS[0]  # marshal, not pickle (PROTO opcode)
+    report = ProcessorReport([ProcessorResult(b"t" * 16, True, b"payload", "", 1, 0, 0)], [range(3)], None)  # type: ignore[list-item]
+    body = encode_message(report)
+    assert body[0] == 0x80, "written as a pickle"
+    assert decode_message(body) == report
+    assert decode_message(memoryview(body)) == report  # as MessageReader reads it
 
 
 def test_only_channel_messages_may_be_sent() -> None:

@@ -216,6 +216,30 @@ def test_results_held_before_a_task_leave_after_the_delay_without_the_main_threa
         right.close()
 
 
+def test_the_flusher_parks_once_nothing_waited_for_a_while_and_wakes_when_armed() -> None:
+    """While results keep coming the flusher sleeps a delay at a time (no event per report); once nothing waited for
+    _IDLE_WAKES_BEFORE_PARKING delays it parks, so an idle processor does not keep waking, and arming wakes it."""
+    left, right = socket.socketpair()
+    try:
+        reporter = _Reporter(left, delay_seconds=0.001)
+        reader = MessageReader(right)
+        reporter.add(ProcessorResult(b"a", True, b"", "", 1, 0, 0))
+        reporter.before_task(pending=10)  # starts the flusher
+        (report,) = reader.wait()
+        assert [result.task_id for result in report.results] == [b"a"]
+        deadline = time.monotonic() + 30
+        while not reporter._flusher_parked:
+            assert time.monotonic() < deadline, "the flusher never parked"
+            time.sleep(0.001)
+        reporter.add(ProcessorResult(b"b", True, b"", "", 1, 0, 0))
+        reporter.before_task(pending=10)  # wakes the parked flusher
+        (report,) = reader.wait()
+        assert [result.task_id for result in report.results] == [b"b"]
+    finally:
+        left.close()
+        right.close()
+
+
 def test_a_result_leaves_while_the_long_task_after_it_runs(processor, tmp_path):
     """Handed together (the agent expected both to be short), a finished task's result must not wait for the end of
     the next one: it leaves within RESULT_DELAY_SECONDS or so, whatever that task does."""
