@@ -170,10 +170,12 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the raw traces in this directory")
     args = parser.parse_args()
     rates = args.rate or [13000.0]
-    peer_python = args.peer_python or args.scheduler_python
+    # absolute (not resolved: a venv's python is a symlink that must stay one), since the scheduler runs elsewhere
+    scheduler_python = str(Path(args.scheduler_python).absolute())
+    peer_python = args.peer_python or scheduler_python
     workdir = Path(tempfile.mkdtemp(prefix="scaler-latency-trace-"))
     scheduler_trace = workdir / "scheduler.json"
-    scheduler = Scheduler(args.scheduler_python, workdir, [], trace=scheduler_trace)
+    scheduler = Scheduler(scheduler_python, workdir, [], trace=scheduler_trace)
     hosts: List[PeerHost] = []
     results = []
     try:
