@@ -168,6 +168,9 @@ def main() -> None:
     parser.add_argument("--slow-ms", type=float, default=5.0, help="the latency that counts as slow")
     parser.add_argument("--bucket", type=float, default=0.1, help="seconds per row of latency over time")
     parser.add_argument("--keep", type=Path, help="keep the raw traces in this directory")
+    parser.add_argument(
+        "--scheduler-env", action="append", default=[], help="KEY=VALUE for the scheduler only (PYPY_GC_NURSERY=8M)"
+    )
     args = parser.parse_args()
     rates = args.rate or [13000.0]
     # absolute (not resolved: a venv's python is a symlink that must stay one), since the scheduler runs elsewhere
@@ -175,7 +178,13 @@ def main() -> None:
     peer_python = args.peer_python or scheduler_python
     workdir = Path(tempfile.mkdtemp(prefix="scaler-latency-trace-"))
     scheduler_trace = workdir / "scheduler.json"
-    scheduler = Scheduler(scheduler_python, workdir, [], trace=scheduler_trace)
+    saved = dict(os.environ)
+    os.environ.update(setting.split("=", 1) for setting in args.scheduler_env)
+    try:
+        scheduler = Scheduler(scheduler_python, workdir, [], trace=scheduler_trace)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     hosts: List[PeerHost] = []
     results = []
     try:
