@@ -84,15 +84,26 @@ def _floats(text: str) -> List[float]:
 class Scheduler:
     """`python -m scaler.scheduler` in a scratch directory (so the interpreter's own Scaler runs), and its monitor."""
 
-    def __init__(self, python: str, workdir: Path, extra_args: List[str], profile: Optional[Path] = None) -> None:
+    def __init__(
+        self,
+        python: str,
+        workdir: Path,
+        extra_args: List[str],
+        profile: Optional[Path] = None,
+        trace: Optional[Path] = None,
+    ) -> None:
         self.address = free_tcp_address()
         self.monitor_address = f"ipc://{workdir}/monitor"
         self.log_path = workdir / "scheduler.log"
         self._log = open(self.log_path, "wb")
         # with a profile path, under vmprof (installed in that interpreter's environment): written when it stops
         profiler = [] if profile is None else ["-m", "vmprof", "--no-native", "-o", str(profile)]
+        # with a trace path, under bench/traced_scheduler.py: drains, timers, GC events and tasks, written at the stop
+        entry = (
+            ["-m", "scaler.scheduler"] if trace is None else [str(ROOT / "bench" / "traced_scheduler.py"), str(trace)]
+        )
         self.popen = subprocess.Popen(
-            [python, *profiler, "-m", "scaler.scheduler", self.address, "--monitor-address", self.monitor_address]
+            [python, *profiler, *entry, self.address, "--monitor-address", self.monitor_address]
             + ["--logging-level", "WARNING", "--logging-paths", "/dev/stdout", *extra_args],
             stdout=self._log,
             stderr=subprocess.STDOUT,

