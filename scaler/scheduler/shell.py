@@ -30,7 +30,6 @@ from scaler.protocol import (
     SchedulerStatus,
     WorkerDisconnect,
     decode_frame_for_routing,
-    encode,
 )
 from scaler.scheduler.connections import ConnectionWatch
 from scaler.scheduler.core import FINISHED_NAMES, SchedulerCore
@@ -223,23 +222,18 @@ class SchedulerShell:
 
     def _publish_status(self) -> None:
         try:
-            self.monitor.send(encode(self.status()), zmq.NOBLOCK)
+            self.monitor.send(self.core.encode_status(self.status()), zmq.NOBLOCK)
         except zmq.Again:
             pass
 
     def status(self) -> SchedulerStatus:
+        """The status but for the workers' rows, which the core keeps encoded (SchedulerCore.encode_status)."""
         core = self.core
         with self._process.oneshot():
             cpu = self._process.cpu_percent()
             rss = self._process.memory_info().rss
         task_states = [Counter(name=name, value=count) for name, count in zip(STATE_NAMES, core.state_counts)]
         task_states += [Counter(name=name, value=count) for name, count in zip(FINISHED_NAMES, core.finished_counts)]
-        rows = []
-        for worker in core.workers.values():  # each row is kept up to date by the core; only these two change per task
-            row = worker.row
-            row.free = worker.free_slots
-            row.sent = len(worker.assigned)
-            rows.append(row)
         demand = core.demand(time.monotonic())
         return SchedulerStatus(
             time_us=int(time.time() * 1_000_000),
@@ -252,7 +246,6 @@ class SchedulerShell:
                 Counter(name=core.function_names.get(function_id, function_id.hex()[:12]), value=count)
                 for function_id, count in core.function_tasks.items()
             ],
-            workers=rows,
             clients=len(core.clients),
             malformed=core.malformed,
             completed_tasks=sum(core.finished_counts),
