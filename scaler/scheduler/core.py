@@ -83,8 +83,9 @@ MAX_REQUIREMENTS = 1024
 MAX_RESOURCE_CLASSES = 64
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
 _NEVER = float("inf")
-# The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
-# listening (a huge graph frame being decoded, a paused process): that time is not peers' silence.
+# The shell calls the core several times a second (ticks every 0.1 s, at most 0.5 s apart while it holds no task). A
+# longer gap means the scheduler itself was not listening (a huge graph frame being decoded, a paused process): that
+# time is not peers' silence.
 _STALL_SECONDS = 1.0
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
@@ -271,6 +272,11 @@ class SchedulerCore:
             self._advance_retirements(now)
         self._assign_ready()
         self._report_unmet_requirements(now)
+
+    def holds_work(self) -> bool:
+        """Tasks held or workers retiring: balancing, placement and retirement deadlines want frequent ticks. Without
+        either, a tick only looks for silent peers and flushes rate-limited warnings, which may wait a little."""
+        return bool(self.tasks) or bool(self.retiring)
 
     def _report_unmet_requirements(self, now: float) -> None:
         """Say once per requirement (until a worker meets it) that tasks wait for resources nobody offers."""
