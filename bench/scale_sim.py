@@ -29,7 +29,9 @@ For each cell (workers x clients x task duration), in this order:
    The same at 10% of the rate.
 In phases 3 and 4, the "run-queue wait" is the time the scheduler's threads were ready to run but waited for a CPU
 (Linux schedstat), per second: on a shared machine it is the other load's share of any latency measured.
-5. Idle: every task answered, only heartbeats flow; the scheduler's CPU in % of one core.
+5. Idle: every task answered, only heartbeats flow; the scheduler's CPU in % of one core, over at least one heartbeat
+   interval as the scheduler names it at its defaults (32 s for 4,097 peers): the peers' heartbeats bunch once the
+   machine was busy, so a shorter window sees a random share of them. With it, the heartbeats a second it read.
 Every result of every phase is checked (exactly once, a success, for a task that was submitted).
 
 Writes the table (markdown) to stdout and `--table`, every run's figures to `--json`, and a plot to `--plot` (PNG,
@@ -59,6 +61,8 @@ import zmq  # noqa: E402
 from localcluster import PYPY, interpreter_label, median  # noqa: E402
 
 from scaler.protocol import SchedulerStatus, decode_frame  # noqa: E402
+from scaler.scheduler.cadence import Cadence  # noqa: E402
+from scaler.scheduler.settings import SchedulerSettings  # noqa: E402
 from tests.processes import free_tcp_address  # noqa: E402
 from tests.sim_peers import PeerHost  # noqa: E402
 
@@ -158,6 +162,23 @@ class Scheduler:
         self._log.close()
 
 
+def heartbeats(status: SchedulerStatus) -> int:
+    return sum(counter.value for counter in status.received if counter.name in ("WorkerHeartbeat", "ClientHeartbeat"))
+
+
+def idle_interval_seconds(peers: int) -> float:
+    """The heartbeat interval the scheduler names to this many peers at its default settings."""
+    settings = SchedulerSettings("tcp://127.0.0.1:1")
+    cadence = Cadence(
+        settings.heartbeat_interval_seconds,
+        settings.worker_timeout_seconds,
+        settings.client_timeout_seconds,
+        settings.heartbeats_per_second,
+    )
+    cadence.fit(peers)
+    return cadence.interval_ms / 1000
+
+
 def held_tasks(status: SchedulerStatus) -> int:
     return sum(counter.value for counter in status.task_states if counter.name in ("waiting", "ready", "assigned"))
 
@@ -253,12 +274,21 @@ def measure_cell(
             client_host.ask({"cmd": "drain", "timeout": 120})
             client_host.expect("drained", timeout=130)
 
-        # 5. idle: heartbeats only
+        # 5. idle: heartbeats only, over whole heartbeat intervals: the peers' heartbeats are not evenly spread (those
+        # held back while the machine was busy leave together), so a window shorter than an interval (16 s and more
+        # past 2,048 peers) sees a random share of them
         if args.idle_seconds > 0 and not task_ms:  # the same with timed tasks: measured once
             time.sleep(1.0)
+            seconds = max(args.idle_seconds, idle_interval_seconds(workers + clients))
+            first = scheduler.wait_for(lambda status: True, 5, "a status")
             before, start = scheduler.cpu(), time.monotonic()
-            time.sleep(args.idle_seconds)
+            time.sleep(seconds)
             figures["idle_cpu_percent"] = (scheduler.cpu() - before) / (time.monotonic() - start) * 100
+            last = scheduler.wait_for(lambda status: True, 5, "a status")
+            figures["idle_heartbeats_per_second"] = (heartbeats(last) - heartbeats(first)) / (
+                (last.time_us - first.time_us) / 1e6
+            )
+            figures["idle_seconds"] = seconds
 
         figures["checked_results"] = client_host.ask({"cmd": "stats"})["outstanding"] == 0
         figures["scheduler_rss_mib"] = scheduler.rss() / 2**20
@@ -292,6 +322,7 @@ COLUMNS = [
     ("latency_p50_ms_10pct", "p50 ms @10%", "{:.2f}"),
     ("latency_p99_ms_10pct", "p99 ms @10%", "{:.2f}"),
     ("idle_cpu_percent", "idle CPU %", "{:.2f}"),
+    ("idle_heartbeats_per_second", "idle heartbeats/s", "{:.0f}"),
     ("rss_per_worker_kib", "RSS/worker KiB", "{:.1f}"),
     ("rss_per_held_task_bytes", "RSS/held task B", "{:,.0f}"),
 ]
@@ -365,7 +396,12 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=16384, help="tasks kept waiting beyond the workers' slots")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of load before measuring (PyPy's JIT)")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds measured per phase")
-    parser.add_argument("--idle-seconds", type=float, default=5.0, help="idle CPU measured over this long (0: skip)")
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=5.0,
+        help="idle CPU measured over at least this long, and one heartbeat interval (0: skip)",
+    )
     parser.add_argument("--held-tasks", type=int, default=100_000, help="for RSS per held task (0: skip)")
     parser.add_argument("--no-latency", dest="latency", action="store_false", help="skip the half-rate phase")
     parser.add_argument("--repeat", type=int, default=1, help="runs of every cell, interleaved; medians reported")

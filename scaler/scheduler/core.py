@@ -36,6 +36,7 @@ from scaler.protocol import (
     ObjectResponse,
     Resource,
     Role,
+    SchedulerStatus,
     Task,
     TaskCancel,
     TaskOutput,
@@ -64,6 +65,7 @@ from scaler.scheduler.state import (
     TaskState,
     WorkerState,
 )
+from scaler.scheduler.status import StatusRows
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +83,9 @@ MAX_REQUIREMENTS = 1024
 MAX_RESOURCE_CLASSES = 64
 _DONE = -1  # state of a forgotten task, so stale entries of the ready queue are skipped
 _NEVER = float("inf")
-# The shell calls the core many times a second (ticks every 0.1 s). A longer gap means the scheduler itself was not
-# listening (a huge graph frame being decoded, a paused process): that time is not peers' silence.
+# The shell calls the core several times a second (ticks every 0.1 s, at most 0.5 s apart while it holds no task). A
+# longer gap means the scheduler itself was not listening (a huge graph frame being decoded, a paused process): that
+# time is not peers' silence.
 _STALL_SECONDS = 1.0
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
@@ -165,6 +168,7 @@ class SchedulerCore:
         )
         self.stopping = False  # set when an unprotected shutdown was accepted: flush, then exit
         self.loads = Placement()
+        self.status_rows = StatusRows(self.loads)  # the workers' rows of the status, kept encoded
         self.tasks_running = 0  # sum of what each worker last said it runs
         # (when to look again, tie-break, peer): each connected peer once; a peer is looked at when its timeout could
         # have passed, not on every tick, so liveness costs nothing per tick beyond the peers due
@@ -268,6 +272,11 @@ class SchedulerCore:
             self._advance_retirements(now)
         self._assign_ready()
         self._report_unmet_requirements(now)
+
+    def holds_work(self) -> bool:
+        """Tasks held or workers retiring: balancing, placement and retirement deadlines want frequent ticks. Without
+        either, a tick only looks for silent peers and flushes rate-limited warnings, which may wait a little."""
+        return bool(self.tasks) or bool(self.retiring)
 
     def _report_unmet_requirements(self, now: float) -> None:
         """Say once per requirement (until a worker meets it) that tasks wait for resources nobody offers."""
@@ -404,12 +413,26 @@ class SchedulerCore:
         assert len(watched) == len({id(peer) for peer in watched}) == len(self.workers) + len(self.clients), (
             "every connected peer is watched for silence exactly once"
         )
+        self._validate_status_rows()
         cadence = self.cadence
         for peer in [*self.workers.values(), *self.clients.values()]:
             clock = peer.clock
             assert clock.allowed_ms >= cadence.base_ms, f"{peer.name} may heartbeat faster than configured"
             configured = cadence.worker_timeout if type(peer) is WorkerState else cadence.client_timeout
             assert clock.timeout >= configured, f"{peer.name} is given less silence than configured"
+
+    def _validate_status_rows(self) -> None:
+        """The rows kept encoded are those a status built from scratch has. Writes what changed into them, as a
+        status does; any change not noted shows as a stale row."""
+        kept = self.encode_status(SchedulerStatus(time_us=1))
+        rows = []
+        for worker in self.workers.values():
+            row = worker.row
+            row.free = worker.free_slots
+            row.sent = len(worker.assigned)
+            rows.append(row)
+        assert kept == encode(SchedulerStatus(time_us=1, workers=rows)), "a status row is stale"
+        assert not self.loads.changed and not any(worker.row_changed for worker in self.workers.values())
 
     def _validate_ready(self, ready: int) -> None:
         """Every ready task queued exactly once, in its requirement's queue; each queue's eligible classes are those
@@ -439,6 +462,11 @@ class SchedulerCore:
             queued.extend(queue.in_order())
         assert all(self.tasks.get(task.task_id) is task for task in queued), "a forgotten task is queued"
         assert len(queued) == len({id(task) for task in queued}) == ready, "ready tasks not queued once each"
+
+    def encode_status(self, status: SchedulerStatus) -> bytes:
+        """`status`, which the shell filled but for the workers' rows, encoded with a row per worker: O(rows changed
+        since the last status, workers come or gone), not O(workers) (scaler.scheduler.status)."""
+        return self.status_rows.encode(status, self.workers)
 
     def take_outgoing(self) -> Dict[bytes, List[bytes]]:
         """Encoded messages queued per peer since the last call; each list is meant to travel as one frame."""
@@ -629,6 +657,7 @@ class SchedulerCore:
         row.queued = message.queued
         row.lag_us = message.lag_us
         row.flags = message.flags
+        self.loads.note(worker)
         # Tasks parked on their children (nested tasks) hold a slot without using the worker: lend their slots back,
         # or parents could fill every slot and leave none for the children they wait for.
         active = 1 if message.flags & _BIT_TASK_LOCK else 0
@@ -663,6 +692,7 @@ class SchedulerCore:
             return True
         worker.retire_deadline = now + deadline_seconds
         worker.row.retiring = True
+        self.loads.note(worker)
         worker.loads.retiring += 1  # its class may now serve no one (_waits_for_resources)
         self.retiring[identity] = worker
         worker.loads.file(worker)  # no free slot from now on: never a placement or balancing target (WorkerLoads.file)

@@ -50,10 +50,13 @@ class WorkerLoads:
         "count",
         "retiring",
         "offer",
+        "changed",
     )
 
-    def __init__(self, offer: Resources = ()) -> None:
+    def __init__(self, offer: Resources = (), changed: Optional[List[WorkerState]] = None) -> None:
         self.offer = offer  # what each of its workers offers (see Placement)
+        # workers whose load changed since the status last read them (Placement.changed, shared by every class)
+        self.changed: List[WorkerState] = [] if changed is None else changed
         self.count = 0  # workers filed
         self.retiring = 0  # of those, workers retiring (they take no task): the class serves no one once all are
         self.open: List[Dict[WorkerState, None]] = []  # level -> workers that take tasks now, in filing order
@@ -99,6 +102,9 @@ class WorkerLoads:
 
     def file(self, worker: WorkerState) -> None:
         """(Re)file a worker after the tasks it holds, or its parked count, changed."""
+        if not worker.row_changed:  # its status row's free, sent and processed follow its load
+            worker.row_changed = True
+            self.changed.append(worker)
         held = len(worker.assigned) - worker.parked
         level = held if held > 0 else 0
         slots = worker.capacity - held  # more than its capacity while it holds fewer tasks than it parks
@@ -217,24 +223,36 @@ class Placement:
     log levels), without ever comparing resources per task; a worker lands only where its class meets the task's
     requirement. The totals the status reports are sums over the classes."""
 
-    __slots__ = ("classes",)
+    __slots__ = ("classes", "changed", "membership")
 
     def __init__(self) -> None:
         self.classes: Dict[Resources, WorkerLoads] = {}
+        # What the published status must write again (scaler.scheduler.status): the workers whose row may have
+        # changed since it last did (their load, or what the core noted), and a count of workers come and gone.
+        self.changed: List[WorkerState] = []
+        self.membership = 0
+
+    def note(self, worker: WorkerState) -> None:
+        """Its status row changed otherwise than by its load (a heartbeat, a retirement)."""
+        if not worker.row_changed:
+            worker.row_changed = True
+            self.changed.append(worker)
 
     def add(self, worker: WorkerState, offer: Resources) -> bool:
         """File a new worker in the class of its offer; True if that class is new (eligibility must be refreshed)."""
         loads = self.classes.get(offer)
         created = loads is None
         if loads is None:
-            loads = self.classes[offer] = WorkerLoads(offer)
+            loads = self.classes[offer] = WorkerLoads(offer, self.changed)
         loads.add(worker)
+        self.membership += 1
         return created
 
     def remove(self, worker: WorkerState) -> bool:
         """Unfile a leaving worker; True if its class is now empty and gone."""
         loads = worker.loads
         loads.remove(worker)
+        self.membership += 1
         if loads.count:
             return False
         del self.classes[loads.offer]

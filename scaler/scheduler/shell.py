@@ -30,7 +30,6 @@ from scaler.protocol import (
     SchedulerStatus,
     WorkerDisconnect,
     decode_frame_for_routing,
-    encode,
 )
 from scaler.scheduler.connections import ConnectionWatch
 from scaler.scheduler.core import FINISHED_NAMES, SchedulerCore
@@ -43,13 +42,20 @@ logger = logging.getLogger(__name__)
 
 # bound the work done per readable event, so timers and sends are not starved by a flood of input
 _MAX_FRAMES_PER_DRAIN = 4096
+_EVENTS_LOOKS = 2  # a drain asks ZMQ_EVENTS before its second frame only, then reads until zmq.Again
 # pyzmq's flags are enum.Flag members, whose | and & cost an enum lookup each: plain ints on the hot path
 _NOBLOCK = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
 _POLLIN = int(zmq.POLLIN)
 _EVENTS = int(zmq.EVENTS)
 _RCVMORE = int(zmq.RCVMORE)
-_TICK_SECONDS = 0.1
+_TICK_SECONDS = 0.1  # while the core holds tasks or retiring workers: balancing, placement, retirement deadlines
+# Holding none, a tick only looks for silent peers and publishes the status (on time: the tick is booked for it). Ten
+# wake-ups a second cost an idle scheduler more than its heartbeats (each one a cold start of the event loop, the core
+# and pyzmq: 0.6 to 1 point of a core at 4,096 workers); a silent peer is then found up to 0.5 s after its timeout
+# rather than 0.1 s, while no task waits on it. Well under the core's 1 s stall threshold.
+_IDLE_TICK_SECONDS = 0.5
+_MIN_TICK_SECONDS = 0.01  # a status due now is published this soon, not in a loop of timers at the same instant
 
 
 class SchedulerShell:
@@ -95,6 +101,9 @@ class SchedulerShell:
         self._next_status = 0.0
         self._drain_scheduled = False
         self._closed = False  # its sockets are closed: run() has ended
+        self._ticker: Optional[asyncio.TimerHandle] = None
+        self._ticker_idle = False  # the next tick was booked at the idle pace
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -110,14 +119,16 @@ class SchedulerShell:
                 loop.add_signal_handler(signum, self._on_signal, signum)
         if self.signal_before_run is not None:
             self._on_signal(self.signal_before_run)
-        tick = loop.create_task(self._tick_forever())
+        self._loop = loop
+        self._ticker = loop.call_later(_TICK_SECONDS, self._tick)
         self._on_readable()  # anything queued before the reader was registered
         logger.info("Scheduler: listening on %s", self.settings.address)
         logger.info("Scheduler: %s", self.budget.describe())
         try:
             await self._stopped
         finally:
-            tick.cancel()
+            if self._ticker is not None:
+                self._ticker.cancel()
             loop.remove_reader(fd)
             self._flush()
             self._closed = True
@@ -161,10 +172,17 @@ class SchedulerShell:
         now = time.monotonic()
         frames = 0
         try:
-            # ask ZMQ_EVENTS rather than read until zmq.Again: that exception ended every drain, and at a low rate a
-            # drain reads one or two frames; under PyPy a one-frame drain costs about a third less CPU this way
-            while frames < _MAX_FRAMES_PER_DRAIN and router.getsockopt(_EVENTS) & _POLLIN:
-                peer = router.recv(_NOBLOCK)
+            while frames < _MAX_FRAMES_PER_DRAIN:
+                # Most drains at low load read one frame (a heartbeat, a small submit). Asking ZMQ_EVENTS whether
+                # another waits costs a fifth of the zmq.Again an empty recv raises under PyPy (about 4 us vs 18 us);
+                # a long drain (under load) asks once and pays that Again once, not a look per frame. Looking before
+                # more frames helps drains of 2 to 8 and costs long ones (bench/drain_loop.py compares the ways).
+                if 0 < frames < _EVENTS_LOOKS and not router.getsockopt(_EVENTS) & _POLLIN:
+                    break
+                try:
+                    peer = router.recv(_NOBLOCK)
+                except zmq.Again:  # woken by a ZeroMQ command rather than input, or the end of a long drain
+                    break
                 payload = router.recv(_NOBLOCK)
                 frames += 1
                 if router.getsockopt(_RCVMORE):
@@ -179,9 +197,13 @@ class SchedulerShell:
                     continue
                 core.receive(peer, messages, now)
         finally:
-            self._flush()
-        if frames >= _MAX_FRAMES_PER_DRAIN or router.getsockopt(_EVENTS) & _POLLIN:
+            sent = self._flush()
+        # input that arrived after the last look: _flush looked again if it sent (sending can consume the edge);
+        # otherwise the last look was the ZMQ_EVENTS or recv above, and anything later raises the edge anew
+        if frames >= _MAX_FRAMES_PER_DRAIN or (not sent and router.getsockopt(_EVENTS) & _POLLIN):
             self._schedule_drain()
+        if self._ticker_idle and core.holds_work():  # work arrived: its timers (balancing...) at the busy pace
+            self._book_tick(now)
         if self.core.stopping:
             self.stop("shutdown requested")
 
@@ -190,10 +212,11 @@ class SchedulerShell:
             self._drain_scheduled = True
             asyncio.get_running_loop().call_soon(self._on_readable)
 
-    def _flush(self) -> None:
+    def _flush(self) -> bool:
+        """Send what the core queued; True if anything was sent (ZMQ_EVENTS was then looked at again)."""
         outgoing = self.core.take_outgoing()
         if not outgoing:
-            return
+            return False
         router = self.router
         for peer, chunks in outgoing.items():
             try:
@@ -204,40 +227,53 @@ class SchedulerShell:
         # sending can consume the edge that announced new input; look again
         if router.getsockopt(_EVENTS) & _POLLIN:
             self._schedule_drain()
+        return True
 
-    async def _tick_forever(self) -> None:
-        while True:
-            await asyncio.sleep(_TICK_SECONDS)
-            now = time.monotonic()
+    def _tick(self) -> None:
+        """The core's timers, status and the parent check: a plain timer callback, as a task sleeping in a loop costs
+        a future, a timer and two task steps per tick. The next tick is booked even if this one raises (logged by the
+        loop), so one failure does not end them."""
+        now = time.monotonic()
+        try:
             self.core.tick(now)
             if now >= self._next_status:
                 self._next_status = now + self.settings.status_interval_seconds
                 self._publish_status()
             self._flush()
-            if self.core.stopping:
-                self.stop("shutdown requested")
-            elif self._parent_pid is not None and os.getppid() != self._parent_pid:
-                self.stop(f"the process that started it ({self._parent_pid}) exited")
+        finally:
+            self._book_tick(now)
+        if self.core.stopping:
+            self.stop("shutdown requested")
+        elif self._parent_pid is not None and os.getppid() != self._parent_pid:
+            self.stop(f"the process that started it ({self._parent_pid}) exited")
+
+    def _book_tick(self, now: float) -> None:
+        """The next tick: in _TICK_SECONDS while the core holds work; otherwise in _IDLE_TICK_SECONDS, or at the next
+        status if sooner."""
+        idle = not self.core.holds_work()
+        if idle:
+            delay = max(_MIN_TICK_SECONDS, min(_IDLE_TICK_SECONDS, self._next_status - now))
+        else:
+            delay = _TICK_SECONDS
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self._ticker = self._loop.call_later(delay, self._tick)
+        self._ticker_idle = idle
 
     def _publish_status(self) -> None:
         try:
-            self.monitor.send(encode(self.status()), zmq.NOBLOCK)
+            self.monitor.send(self.core.encode_status(self.status()), zmq.NOBLOCK)
         except zmq.Again:
             pass
 
     def status(self) -> SchedulerStatus:
+        """The status but for the workers' rows, which the core keeps encoded (SchedulerCore.encode_status)."""
         core = self.core
         with self._process.oneshot():
             cpu = self._process.cpu_percent()
             rss = self._process.memory_info().rss
         task_states = [Counter(name=name, value=count) for name, count in zip(STATE_NAMES, core.state_counts)]
         task_states += [Counter(name=name, value=count) for name, count in zip(FINISHED_NAMES, core.finished_counts)]
-        rows = []
-        for worker in core.workers.values():  # each row is kept up to date by the core; only these two change per task
-            row = worker.row
-            row.free = worker.free_slots
-            row.sent = len(worker.assigned)
-            rows.append(row)
         demand = core.demand(time.monotonic())
         return SchedulerStatus(
             time_us=int(time.time() * 1_000_000),
@@ -250,7 +286,6 @@ class SchedulerShell:
                 Counter(name=core.function_names.get(function_id, function_id.hex()[:12]), value=count)
                 for function_id, count in core.function_tasks.items()
             ],
-            workers=rows,
             clients=len(core.clients),
             malformed=core.malformed,
             completed_tasks=sum(core.finished_counts),

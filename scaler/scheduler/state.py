@@ -92,6 +92,8 @@ class WorkerState:
         "stale",
         "retire_deadline",
         "loads",
+        "row_changed",
+        "row_slot",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -106,6 +108,8 @@ class WorkerState:
         # its row of the published status, kept up to date by its heartbeats and results rather than built per status
         # previous_registrations, from its Hello: >0 for a worker that survived a lost scheduler
         self.row = WorkerStatus(name=name, previous_registrations=previous_registrations)
+        self.row_changed = False  # listed in Placement.changed: its row is to be encoded again (status.py)
+        self.row_slot = -1  # its row's place among the encoded rows of the status; -1: not laid out yet
         self.malformed = 0
         self.parked = 0  # its tasks waiting on nested tasks (last heartbeat): they do not count against capacity
         self.running = 0  # tasks it said it runs (last heartbeat), parked ones included

@@ -26,6 +26,7 @@ from scaler.protocol import (
     TaskStatus,
     WorkerDisconnect,
     WorkerHeartbeat,
+    WorkerRetire,
     decode_frame,
     encode_many,
 )
@@ -470,3 +471,22 @@ def test_state_counts_follow_every_transition() -> None:
     assert harness.core.state_counts == [0, 0, 1, 0]
     harness.send(CLIENT, TaskCancel(task_ids=[waiting.task_id]))
     assert harness.core.state_counts == [0, 0, 0, 1]
+
+
+def test_the_core_holds_work_while_it_holds_tasks_or_retiring_workers() -> None:
+    """The shell ticks every 0.1 s while it does, less often otherwise (scaler.scheduler.shell._IDLE_TICK_SECONDS)."""
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker()
+    assert not harness.core.holds_work()
+    task = harness.task()
+    harness.send(CLIENT, task)
+    assert harness.core.holds_work()
+    harness.send(WORKER_A, result(task))
+    assert not harness.core.holds_work()
+    task = harness.task()
+    harness.send(CLIENT, task)
+    harness.send(WORKER_A, WorkerRetire(deadline_ms=10_000, reason="test"))  # it finishes what it runs, then goes
+    assert harness.core.retiring and harness.core.holds_work()
+    harness.send(WORKER_A, result(task))
+    assert not harness.core.workers and not harness.core.holds_work()
