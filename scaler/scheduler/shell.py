@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import psutil
 import zmq
@@ -66,6 +66,7 @@ class SchedulerShell:
         self._parent_pid = parent_pid
         self._handle_signals = handle_signals  # False for the private scheduler of the JIT warm-up (warmup.py)
         self.signal_before_run: Optional[int] = None  # SIGINT or SIGTERM received before run(): it stops at once
+        self._stop_before_run: Optional[Tuple[str, bool]] = None  # stop() called before run(): it stops at once
         self.core = SchedulerCore(settings, time.monotonic())
         # every peer's connection is a file descriptor: as many as the hard limit allows, and ZeroMQ sized to match
         self.open_files = raise_open_files_limit()
@@ -97,6 +98,8 @@ class SchedulerShell:
             self._watches.append(ConnectionWatch(self.monitor, "monitor address", True, warnings))
         self._process = psutil.Process()
         self._process.cpu_percent()
+        self._usage: Tuple[float, int] = (0.0, 0)  # the last CPU % and RSS read (see _own_usage)
+        self._usage_failed = False
         self._stopped: Optional[asyncio.Future] = None
         self._next_status = 0.0
         self._drain_scheduled = False
@@ -119,6 +122,8 @@ class SchedulerShell:
                 loop.add_signal_handler(signum, self._on_signal, signum)
         if self.signal_before_run is not None:
             self._on_signal(self.signal_before_run)
+        if self._stop_before_run is not None:
+            self.stop(*self._stop_before_run)
         self._loop = loop
         self._ticker = loop.call_later(_TICK_SECONDS, self._tick)
         self._on_readable()  # anything queued before the reader was registered
@@ -152,7 +157,10 @@ class SchedulerShell:
         return left + self.core.sent_counts[Goodbye.WHICH]
 
     def stop(self, reason: str, reconnect: bool = False) -> None:
-        if self._stopped is not None and not self._stopped.done():
+        if self._stopped is None:  # before run() began (the JIT warm-up's private shell, on an early error)
+            self._stop_before_run = (reason, reconnect)
+            return
+        if not self._stopped.done():
             logger.info("Scheduler: stopping: %s", reason)
             if not self.core.stopping:
                 self.core.shutdown(reason, reconnect)
@@ -266,12 +274,23 @@ class SchedulerShell:
         except zmq.Again:
             pass
 
+    def _own_usage(self) -> Tuple[float, int]:
+        """The scheduler's CPU % and RSS; the last ones read when psutil cannot read /proc (out of descriptors: a
+        scheduler at its open-files limit must still publish its status), said once until a read succeeds again."""
+        try:
+            with self._process.oneshot():
+                self._usage = (self._process.cpu_percent(), self._process.memory_info().rss)
+            self._usage_failed = False
+        except (OSError, psutil.Error) as error:
+            if not self._usage_failed:
+                self._usage_failed = True
+                logger.warning("Scheduler: cannot read its own CPU and memory (%s); the status repeats the last", error)
+        return self._usage
+
     def status(self) -> SchedulerStatus:
         """The status but for the workers' rows, which the core keeps encoded (SchedulerCore.encode_status)."""
         core = self.core
-        with self._process.oneshot():
-            cpu = self._process.cpu_percent()
-            rss = self._process.memory_info().rss
+        cpu, rss = self._own_usage()
         task_states = [Counter(name=name, value=count) for name, count in zip(STATE_NAMES, core.state_counts)]
         task_states += [Counter(name=name, value=count) for name, count in zip(FINISHED_NAMES, core.finished_counts)]
         demand = core.demand(time.monotonic())

@@ -129,3 +129,16 @@ def test_a_sigterm_during_the_warm_up_ends_it_and_then_stops_the_scheduler(monke
 
     real = _run_warm_up_jit(monkeypatch, until_interrupted)
     assert real.signal_before_run == signal.SIGTERM  # run() stops at once, as on a SIGTERM while serving
+
+
+def test_a_warm_up_whose_peers_fail_at_once_stops_its_private_scheduler_and_raises(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def failing(*args: object) -> int:  # before any await: the private shell's run() has not begun
+        raise RuntimeError("no sockets for the synthetic peers")
+
+    monkeypatch.setattr(warmup, "_drive", failing)
+    before = _warm_up_dirs()
+    with pytest.raises(RuntimeError, match="no sockets"):
+        asyncio.run(warmup.warm_up(1.0, SchedulerShell))  # returns: a stop before run() still stops it
+    assert _warm_up_dirs() == before
