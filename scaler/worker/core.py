@@ -644,9 +644,6 @@ class WorkerCore:
         pipe = processor.pipe
         durations = self.durations
         add_success = self._success_results.add
-        tasks = self.tasks
-        unpin = self.cache.unpin
-        now = self._now
         for result in results:
             task_id, succeeded, payload, error_text, duration_us = result[:5]
             task = pipe.pop(task_id, None)
@@ -669,11 +666,9 @@ class WorkerCore:
             durations[function_id] = seconds if previous is None else 0.8 * previous + 0.2 * seconds
             if succeeded and len(payload) <= _INLINE_LIMIT and not message.profiling and not self.outputs:
                 # the common case, spelled out: a small value, no profile, no output to send first; it leaves with
-                # the report's other such results, and the task is forgotten as _forget does (no output to drop)
+                # the report's other such results
                 add_success(task_id, payload)
-                task.move("result", DONE)
-                del tasks[task_id]
-                unpin(task.needs, now)
+                self._forget(task, "result")
                 continue
             self._take_success_results()  # the results before this one go first
             status = _SUCCESS if succeeded else TaskStatus.failed
