@@ -65,7 +65,7 @@ from scaler.scheduler.state import (
     TaskState,
     WorkerState,
 )
-from scaler.scheduler.status import StatusRows
+from scaler.scheduler.status import StatusRows, refreshed_row
 
 logger = logging.getLogger(__name__)
 
@@ -425,12 +425,7 @@ class SchedulerCore:
         """The rows kept encoded are those a status built from scratch has. Writes what changed into them, as a
         status does; any change not noted shows as a stale row."""
         kept = self.encode_status(SchedulerStatus(time_us=1))
-        rows = []
-        for worker in self.workers.values():
-            row = worker.row
-            row.free = worker.free_slots
-            row.sent = len(worker.assigned)
-            rows.append(row)
+        rows = [refreshed_row(worker) for worker in self.workers.values()]
         assert kept == encode(SchedulerStatus(time_us=1, workers=rows)), "a status row is stale"
         assert not self.loads.changed and not any(worker.row_changed for worker in self.workers.values())
 

@@ -113,12 +113,12 @@ class StatusRows:
             for worker in changed:
                 worker.row_changed = False
             changed.clear()
-            status.workers = [_refreshed(worker) for worker in workers.values()]
+            status.workers = [refreshed_row(worker) for worker in workers.values()]
             return encode(status)
         if self._membership != placement.membership or len(changed) * 2 > len(workers):
             self._lay_out(layout, workers)
         elif changed:
-            pending = [(worker.row_slot, _refreshed(worker)) for worker in changed if worker.row_slot >= 0]
+            pending = [(worker.row_slot, refreshed_row(worker)) for worker in changed if worker.row_slot >= 0]
             for worker in changed:
                 worker.row_changed = False
             changed.clear()
@@ -137,13 +137,13 @@ class StatusRows:
         for slot, worker in enumerate(workers.values()):
             worker.row_slot = slot
             worker.row_changed = False
-            rows.append(_refreshed(worker))
+            rows.append(refreshed_row(worker))
         self._section = bytearray(_section(layout, rows)) if rows else bytearray()
         self._count = len(rows)
         self._membership = placement.membership
 
 
-def _refreshed(worker: WorkerState) -> WorkerStatus:
+def refreshed_row(worker: WorkerState) -> WorkerStatus:
     """Its row, with the two fields that follow its load brought up to date."""
     row = worker.row
     row.free = worker.free_slots
