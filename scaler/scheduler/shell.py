@@ -65,7 +65,6 @@ class SchedulerShell:
         self.settings = settings
         self._parent_pid = parent_pid
         self._handle_signals = handle_signals  # False for the private scheduler of the JIT warm-up (warmup.py)
-        self.signal_before_run: Optional[int] = None  # SIGINT or SIGTERM received before run(): it stops at once
         self._stop_before_run: Optional[Tuple[str, bool]] = None  # stop() called before run(): it stops at once
         self.core = SchedulerCore(settings, time.monotonic())
         # every peer's connection is a file descriptor: as many as the hard limit allows, and ZeroMQ sized to match
@@ -120,8 +119,6 @@ class SchedulerShell:
         if self._handle_signals:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(signum, self._on_signal, signum)
-        if self.signal_before_run is not None:
-            self._on_signal(self.signal_before_run)
         if self._stop_before_run is not None:
             self.stop(*self._stop_before_run)
         self._loop = loop
@@ -157,7 +154,7 @@ class SchedulerShell:
         return left + self.core.sent_counts[Goodbye.WHICH]
 
     def stop(self, reason: str, reconnect: bool = False) -> None:
-        if self._stopped is None:  # before run() began (the JIT warm-up's private shell, on an early error)
+        if self._stopped is None:  # before run() began (a signal during the JIT warm-up; its private shell on an error)
             self._stop_before_run = (reason, reconnect)
             return
         if not self._stopped.done():
@@ -357,7 +354,7 @@ def _warm_up_jit(loop: asyncio.AbstractEventLoop, shell: SchedulerShell, seconds
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     if received:
-        shell.signal_before_run = received[0]
+        shell._on_signal(received[0])  # before run(): it stops as soon as it runs
 
 
 def run_scheduler(

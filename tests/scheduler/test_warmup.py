@@ -90,7 +90,8 @@ def test_only_pypy_is_warmed() -> None:
 
 def _run_warm_up_jit(monkeypatch: pytest.MonkeyPatch, fake: Callable) -> SimpleNamespace:
     monkeypatch.setattr(shell, "warm_up", fake)
-    real = SimpleNamespace(signal_before_run=None)  # stands for the bound SchedulerShell that serves next
+    signals: list = []
+    real = SimpleNamespace(_on_signal=signals.append, signals=signals)  # the bound SchedulerShell that serves next
     loop = asyncio.new_event_loop()
     try:
         shell._warm_up_jit(loop, real, 1.0)
@@ -109,7 +110,7 @@ def test_a_failed_warm_up_is_logged_and_the_scheduler_serves_anyway(
 
     caplog.set_level(logging.INFO)
     real = _run_warm_up_jit(monkeypatch, broken)  # returns: run_scheduler goes on to serve
-    assert real.signal_before_run is None
+    assert real.signals == []
     messages = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "scaler.scheduler.shell"]
     assert messages == [
         (logging.INFO, "Scheduler: warming up the JIT for 1.0 s before serving"),
@@ -128,7 +129,7 @@ def test_a_sigterm_during_the_warm_up_ends_it_and_then_stops_the_scheduler(monke
         raise AssertionError("the SIGTERM never reached the warm-up")
 
     real = _run_warm_up_jit(monkeypatch, until_interrupted)
-    assert real.signal_before_run == signal.SIGTERM  # run() stops at once, as on a SIGTERM while serving
+    assert real.signals == [signal.SIGTERM]  # told before run(): it stops at once, as on a SIGTERM while serving
 
 
 def test_a_warm_up_whose_peers_fail_at_once_stops_its_private_scheduler_and_raises(
