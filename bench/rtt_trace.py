@@ -32,8 +32,8 @@ from localcluster import PYPY, LocalCluster, median  # noqa: E402
 # kind before the event after them (the wake-up that led to it); every other event is the first after the step before.
 STEPS: List[Tuple[str, str]] = [
     ("c.queued", "client: submit() encodes and queues the task"),
-    ("c.poll", "client: user thread -> IO thread wake-up (socketpair)"),
-    ("c.flushed", "client: IO thread takes, frames and sends it"),
+    ("c.poll", "client: user thread -> IO thread wake-up (socketpair), if any"),
+    ("c.flushed", "client: IO thread (or user thread) takes, frames it"),
     ("s.epoll", "ZeroMQ: client -> scheduler's event loop wakes"),
     ("s.drain", "scheduler: event loop to the readable callback"),
     ("s.task", "scheduler: reads and decodes the frame"),
@@ -99,10 +99,13 @@ def round_trip_steps(events: List[Tuple[int, str, int]], start: int, end: int) -
             for at, name, pid in events[bisect.bisect_left(events, (before,)) : bisect.bisect_right(events, (after,))]
             if name == kind and (kind != "a.poll" or pid == agent)
         ]
-        if not wakes:
+        if wakes:
+            times[slot] = wakes[-1]
+        elif kind == "c.poll" and slot == 2:  # the user thread sent the task itself: no wake-up, a step of 0
+            times[slot] = times[slot - 1]
+        else:
             MISSING[kind] = MISSING.get(kind, 0) + 1
             return None
-        times[slot] = wakes[-1]
     return [later - earlier for earlier, later in zip(times, times[1:])]
 
 
@@ -139,6 +142,12 @@ def trace(scheduler_python: str, workers: int, count: int, warmup: int) -> Tuple
     own = [at for at, name in traces[os.getpid()] if name in ("c.start", "c.end")]
     stamped = list(zip(own[0::2], own[1::2]))[warmup:]
     steps = [s for s in (round_trip_steps(events, start, end) for start, end in stamped) if s is not None]
+    first, last = stamped[0][0], stamped[-1][1]
+    counts: Dict[str, int] = {}
+    for at, name, _ in events:
+        if first <= at <= last:
+            counts[name] = counts.get(name, 0) + 1
+    print("stamps per round trip:", ", ".join(f"{name} {count / len(stamped):.2f}" for name, count in counts.items()))
     return steps, [end - start for start, end in trips]
 
 
