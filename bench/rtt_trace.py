@@ -109,6 +109,63 @@ def round_trip_steps(events: List[Tuple[int, str, int]], start: int, end: int) -
     return [later - earlier for earlier, later in zip(times, times[1:])]
 
 
+_WAKES = {"c.poll": "c.sleep", "a.poll": "a.sleep", "s.epoll": "s.sleep", "p.orders": "p.sleep"}
+_THREADS = {"c": "client IO thread", "a": "agent", "s": "scheduler", "p": "processor"}
+
+
+def awake(events: List[Tuple[int, str, int]], first: int, last: int, trips: int) -> str:
+    """Microseconds per round trip each sleeping thread (the client's IO thread, the scheduler's event loop, each
+    agent, each processor) spent between a wake-up and its next sleep, from `first` to `last`."""
+    sleeps = set(_WAKES.values())
+    woke: Dict[Tuple[int, str], int] = {}
+    total: Dict[Tuple[int, str], int] = {}
+    for at, name, pid in events:
+        if not first <= at <= last:
+            continue
+        if name in _WAKES:
+            woke[(pid, name[0])] = at
+        elif name in sleeps:
+            since = woke.pop((pid, name[0]), None)
+            if since is not None:
+                total[(pid, name[0])] = total.get((pid, name[0]), 0) + at - since
+    return ", ".join(
+        f"{_THREADS[kind]} {nanoseconds / trips / 1000:.1f} us"
+        for (_, kind), nanoseconds in sorted(total.items(), key=lambda item: item[0][1])
+        if nanoseconds / trips >= 500
+    )
+
+
+# Work a thread does after it passed the task or its result on, beside the round trip (it competes for the CPUs):
+# (after this event, until this thread's next sleep)
+TAILS: List[Tuple[str, str, str]] = [
+    ("c.flushed", "c.sleep", "client IO thread, after sending the task"),
+    ("s.sent", "s.sleep", "scheduler, after each send"),
+    ("a.handed", "a.sleep", "agent, after writing the orders"),
+    ("p.sent", "p.sleep", "processor, after writing its report"),
+    ("a.sent", "a.sleep", "agent, after sending the result"),
+    ("c.settled", "c.sleep", "client IO thread, after settling the future"),
+]
+
+
+def tails(events: List[Tuple[int, str, int]], trips: List[Tuple[int, int]]) -> List[List[float]]:
+    """Microseconds of each TAILS entry, for every time its event occurred in the round trips."""
+    import bisect
+
+    found: List[List[float]] = [[] for _ in TAILS]
+    for start, end in trips:
+        low, high = bisect.bisect_left(events, (start,)), bisect.bisect_right(events, (end,))
+        window = events[low:high]
+        for number, (after, sleep, _) in enumerate(TAILS):
+            for index, (at, name, pid) in enumerate(window):
+                if name != after:
+                    continue
+                for later, later_name, later_pid in window[index + 1 :]:
+                    if later_name == sleep and later_pid == pid:
+                        found[number].append((later - at) / 1000)
+                        break
+    return found
+
+
 def trace(scheduler_python: str, workers: int, count: int, warmup: int) -> Tuple[List[List[int]], List[int]]:
     """(steps of each traced round trip, nanoseconds of every round trip) on a fresh cluster."""
     from scaler import Client
@@ -142,12 +199,16 @@ def trace(scheduler_python: str, workers: int, count: int, warmup: int) -> Tuple
     own = [at for at, name in traces[os.getpid()] if name in ("c.start", "c.end")]
     stamped = list(zip(own[0::2], own[1::2]))[warmup:]
     steps = [s for s in (round_trip_steps(events, start, end) for start, end in stamped) if s is not None]
+    for (_, _, label), values in zip(TAILS, tails(events, stamped)):
+        if values:
+            print(f"beside the round trip: {label:<46}{median(values):>7.1f} us (median of {len(values):,})")
     first, last = stamped[0][0], stamped[-1][1]
     counts: Dict[str, int] = {}
     for at, name, _ in events:
         if first <= at <= last:
             counts[name] = counts.get(name, 0) + 1
     print("stamps per round trip:", ", ".join(f"{name} {count / len(stamped):.2f}" for name, count in counts.items()))
+    print("awake per round trip (from waking to going to sleep again):", awake(events, first, last, len(stamped)))
     return steps, [end - start for start, end in trips]
 
 

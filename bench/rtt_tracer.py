@@ -44,6 +44,12 @@ EVENTS = [
     "p.run",  # TaskRunner.run begins
     "p.ran",  # ... ends
     "p.sent",  # the processor encoded a report, about to write it
+    # before each thread goes to sleep (a poll, the event loop's select, the processor's wait for orders): with the
+    # stamps after they wake (c.poll, a.poll, s.epoll, p.orders), how long each thread is awake per round trip
+    "c.sleep",
+    "a.sleep",
+    "s.sleep",
+    "p.sleep",
 ]
 CODES = {name: code for code, name in enumerate(EVENTS)}
 _RECORD = struct.Struct("<qH")
@@ -131,11 +137,12 @@ def install(directory: str) -> None:
     from scaler.worker.processor import TaskRunner
     from scaler.worker.processor_link import ProcessorLink
 
-    role = {"poll": CODES["c.poll"]}  # the agent says otherwise when it starts
+    role = {"poll": CODES["c.poll"], "sleep": CODES["c.sleep"]}  # the agent says otherwise when it starts
 
     poll = zmq.Poller.poll
 
     def traced_poll(self: Any, *args: Any) -> Any:
+        stamp(role["sleep"])
         ready = poll(self, *args)
         if ready:
             stamp(role["poll"])
@@ -188,6 +195,7 @@ def install(directory: str) -> None:
     select = selectors.EpollSelector.select
 
     def traced_select(self: Any, timeout: Any = None) -> Any:
+        stamp(CODES["s.sleep"])
         ready = select(self, timeout)
         if ready:
             stamp(CODES["s.epoll"])
@@ -199,7 +207,7 @@ def install(directory: str) -> None:
     agent_run = WorkerAgent.run
 
     def traced_agent_run(self: Any) -> int:
-        role["poll"] = CODES["a.poll"]
+        role["poll"], role["sleep"] = CODES["a.poll"], CODES["a.sleep"]
         return agent_run(self)
 
     WorkerAgent.run = traced_agent_run
@@ -212,6 +220,6 @@ def install(directory: str) -> None:
     _wrap(outbox, "encode_many", after=CODES["a.sent"])
 
     # the processor (MessageReader.wait: only the processor waits on its channel)
-    _wrap(MessageReader, "wait", after=CODES["p.orders"])
+    _wrap(MessageReader, "wait", before=CODES["p.sleep"], after=CODES["p.orders"])
     _wrap(TaskRunner, "run", before=CODES["p.run"], after=CODES["p.ran"])
     _wrap(channel, "send_encoded", before=CODES["p.sent"])  # encoded, about to be written
