@@ -7,8 +7,10 @@ Every process of the cluster and the client records time.perf_counter_ns() (CLOC
 host) at each step of a task's life (bench/rtt_tracer.py, installed by bench/rtt_site/sitecustomize.py through
 SCALER_RTT_TRACE). With one task in flight at a time, each step of a round trip is the first stamp of its kind after
 the step before; the table gives the median microseconds of each step over the timed round trips, and their sum.
-The wrappers add a few microseconds to the round trip (a Python call and a stamp per step): take the round trip itself
-from bench/latency.py.
+Before it: what each thread does after passing the task or its result on, until it sleeps again (beside the round
+trip, but competing with it for the CPUs), the stamps of each kind per round trip (a loop that spins shows there), and
+the mean time each sleeping thread is awake per round trip. The wrappers add a few microseconds to the round trip (a
+Python call and a stamp per step): take the round trip itself from bench/latency.py.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from localcluster import PYPY, LocalCluster, median  # noqa: E402
 # kind before the event after them (the wake-up that led to it); every other event is the first after the step before.
 STEPS: List[Tuple[str, str]] = [
     ("c.queued", "client: submit() encodes and queues the task"),
-    ("c.poll", "client: user thread -> IO thread wake-up (socketpair), if any"),
-    ("c.flushed", "client: IO thread (or user thread) takes, frames it"),
+    ("c.poll", "client: user thread -> IO thread wake-up (socketpair)"),
+    ("c.flushed", "client: IO thread takes the task, frames it"),
     ("s.epoll", "ZeroMQ: client -> scheduler's event loop wakes"),
     ("s.drain", "scheduler: event loop to the readable callback"),
     ("s.task", "scheduler: reads and decodes the frame"),
@@ -99,13 +101,10 @@ def round_trip_steps(events: List[Tuple[int, str, int]], start: int, end: int) -
             for at, name, pid in events[bisect.bisect_left(events, (before,)) : bisect.bisect_right(events, (after,))]
             if name == kind and (kind != "a.poll" or pid == agent)
         ]
-        if wakes:
-            times[slot] = wakes[-1]
-        elif kind == "c.poll" and slot == 2:  # the user thread sent the task itself: no wake-up, a step of 0
-            times[slot] = times[slot - 1]
-        else:
+        if not wakes:
             MISSING[kind] = MISSING.get(kind, 0) + 1
             return None
+        times[slot] = wakes[-1]
     return [later - earlier for earlier, later in zip(times, times[1:])]
 
 
@@ -208,7 +207,10 @@ def trace(scheduler_python: str, workers: int, count: int, warmup: int) -> Tuple
         if first <= at <= last:
             counts[name] = counts.get(name, 0) + 1
     print("stamps per round trip:", ", ".join(f"{name} {count / len(stamped):.2f}" for name, count in counts.items()))
-    print("awake per round trip (from waking to going to sleep again):", awake(events, first, last, len(stamped)))
+    print(
+        "mean time awake per round trip (from waking to going to sleep again):",
+        awake(events, first, last, len(stamped)),
+    )
     return steps, [end - start for start, end in trips]
 
 

@@ -152,8 +152,6 @@ def install(directory: str) -> None:
 
     # the client
     _wrap(IOThread, "wake", before=CODES["c.queued"])  # before: the IO thread may stamp before it returns
-    if hasattr(IOThread, "send_or_wake"):  # the user thread sends itself while the IO thread sleeps
-        _wrap(IOThread, "send_or_wake", before=CODES["c.queued"])
     _wrap(IOThread, "_encode_batch", after=CODES["c.flushed"])
     _wrap(Connection, "_on_task_results", before=CODES["c.results"], after=CODES["c.settled"])
 
