@@ -1,14 +1,16 @@
-"""Two codes' round trips of one small task at a time, in alternating chunks on two idle clusters started together.
+"""Two codes' round trips of one small task at a time, in alternating chunks on two clusters started together.
 
     .venv/bin/python bench/latency_ab.py --base /path/to/base/checkout    # base against this checkout
 
-On a shared machine, the round trip of one task at a time moves with other load by more than the changes measured
-(0.47 ms quiet, 0.7 to 0.9 ms with another test suite running), and a cluster's start takes seconds: runs of
-bench/latency.py minutes apart compare moments more than code. Here each code gets its own cluster and client process
-(each run from its own checkout: copy this file into the base's bench/ first), both start before anything is timed,
-and they take turns: --chunks chunks of --count round trips each, alternating, so that both see the same moments.
-Reports each chunk's median and, per code, the median of the chunk medians, and how often the branch's chunk beat
-the base chunk next to it.
+On a shared machine, the round trip of one task at a time moves with other load by more than the changes measured,
+and even more with where the kernel puts the processes of a cluster: on this 2-vCPU VM, a cluster whose chain of
+processes it keeps on one CPU answers in about 0.47 ms, one it spreads over both in 0.7 to 0.8 ms, and that holds for
+the cluster's life. So each code gets its own cluster and client process (each run from its own checkout: copy this
+file into the base's bench/ first), both start together (which first alternates by round), they take turns
+(--chunks chunks of --count round trips each, alternating, so that both see the same moments), and all of it is
+done again on fresh clusters --rounds times, so that placement falls on both alike. Reports per round the medians of
+the chunk medians and their ratio, and the median ratio over the rounds; an A/A run (base against the same code)
+shows how far the ratio strays by itself.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Dict, List
 
 BENCH = Path(__file__).resolve().parent
 
@@ -40,13 +43,51 @@ def serve(scheduler_python: str, workers: int, warmup: int) -> None:
                 print(f"{median(seconds) * 1e6:.1f}", flush=True)
 
 
+def start(root: Path, python: str, args: argparse.Namespace) -> subprocess.Popen:
+    """A child serving `root`'s code (see serve)."""
+    script = root / "bench" / "latency_ab.py"
+    if not script.exists():  # its bench/ must be its own: it imports from there
+        raise SystemExit(f"copy bench/latency_ab.py into {root / 'bench'} first")
+    command = [sys.executable, str(script), "--serve", "--base", str(root), "--scheduler-python", python]
+    command += ["--workers", str(args.workers), "--warmup", str(args.warmup)]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def one_round(
+    roots: Dict[str, Path], python: str, args: argparse.Namespace, base_first: bool
+) -> Dict[str, List[float]]:
+    """Chunk medians (us) of each code on a fresh pair of clusters, started in the order given."""
+    order = ["base", "branch"] if base_first else ["branch", "base"]
+    children = {name: start(roots[name], python, args) for name in order}
+    medians: Dict[str, List[float]] = {name: [] for name in children}
+    try:
+        for name, child in children.items():
+            line = child.stdout.readline().strip()
+            if not line.startswith(f"ready {roots[name]}"):  # started, and runs its own checkout's scaler
+                raise RuntimeError(f"{name}: not ready with {roots[name]}'s code ({line!r})")
+        for chunk in range(args.chunks):
+            for name in ["base", "branch"] if chunk % 2 == 0 else ["branch", "base"]:
+                child = children[name]
+                child.stdin.write(f"{args.count}\n")
+                child.stdin.flush()
+                medians[name].append(float(child.stdout.readline()))
+    finally:
+        for child in children.values():
+            child.stdin.close()
+        for child in children.values():
+            child.wait(60)
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", required=True, help="the base checkout's root")
     parser.add_argument("--scheduler-python", default=None, help="default: bench/localcluster.py's PyPy")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--count", type=int, default=500, help="round trips per chunk")
-    parser.add_argument("--chunks", type=int, default=20, help="chunks per code")
+    parser.add_argument("--chunks", type=int, default=4, help="chunks per code and round")
+    parser.add_argument("--rounds", type=int, default=10, help="fresh pairs of clusters")
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -57,39 +98,18 @@ def main() -> None:
     if args.serve:
         serve(python, args.workers, args.warmup)
         return
-    children = {}
-    for name, root in (("base", Path(args.base).resolve()), ("branch", BENCH.parent)):
-        env = dict(os.environ, PYTHONPATH=str(root))
-        command = [sys.executable, str(root / "bench" / "latency_ab.py"), "--serve", "--base", str(root)]
-        command += ["--scheduler-python", python, "--workers", str(args.workers), "--warmup", str(args.warmup)]
-        if not (root / "bench" / "latency_ab.py").exists():  # its bench/ must be its own: it imports from there
-            raise SystemExit(f"copy bench/latency_ab.py into {root / 'bench'} first")
-        children[name] = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    medians: dict = {name: [] for name in children}
-    try:
-        for name, child in children.items():
-            print(f"{name}: {child.stdout.readline().strip()}", flush=True)
-        for chunk in range(args.chunks):
-            order = ["base", "branch"] if chunk % 2 == 0 else ["branch", "base"]
-            for name in order:
-                child = children[name]
-                child.stdin.write(f"{args.count}\n")
-                child.stdin.flush()
-                medians[name].append(float(child.stdout.readline()))
-            print(
-                f"chunk {chunk + 1}: base {medians['base'][-1]:.1f} us, branch {medians['branch'][-1]:.1f} us",
-                flush=True,
-            )
-    finally:
-        for child in children.values():
-            child.stdin.close()
-            child.wait(60)
-    wins = sum(1 for base, branch in zip(medians["base"], medians["branch"]) if branch < base)
+    roots = {"base": Path(args.base).resolve(), "branch": BENCH.parent}
+    ratios = []
+    for number in range(args.rounds):
+        medians = one_round(roots, python, args, base_first=number % 2 == 0)
+        base, branch = median(medians["base"]), median(medians["branch"])
+        ratios.append(branch / base)
+        print(
+            f"round {number + 1}: base {base:.1f} us, branch {branch:.1f} us, branch/base {ratios[-1]:.3f}", flush=True
+        )
     print(
-        f"\n{args.chunks} chunks of {args.count} round trips each, alternating; median of the chunk medians: "
-        f"base {median(medians['base']):.1f} us, branch {median(medians['branch']):.1f} us "
-        f"(branch/base {median(medians['branch']) / median(medians['base']):.3f}); the branch's chunk was faster "
-        f"in {wins} of {args.chunks}"
+        f"\n{args.rounds} rounds of {args.chunks} alternating chunks of {args.count} round trips per code: "
+        f"median branch/base {median(ratios):.3f}, branch faster in {sum(r < 1 for r in ratios)} of {args.rounds}"
     )
 
 
