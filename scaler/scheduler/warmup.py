@@ -56,7 +56,7 @@ TREE_LEAVES = 1000
 FRAME_TASKS = 256  # the real client batches this many tasks of a map in a frame (a graph travels in one frame)
 # Less than a round hands each worker: they fill up, and the paths of full workers (closed, then refilled in batches,
 # ready tasks left waiting in the queue) are traced too. A real worker announces 1,000 by default and a graph or a map
-# of a few thousand tasks fills it; a first graph found them untraced (docs/performance.md, first graph).
+# of a few thousand tasks fills it; a first graph found them untraced (docs/performance.md, "The first graph").
 WORKER_CAPACITY = 256
 TASKS_PER_ROUND = MAP_TASKS + 2 * TREE_LEAVES - 1
 RESULTS_PER_ROUND = MAP_TASKS + 1  # what the client asks back: every map task, and of the tree only its root
