@@ -42,10 +42,6 @@ logger = logging.getLogger(__name__)
 
 # bound the work done per readable event, so timers and sends are not starved by a flood of input
 _MAX_FRAMES_PER_DRAIN = 4096
-# The core takes at most this many messages before the shell sends what it queued: a 10,000-node graph frame, or a
-# drain of thousands of results, would otherwise keep every task it makes ready from the workers until its last
-# message is handled (tens of milliseconds, while the workers idle). A send costs a fraction of what this many cost.
-_MESSAGES_PER_FLUSH = 512
 _EVENTS_LOOKS = 2  # a drain asks ZMQ_EVENTS before its second frame only, then reads until zmq.Again
 # pyzmq's flags are enum.Flag members, whose | and & cost an enum lookup each: plain ints on the hot path
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -180,7 +176,6 @@ class SchedulerShell:
         core = self.core
         now = time.monotonic()
         frames = 0
-        unsent = 0  # messages the core took since the last flush
         try:
             while frames < _MAX_FRAMES_PER_DRAIN:
                 # Most drains at low load read one frame (a heartbeat, a small submit). Asking ZMQ_EVENTS whether
@@ -205,12 +200,7 @@ class SchedulerShell:
                 except ProtocolError as error:
                     core.receive_malformed(peer, str(error), now)
                     continue
-                count = len(messages)
-                if unsent + count <= _MESSAGES_PER_FLUSH:
-                    core.receive(peer, messages, now)
-                    unsent += count
-                else:
-                    unsent = self._receive_in_parts(peer, messages, unsent, now)
+                core.receive(peer, messages, now)
         finally:
             sent = self._flush()
         # input that arrived after the last look: _flush looked again if it sent (sending can consume the edge);
@@ -221,23 +211,6 @@ class SchedulerShell:
             self._book_tick(now)
         if self.core.stopping:
             self.stop("shutdown requested")
-
-    def _receive_in_parts(self, peer: bytes, messages: list, unsent: int, now: float) -> int:
-        """Hand the core `messages` in order, sending what it queued whenever _MESSAGES_PER_FLUSH messages were taken
-        since the last send; how many it took since then. Parts of one frame stay in order and no other input comes
-        between them, so a graph's nodes still reach the core as one frame (dependencies first)."""
-        core = self.core
-        start = 0
-        count = len(messages)
-        while start < count:
-            end = min(count, start + _MESSAGES_PER_FLUSH - unsent)
-            core.receive(peer, messages[start:end], now)
-            unsent += end - start
-            start = end
-            if unsent >= _MESSAGES_PER_FLUSH:
-                self._flush()
-                unsent = 0
-        return unsent
 
     def _schedule_drain(self) -> None:
         if not self._drain_scheduled:
