@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -61,12 +62,46 @@ def run_tree(client: Client, leaves: int) -> int:
     return tasks
 
 
-def measure(scheduler_python: str, leaves: int, workers: int, scheduler_args: List[str]) -> Dict[str, float]:
+def run_tree_in_phases(client: Client, leaves: int, roles: Dict[str, list]) -> Dict[str, float]:
+    """run_tree, timed by phase: planning (plan_graph alone, repeated before the call), planning plus building and
+    sending the frame (get with block=False), waiting for the root; and each role's CPU seconds over the whole call."""
+    from cpu_split import _cpu_seconds
+
+    from scaler.client.graph import plan_graph
+
+    graph, root = reduction_tree(leaves)
+    start = time.perf_counter()
+    plan_graph(graph, [root])
+    plan = time.perf_counter() - start
+    before = {role: sum(_cpu_seconds(process) for process in processes) for role, processes in roles.items()}
+    start = time.perf_counter()
+    future = client.get(graph, keys=[root], block=False)[root]
+    submitted = time.perf_counter()
+    value = future.result()
+    done = time.perf_counter()
+    if value != leaves * (leaves - 1) // 2:
+        raise AssertionError(f"tree of {leaves} leaves summed to {value}")
+    split = {"plan": plan, "plan and submit": submitted - start, "wait": done - submitted}
+    for role, processes in roles.items():
+        split[f"CPU {role}"] = sum(_cpu_seconds(process) for process in processes) - before[role]
+    return split
+
+
+def measure(
+    scheduler_python: str, leaves: int, workers: int, scheduler_args: List[str], phases: bool = False
+) -> Dict[str, float]:
     with LocalCluster(scheduler_python, workers=workers, scheduler_args=scheduler_args) as cluster:
         with Client(cluster.address) as client:
             run_tree(client, 64)  # warm-up: connection, functions shipped to workers
             cluster.rss.reset_peak()
-            seconds, tasks = timed(run_tree, client, leaves)
+            if phases:
+                from cpu_split import _roles
+
+                split = run_tree_in_phases(client, leaves, _roles(cluster))
+                seconds, tasks = split["plan and submit"] + split["wait"], 2 * leaves - 1
+                print("  ".join(f"{name} {value * 1000:.0f} ms" for name, value in split.items()), flush=True)
+            else:
+                seconds, tasks = timed(run_tree, client, leaves)
             peak = max(cluster.rss.peak, cluster.rss.current())
     return {"seconds": seconds, "tasks": tasks, "tasks_per_second": tasks / seconds, "peak_rss_mib": peak / 2**20}
 
@@ -77,6 +112,7 @@ def main() -> None:
     parser.add_argument("--leaves", type=int, default=50_000, help="leaf tasks; the tree has 2 * leaves - 1 tasks")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--phases", action="store_true", help="print each measured graph's time and CPU by phase")
     parser.add_argument(
         "--scheduler-arg", action="append", default=[], metavar="ARG",
         help="passed to every scheduler, repeatable: --scheduler-arg=--jit-warmup --scheduler-arg=0",
@@ -88,7 +124,7 @@ def main() -> None:
     runs: Dict[str, List[Dict[str, float]]] = {python: [] for python in pythons}
     for attempt in range(args.repeat):
         for python in pythons:
-            figures = measure(python, args.leaves, args.workers, args.scheduler_arg)
+            figures = measure(python, args.leaves, args.workers, args.scheduler_arg, args.phases)
             runs[python].append(figures)
             print(f"run {attempt + 1}: {python}: {figures['seconds']:.2f} s", flush=True)
     tasks = int(runs[pythons[0]][0]["tasks"])

@@ -50,8 +50,14 @@ IS_PYPY = sys.implementation.name == "pypy"
 CLIENT = b"C|jit-warmup|0|client"
 WORKERS = (b"W|jit-warmup|1|a", b"W|jit-warmup|2|b")
 MAP_TASKS = 1024
-TREE_LEAVES = 256  # a power of two: the tree is 2 * TREE_LEAVES - 1 tasks
-FRAME_TASKS = 256  # the real client batches this many tasks in a frame
+# Not a power of two: levels of odd length, whose last node moves up a level, as in most real trees. A binary tree over
+# L leaves has L - 1 inner nodes whatever L is.
+TREE_LEAVES = 1000
+FRAME_TASKS = 256  # the real client batches this many tasks of a map in a frame (a graph travels in one frame)
+# Less than a round hands each worker: they fill up, and the paths of full workers (closed, then refilled in batches,
+# ready tasks left waiting in the queue) are traced too. A real worker announces 1,000 by default and a graph or a map
+# of a few thousand tasks fills it; a first graph found them untraced (docs/performance.md, "The first graph").
+WORKER_CAPACITY = 256
 TASKS_PER_ROUND = MAP_TASKS + 2 * TREE_LEAVES - 1
 RESULTS_PER_ROUND = MAP_TASKS + 1  # what the client asks back: every map task, and of the tree only its root
 STALL_SECONDS = 10.0  # a round of the private scheduler takes milliseconds: this long without progress is a failure
@@ -88,7 +94,7 @@ class SyntheticPeers:
         hellos = [(CLIENT, encode(Hello(protocol_version=PROTOCOL_VERSION, role=Role.client, name="jit-warmup")))]
         for worker in WORKERS:
             hello = Hello(
-                protocol_version=PROTOCOL_VERSION, role=Role.worker, name=worker.decode(), capacity=1000,
+                protocol_version=PROTOCOL_VERSION, role=Role.worker, name=worker.decode(), capacity=WORKER_CAPACITY,
                 task_policies=True,
             )  # fmt: skip
             hellos.append((worker, encode(hello)))
@@ -223,7 +229,8 @@ def _frames(tasks: List[Task]) -> List[bytes]:
 
 
 def _tree_frames() -> List[bytes]:
-    """A binary reduction tree over TREE_LEAVES leaves, as the client sends a graph: leaves first, the root last."""
+    """A binary reduction tree over TREE_LEAVES leaves in one frame, as the client sends a graph: leaves first, the root
+    last; a level of odd length moves its last node up as it is (bench/graph_tree.py builds the same tree)."""
     number = MAP_TASKS
     level = []
     for _ in range(TREE_LEAVES):
@@ -236,8 +243,10 @@ def _tree_frames() -> List[bytes]:
             above.append(_task(number, (left.task_id, right.task_id), report_result=len(level) == 2))
             number += 1
         tasks += above
+        if len(level) % 2:
+            above.append(level[-1])
         level = above
-    return _frames(tasks)
+    return [encode_many(tasks)]
 
 
 @contextmanager
