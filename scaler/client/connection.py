@@ -470,19 +470,26 @@ class Connection:
 
     def _on_task_results(self, results: List[TaskResult]) -> None:
         """Results that came in one frame: those of plain successes (value inline, no objects to release) settle
-        together, under one lock each for the queue and the futures; any other goes through _on_task_result."""
+        together, under one lock for the futures; any other goes through _on_task_result.
+
+        A plain success leaves `_pending` without the connection's lock: it touches nothing else the lock guards, and
+        a dict's get and pop are atomic. Holding the lock over the frame's loop made a lock convoy with a submitting
+        thread: the interpreter hands the GIL to the submitting thread inside the loop now and then, which then
+        blocks on the lock at once, and each such turn costs both threads two more GIL hand-offs."""
         plain = []
         others = []
-        with self._lock:
-            pending = self._pending
-            for result in results:
-                if result.status == SUCCESS and not result.in_object:
-                    future = pending.get(result.task_id)
-                    if future is not None and not future._held_objects:
-                        del pending[result.task_id]
+        pending = self._pending
+        get = pending.get
+        pop = pending.pop
+        for result in results:
+            if result.status == SUCCESS and not result.in_object:
+                task_id = result.task_id
+                future = get(task_id)
+                if future is not None and not future._held_objects:
+                    if pop(task_id, None) is future:  # else cancelled meanwhile, by clear() or a closing connection
                         plain.append((future, result))
-                        continue
-                others.append(result)
+                    continue
+            others.append(result)
         for future, result in plain:
             _answered(future, result.payload)
         if output.labels:  # a streaming client's: no more output will come for these
