@@ -36,7 +36,15 @@ from scaler.config import (
 )
 from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
-from scaler.protocol import ClientHeartbeat, HeartbeatEcho, ProtocolError, decode_frame, encode, encode_many
+from scaler.protocol import (
+    ClientHeartbeat,
+    Encoded,
+    HeartbeatEcho,
+    ProtocolError,
+    decode_frame,
+    encode,
+    encode_many,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -229,20 +237,30 @@ class IOThread:
             return False
         send = self._socket.send
         batch: List[Any] = []
+        messages = 0  # items of the batch still to encode; Encoded ones (submit's tasks) are joined as they are
         for item in items:
-            if item.__class__ is bytes:
+            kind = item.__class__
+            if kind is bytes:
                 if batch:
-                    send(self._encode_batch(batch))
+                    send(self._frame(batch, messages))
                     batch = []
+                    messages = 0
                 send(item, copy=len(item) < _COPY_THRESHOLD)
                 continue
             batch.append(item)
+            if kind is not Encoded:
+                messages += 1
             if len(batch) >= DEFAULT_TASKS_PER_FRAME:
-                send(self._encode_batch(batch))
+                send(self._frame(batch, messages))
                 batch = []
+                messages = 0
         if batch:
-            send(self._encode_batch(batch))
+            send(self._frame(batch, messages))
         return True
+
+    def _frame(self, batch: List[Any], messages: int) -> bytes:
+        """The frame of a batch of which `messages` items are messages to encode; the others are Encoded already."""
+        return self._encode_batch(batch) if messages else b"".join(batch)
 
     def _encode_batch(self, batch: List[Any]) -> bytes:
         try:
