@@ -24,7 +24,7 @@ class CallEncoder:
     __slots__ = (
         "function_id",
         "parent",
-        "_serializer_id",
+        "serializer_id",
         "profiling",
         "_serialize",
         "_templates",
@@ -45,7 +45,7 @@ class CallEncoder:
         self.options = options  # the task policies of every call (client.options())
         self.retries = options.retries
         self.parent = parent
-        self._serializer_id = serializer_id
+        self.serializer_id = serializer_id
         self.profiling = profiling
         self._serialize = serialize
         self._templates: Dict[Any, Optional[Template]] = {}  # length of the one argument, or tuple of lengths
@@ -79,7 +79,7 @@ class CallEncoder:
         if len(self._templates) >= _SHAPES_PER_ENCODER:
             self._templates = {}
         function_id, parent, profiling = self.function_id, self.parent, self.profiling
-        serializer_id = self._serializer_id
+        serializer_id = self.serializer_id
         options = self.options
 
         def build(values: Sequence[bytes]) -> Task:

@@ -35,7 +35,7 @@ from scaler.config import (
 from scaler.errors import DisconnectedError, TaskPoliciesUnsupportedError
 from scaler.io.curve import CurvePeerKeys, load_peer_keys
 from scaler.io.sockets import TcpKeepalive, validate_address
-from scaler.protocol import Encoded, ObjectKind
+from scaler.protocol import ObjectKind
 from scaler.serializer import DefaultSerializer, SerializerLike
 
 if TYPE_CHECKING:
@@ -292,19 +292,13 @@ class Client:
 
     def _submit(self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any], profiling: bool) -> ScalerFuture:
         connection = self._open_connection()
-        if not callable(fn):
-            raise TypeError(f"fn must be callable, got {fn!r}")
-        factory = self._factory
-        factory.signatures.check(fn, args, kwargs)
         options = self._options
         if options.key is not None:  # spelled out: submit() is a hot path
+            if not callable(fn):
+                raise TypeError(f"fn must be callable, got {fn!r}")  # before the policies, as map() does
             self._check_policies(connection, options)
-        function_need = factory.function_need(connection, fn)
-        needs: List[ObjectNeed] = []
-        encoder = factory.call_encoder(function_need[0], profiling, task_context.current_task_id or b"", options)
-        message, future, encoded = factory.call(connection, encoder, args, kwargs, needs)
-        factory.send(connection, ((fn, function_need),), needs, [Encoded(message) if encoded else message], (future,))
-        return future
+        parent = task_context.current_task_id or b""
+        return self._factory.submit(connection, fn, args, kwargs, profiling, parent, options)
 
     def map(
         self,

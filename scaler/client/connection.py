@@ -31,6 +31,7 @@ from scaler.client.ledger import ObjectLedger, ObjectNeed
 from scaler.client.objects import ContentIds, Outgoing
 from scaler.client.resubmission import resubmission
 from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of, settle_successes
+from scaler.client.send_queue import SendQueue
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
@@ -93,7 +94,7 @@ class Connection:
         self.task_policies = False  # the scheduler honours Task.resources, priority, retries (client.options())
 
         self._lock = threading.Lock()
-        self._outgoing: List[Outgoing] = []
+        self._send_queue = SendQueue()
         self._pending: Dict[bytes, ScalerFuture] = {}  # task id -> future, until the task is answered
         self._ledger = ObjectLedger()
         self._fetches: Dict[bytes, _ResultFetch] = {}  # IO thread only
@@ -175,12 +176,23 @@ class Connection:
                 pending[future.task_id] = future
                 if future._held_objects:
                     self._ledger.hold(future._held_objects)
-            outgoing = self._outgoing
-            was_empty = not outgoing
-            outgoing.extend(puts)
-            outgoing.extend(messages)
-            wake = was_empty and outgoing
+            send_queue = self._send_queue
+            wake = send_queue.add(puts) if puts else False
+            wake = send_queue.add(messages) or wake
         if wake:  # after the lock: the IO thread, woken, takes it at once (it would wait for us otherwise)
+            self._io.wake()
+        return True
+
+    def send_task(self, object_ids: Sequence[bytes], message: Outgoing, future: ScalerFuture) -> bool:
+        """send() of one task that holds no objects of its own, when the scheduler holds every object in `object_ids`
+        (its function, a serializer): nothing to work out. False, with nothing queued, if it lacks one: use send()."""
+        with self._lock:
+            self.check_open()
+            if not self._ledger.holds_all(object_ids):
+                return False
+            self._pending[future._task_id] = future
+            wake = self._send_queue.add_one(message)
+        if wake:
             self._io.wake()
         return True
 
@@ -313,9 +325,8 @@ class Connection:
     # ---- the queue ---------------------------------------------------------------------------------------------------
 
     def _queue_locked(self, message: Outgoing) -> None:
-        if not self._outgoing:
+        if self._send_queue.add_one(message):
             self._io.wake()
-        self._outgoing.append(message)
 
     def _queue(self, message: Outgoing) -> None:
         with self._lock:
@@ -323,9 +334,7 @@ class Connection:
 
     def _take_outgoing(self) -> List[Outgoing]:
         with self._lock:
-            items = self._outgoing
-            self._outgoing = []
-        return items
+            return self._send_queue.take()
 
     # ---- IO thread callbacks -----------------------------------------------------------------------------------------
 
@@ -409,12 +418,11 @@ class Connection:
         futures = [future for future in pending.values() if not future.done()]
         items = resubmission(objects, futures)
         items.extend(extra)
-        items.extend(message for message in self._outgoing if type(message) in kept)
+        items.extend(message for message in self._send_queue.items if type(message) in kept)
         if self._disconnect_reply is not None and self._disconnecting is not None and self._disconnecting not in items:
             items.append(self._disconnecting)  # it left on the lost connection: the new scheduler answers it
-        if not self._outgoing:
-            self._io.wake()
-        self._outgoing = items
+        self._send_queue.replace(items)
+        self._io.wake()  # so that the IO thread's next turn starts at once and sends them
         graphs = {id(future._graph) for future in futures if future._graph is not None}
         tasks = sum(1 for future in futures if future._graph is None)
         return tasks, len(graphs), self._ledger.held_count()
@@ -462,19 +470,26 @@ class Connection:
 
     def _on_task_results(self, results: List[TaskResult]) -> None:
         """Results that came in one frame: those of plain successes (value inline, no objects to release) settle
-        together, under one lock each for the queue and the futures; any other goes through _on_task_result."""
+        together, under one lock for the futures; any other goes through _on_task_result.
+
+        A plain success leaves `_pending` without the connection's lock: it touches nothing else the lock guards, and
+        a dict's get and pop are atomic. Holding the lock over the frame's loop made a lock convoy with a submitting
+        thread: the interpreter hands the GIL to the submitting thread inside the loop now and then, which then
+        blocks on the lock at once, and each such turn costs both threads two more GIL hand-offs."""
         plain = []
         others = []
-        with self._lock:
-            pending = self._pending
-            for result in results:
-                if result.status == SUCCESS and not result.in_object:
-                    future = pending.get(result.task_id)
-                    if future is not None and not future._held_objects:
-                        del pending[result.task_id]
+        pending = self._pending
+        get = pending.get
+        pop = pending.pop
+        for result in results:
+            if result.status == SUCCESS and not result.in_object:
+                task_id = result.task_id
+                future = get(task_id)
+                if future is not None and not future._held_objects:
+                    if pop(task_id, None) is future:  # else cancelled meanwhile, by clear() or a closing connection
                         plain.append((future, result))
-                        continue
-                others.append(result)
+                    continue
+            others.append(result)
         for future, result in plain:
             _answered(future, result.payload)
         if output.labels:  # a streaming client's: no more output will come for these

@@ -2,7 +2,8 @@
 connection alive.
 
 ZeroMQ sockets are not thread safe, so user threads never touch the DEALER: they append to the connection's queue
-and, when it was empty, call wake(), which writes a byte to a socket pair polled together with the DEALER. The loop
+and, when it says so (send_queue.py: not during a burst), call wake(), which writes a byte to a socket pair polled
+together with the DEALER. A turn that took messages from the queue polls at most LOOK_AGAIN_MS next. The loop
 packs the queue into frames of DEFAULT_TASKS_PER_FRAME messages (Encoded ones among them; plain bytes, already
 encoded, travel as frames of their own), drains incoming frames without blocking and hands each decoded message to its
 handler.
@@ -27,6 +28,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from scaler.client.objects import Outgoing
+from scaler.client.send_queue import LOOK_AGAIN_MS
 from scaler.config import (
     DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS,
     DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
@@ -34,7 +36,15 @@ from scaler.config import (
 )
 from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
-from scaler.protocol import ClientHeartbeat, HeartbeatEcho, ProtocolError, decode_frame, encode, encode_many
+from scaler.protocol import (
+    ClientHeartbeat,
+    Encoded,
+    HeartbeatEcho,
+    ProtocolError,
+    decode_frame,
+    encode,
+    encode_many,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +149,7 @@ class IOThread:
             events = self._events
             poller.register(events, zmq.POLLIN)
             next_heartbeat = 0.0
+            took = False  # the last turn took messages from the queue
             while not self._stopping:
                 now = time.monotonic()
                 timeout_ms = _IDLE_POLL_MS
@@ -157,13 +168,14 @@ class IOThread:
                             self._send_heartbeat(now)
                         wake_at = min(wake_at, next_heartbeat)
                     timeout_ms = min(timeout_ms, int((wake_at - now) * 1000) + 1)
+                if took:  # the queue promised a look within LOOK_AGAIN_MS: more of a burst wakes nobody (send_queue.py)
+                    timeout_ms = min(timeout_ms, LOOK_AGAIN_MS)
                 ready = dict(poller.poll(timeout_ms))
                 if events in ready:  # first: a closed connection decides what the frames behind it mean
                     self._read_events()
                 if wake_fd in ready:
                     self._drain_wake()
-                if self.registered:
-                    self._flush()
+                took = self.registered and self._flush()
                 if dealer in ready:
                     self._receive()
             if self.registered:
@@ -218,25 +230,37 @@ class IOThread:
         except (BlockingIOError, InterruptedError):
             pass
 
-    def _flush(self) -> None:
+    def _flush(self) -> bool:
+        """Send what is queued; whether there was anything."""
         items = self._take_outgoing()
         if not items:
-            return
+            return False
         send = self._socket.send
         batch: List[Any] = []
+        messages = 0  # items of the batch still to encode; Encoded ones (submit's tasks) are joined as they are
         for item in items:
-            if item.__class__ is bytes:
+            kind = item.__class__
+            if kind is bytes:
                 if batch:
-                    send(self._encode_batch(batch))
+                    send(self._frame(batch, messages))
                     batch = []
+                    messages = 0
                 send(item, copy=len(item) < _COPY_THRESHOLD)
                 continue
             batch.append(item)
+            if kind is not Encoded:
+                messages += 1
             if len(batch) >= DEFAULT_TASKS_PER_FRAME:
-                send(self._encode_batch(batch))
+                send(self._frame(batch, messages))
                 batch = []
+                messages = 0
         if batch:
-            send(self._encode_batch(batch))
+            send(self._frame(batch, messages))
+        return True
+
+    def _frame(self, batch: List[Any], messages: int) -> bytes:
+        """The frame of a batch of which `messages` items are messages to encode; the others are Encoded already."""
+        return self._encode_batch(batch) if messages else b"".join(batch)
 
     def _encode_batch(self, batch: List[Any]) -> bytes:
         try:

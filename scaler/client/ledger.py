@@ -39,6 +39,14 @@ class ObjectLedger:
                 outgoing.extend(puts or ())
         return outgoing
 
+    def holds_all(self, object_ids: Iterable[bytes]) -> bool:
+        """Whether the scheduler holds each of these (counted as sent)."""
+        sent = self._sent
+        for object_id in object_ids:
+            if object_id not in sent:
+                return False
+        return True
+
     def all_puts(self) -> List[Outgoing]:
         """The ObjectPut items of every object the scheduler should hold, for a scheduler that lost them."""
         return [put for puts in self._sent.values() for put in puts]

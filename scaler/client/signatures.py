@@ -68,7 +68,7 @@ class SignatureCache:
             except (KeyError, RuntimeError, StopIteration):
                 pass  # another thread evicted meanwhile
         # The entry keeps fn alive (through the shape, or the anchor below), so its id() cannot be reused meanwhile.
-        shapes[key] = shape if shape is not None else _Unchecked(_anchor(fn))
+        shapes[key] = shape if shape is not None else _Unchecked(anchor(fn))
         return shape
 
     def check(self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
@@ -82,7 +82,7 @@ class SignatureCache:
             signature = inspect.signature(fn)
         except (ValueError, TypeError):  # no signature: builtins without text signatures, some C callables
             return None
-        return CallShape(_anchor(fn), signature)
+        return CallShape(anchor(fn), signature)
 
 
 class _Unchecked:
@@ -102,7 +102,7 @@ def identity_key(fn: Any) -> Any:
     return id(fn)
 
 
-def _anchor(fn: Any) -> Any:
+def anchor(fn: Any) -> Any:
     """What must stay alive for identity_key(fn) to keep naming fn."""
     return (fn.__func__, fn.__self__) if type(fn) is types.MethodType else fn
 

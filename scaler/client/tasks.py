@@ -19,10 +19,10 @@ from scaler.client.future import ScalerFuture
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts, qualified_name
 from scaler.client.options import TaskOptions
-from scaler.client.signatures import SignatureCache, identity_key
+from scaler.client.signatures import CallShape, SignatureCache, anchor, identity_key
 from scaler.config import DEFAULT_CLIENT_FUNCTION_CACHE_SIZE, DEFAULT_INLINE_LIMIT_BYTES
 from scaler.errors import MissingObjectError
-from scaler.protocol import Argument, ArgumentKind, ObjectKind, Task, encode
+from scaler.protocol import Argument, ArgumentKind, Encoded, ObjectKind, Task, encode
 from scaler.serializer import check_serializer, is_default_serializer
 
 OBJECT_REF = int(ArgumentKind.object_ref)
@@ -46,6 +46,7 @@ class TaskFactory:
         self._functions: Dict[Any, Tuple[Any, bytes]] = {}  # identity key -> (what keeps it alive, function id)
         self.signatures = SignatureCache(DEFAULT_CLIENT_FUNCTION_CACHE_SIZE)
         self._call_encoders: Dict[tuple, CallEncoder] = {}
+        self._sites: Dict[Any, SubmitSite] = {}  # identity key -> what submit() looked up for that function last
 
     def prepare(self, connection: Connection) -> None:
         """Before the first task: a custom serializer gets its id, which every task names."""
@@ -58,6 +59,7 @@ class TaskFactory:
 
     def forget_functions(self) -> None:
         self._functions.clear()
+        self._sites.clear()
 
     # ---- functions ---------------------------------------------------------------------------------------------------
 
@@ -99,6 +101,64 @@ class TaskFactory:
         output.label_task(task.task_id, f"{name}#{connection.task_number(task.task_id)}")
 
     # ---- tasks -------------------------------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        connection: Connection,
+        fn: Any,
+        args: Sequence[Any],
+        kwargs: Dict[str, Any],
+        profiling: bool,
+        parent: bytes,
+        options: TaskOptions,
+    ) -> ScalerFuture:
+        """One call of fn, checked, built and queued: Client.submit.
+
+        A loop of submits calls one function with one setup again and again: its signature, function id and encoder
+        are looked up once (a SubmitSite) and the Task queued with no ObjectPut to work out (Connection.send_task);
+        any other call, or one the scheduler lacks the function of (clear()), goes the general way."""
+        site = self._sites.get(identity_key(fn))
+        function_need: Optional[ObjectNeed] = None
+        if site is None or not site.fits(profiling, parent, options, self.serializer_id):
+            site, function_need = self._new_site(connection, fn, args, kwargs, profiling, parent, options)
+        elif site.shape is not None:
+            site.shape.check(args, kwargs)
+        encoder = site.encoder
+        needs: List[ObjectNeed] = []
+        message, future, encoded = self.call(connection, encoder, args, kwargs, needs)
+        if function_need is None:
+            if encoded and connection.send_task(site.object_ids, Encoded(message), future):
+                return future
+            function_need = (encoder.function_id, None)
+        self.send(connection, ((fn, function_need),), needs, [Encoded(message) if encoded else message], (future,))
+        return future
+
+    def _new_site(
+        self,
+        connection: Connection,
+        fn: Any,
+        args: Sequence[Any],
+        kwargs: Dict[str, Any],
+        profiling: bool,
+        parent: bytes,
+        options: TaskOptions,
+    ) -> Tuple[SubmitSite, ObjectNeed]:
+        """The first call of fn with this setup (checked here): its SubmitSite, kept, and its function's ObjectNeed."""
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {fn!r}")
+        shape = self.signatures.shape(fn)
+        if shape is not None:
+            shape.check(args, kwargs)
+        function_need = self.function_need(connection, fn)
+        site = SubmitSite(anchor(fn), shape, self.call_encoder(function_need[0], profiling, parent, options))
+        sites = self._sites
+        if len(sites) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
+            try:
+                del sites[next(iter(sites))]  # oldest first
+            except (KeyError, RuntimeError, StopIteration):
+                pass  # another thread evicted meanwhile
+        sites[identity_key(fn)] = site
+        return site, function_need
 
     def call_encoder(self, function_id: bytes, profiling: bool, parent: bytes, options: TaskOptions) -> CallEncoder:
         """The encoder of this function's calls with this profiling setting, parent task and options, kept for later
@@ -237,6 +297,30 @@ class TaskFactory:
         if self._serializer_need is not None:
             needs.insert(0, self._serializer_need)
         return needs
+
+
+class SubmitSite:
+    """What submit() looked up for one function: its signature (None: unchecked), and the encoder of its calls with
+    one profiling setting, parent task and options; `function` keeps fn alive, so that its identity key names it."""
+
+    __slots__ = ("function", "shape", "encoder", "object_ids")
+
+    def __init__(self, function: Any, shape: Optional[CallShape], encoder: CallEncoder) -> None:
+        self.function = function
+        self.shape = shape
+        self.encoder = encoder
+        # what the scheduler must hold for these calls: their function, and the client's serializer if not cloudpickle
+        serializer_id = encoder.serializer_id
+        self.object_ids = (serializer_id, encoder.function_id) if serializer_id else (encoder.function_id,)
+
+    def fits(self, profiling: bool, parent: bytes, options: TaskOptions, serializer_id: bytes) -> bool:
+        encoder = self.encoder
+        return (
+            encoder.profiling is profiling
+            and encoder.options is options
+            and encoder.parent == parent
+            and encoder.serializer_id == serializer_id
+        )
 
 
 def check_reference(connection: Connection, reference: ObjectReference) -> None:

@@ -183,6 +183,21 @@ def test_function_is_shipped_once_for_ten_thousand_submits(peer: ProtocolPeer, c
     assert len(set(peer.frames_of(Task))) < 10_000 / 10  # batched: many tasks per frame
 
 
+def test_submits_of_one_function_with_other_settings_carry_theirs(peer: ProtocolPeer, client: Client) -> None:
+    """submit() remembers a function's setup between calls (tasks.SubmitSite): a call with another profiling
+    setting or from a view with other options must not reuse the last one's."""
+    assert client.submit(inc, 1).result(10) == 2
+    assert client.submit(inc, 2, profiling=True).result(10) == 3
+    assert client.options(priority=3).submit(inc, 3).result(10) == 4
+    assert client.submit(inc, 4).result(10) == 5
+    tasks = peer.messages(Task)
+    assert [task.profiling for task in tasks] == [False, True, False, False]
+    assert [task.priority for task in tasks] == [0, 0, 3, 0]
+    assert len({task.function_id for task in tasks}) == 1
+    with pytest.raises(TypeError):
+        client.submit(inc, 1, 2)  # the remembered signature still checks every call
+
+
 def test_same_content_is_shipped_once(peer: ProtocolPeer, client: Client) -> None:
     counter = Counter()
     partials = [functools.partial(add, 1) for _ in range(20)]  # distinct objects, identical bytes
