@@ -17,6 +17,11 @@ from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, 
 EVENT_LOOPS = ("builtin", "uvloop")
 LOGGING_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_COMBO_LOGGING_LEVEL = "WARNING"  # SchedulerClusterCombo runs inside user programs: warnings and errors only
+# PyPy's young generation for the scheduler (PYPY_GC_NURSERY; PyPy's own default is about the L2 cache, 1 MB here): a
+# map's tasks arrive by the ten thousand, and with 1 MB most of them are copied out of the nursery and later walked by
+# major collections. 100,000-task map: scheduler 10.5 -> 6.6 us of CPU per task (docs/performance.md). Read by PyPy at
+# start only, so the scheduler's CLI starts itself again with it, unless PYPY_GC_NURSERY is set already.
+DEFAULT_PYPY_GC_NURSERY = "32MB"
 
 
 def parse_resources(text: Optional[str]) -> Dict[str, float]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
+from scaler import config
 from scaler.config import SETTINGS
 from scaler.io.sockets import validate_address
 from scaler.logs import setup_logging
@@ -45,6 +46,8 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[SchedulerSettings
 
 def main(argv: Optional[List[str]] = None) -> None:
     settings, args = parse_arguments(argv)
+    if argv is None:  # a process of its own, not a call from a program (the tests, bench/traced_scheduler.py)
+        _restart_with_gc_settings(args.ready_fd)
     parent_pid = os.getppid() if args.exit_with_parent else None
     setup_logging(settings.logging_paths, settings.logging_level)
     # imported late so `-h` answers fast, without zmq
@@ -56,6 +59,27 @@ def main(argv: Optional[List[str]] = None) -> None:
         run_scheduler(settings, on_listening=_ready_signal(args.ready_fd), parent_pid=parent_pid)
     except (ValueError, zmq.ZMQError) as error:  # a missing uvloop, an address in use or of an unknown interface
         sys.exit(f"scaler_scheduler: cannot serve {settings.address}: {error}")
+
+
+def gc_environment(environ: Dict[str, str], implementation: str) -> Optional[Dict[str, str]]:
+    """The environment to start again with for config.DEFAULT_PYPY_GC_NURSERY; None if this one will do (CPython,
+    or PYPY_GC_NURSERY set already: by the user, or by our own restart)."""
+    if implementation != "pypy" or "PYPY_GC_NURSERY" in environ:
+        return None
+    return {**environ, "PYPY_GC_NURSERY": config.DEFAULT_PYPY_GC_NURSERY}
+
+
+def _restart_with_gc_settings(ready_fd: Optional[int]) -> None:
+    """Under PyPy, replace this process (same pid, arguments and open pipes) by `python -m scaler.scheduler` with the
+    GC settings in its environment; PyPy reads them at start only."""
+    environ = gc_environment(dict(os.environ), sys.implementation.name)
+    if environ is None:
+        return
+    if ready_fd is not None:
+        os.set_inheritable(ready_fd, True)  # SchedulerClusterCombo waits on it
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "scaler.scheduler", *sys.argv[1:]], environ)
 
 
 def _ready_signal(fd: Optional[int]) -> Callable[[], None]:

@@ -56,6 +56,7 @@ class SuccessResults:
         self._pieces: Dict[tuple, Optional[Tuple[bytes, bytes, bytes]]] = {}
         self._parts: List[bytes] = []
         self._payload_bytes = 0
+        self.count = 0  # results added since the last take
 
     def add(self, task_id: bytes, payload: bytes) -> None:
         key = (len(task_id), len(payload))
@@ -73,6 +74,7 @@ class SuccessResults:
             first, middle, last = pieces
             self._parts += (first, task_id, middle, payload, last)
         self._payload_bytes += len(payload)
+        self.count += 1
 
     def take(self) -> Optional[Tuple[Encoded, int]]:
         """The results added since the last call as one Encoded message run, with their payload bytes; None if none."""
@@ -81,6 +83,7 @@ class SuccessResults:
         batch = (Encoded(b"".join(self._parts)), self._payload_bytes)
         self._parts = []
         self._payload_bytes = 0
+        self.count = 0
         return batch
 
 

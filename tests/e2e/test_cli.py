@@ -7,11 +7,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
-from scaler import Client
+from scaler import Client, config
+from scaler.scheduler.cli import gc_environment
 from tests.processes import ROOT, ScalerProcess, free_tcp_address
 
 BIN = Path(sys.executable).parent
@@ -151,3 +153,33 @@ def test_a_stopped_scheduler_leaves_no_ipc_socket_file() -> None:
             assert process.stop() == 0, process.output()
         assert "Scheduler: stopped" in process.output()
         assert sorted(os.listdir(directory)) == ["s.log"]
+
+
+@pytest.mark.skipif(not PYPY.exists(), reason="no PyPy environment: scripts/test.sh builds .venv-pypy")
+def test_a_pypy_scheduler_restarts_itself_with_its_gc_nursery_and_keeps_its_ready_pipe(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    command = [str(PYPY), "-m", "scaler.scheduler", "-ma", f"ipc://{tmp_path}/m", "--jit-warmup", "0"]
+    command += ["--ready-fd", str(write_end), "--", free_tcp_address()]
+    environ = {key: value for key, value in os.environ.items() if key != "PYPY_GC_NURSERY"}
+    log = tmp_path / "s.log"
+    with open(log, "wb") as output:
+        process = subprocess.Popen(command, cwd=ROOT, env=environ, pass_fds=(write_end,), stdout=output, stderr=output)
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as ready:
+            assert ready.read(9) == b"listening", "the restarted process signals on the pipe it was given"
+        environ_of_it = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
+        assert f"PYPY_GC_NURSERY={config.DEFAULT_PYPY_GC_NURSERY}".encode() in environ_of_it, "same pid, new env"
+        # its signal handlers are installed once it serves, a moment after the pipe said so
+        deadline = time.monotonic() + 30
+        while b"Scheduler: listening on" not in log.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log.read_text()
+
+
+def test_the_gc_environment_is_pypys_only_and_never_overrides_the_users() -> None:
+    assert gc_environment({"A": "1"}, "cpython") is None
+    assert gc_environment({"PYPY_GC_NURSERY": "4MB"}, "pypy") is None
+    assert gc_environment({"A": "1"}, "pypy") == {"A": "1", "PYPY_GC_NURSERY": config.DEFAULT_PYPY_GC_NURSERY}

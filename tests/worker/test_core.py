@@ -26,7 +26,7 @@ from scaler.protocol import (
     WorkerDisconnect,
     heartbeat_flags,
 )
-from scaler.worker.core import EXIT_OK, EXIT_REFUSED, EXIT_SCHEDULER_LOST
+from scaler.worker.core import EXIT_OK, EXIT_REFUSED, EXIT_SCHEDULER_LOST, HOLD_RESULTS_AT_MOST, HOLD_RESULTS_SECONDS
 from scaler.worker.instructions import HandTasks
 from scaler.worker.state import InvalidTransition, WorkerTask, transitions_table
 from tests.worker.core_harness import FUNCTION, Harness, of_type
@@ -91,11 +91,13 @@ def test_task_fetches_what_it_misses_once_then_runs():
     (hand,) = harness.hands
     assert [task.task_id for task in hand.tasks] == [first.task_id], "an unknown function runs alone first"
     assert hand.tasks[0].function_payload is not None
-    out = harness.run(1)
-    assert results(out)[first.task_id].status == TaskStatus.success
+    harness.run(1)
     assert harness.hands[-1].tasks[0].task_id == second.task_id
     assert harness.hands[-1].tasks[0].function_payload is None, "the processor holds the function already"
     assert harness.hands[-1].tasks[0].arguments[1].payload is None, "and the object"
+    out = harness.run(1)  # the first result waited for the second, which was seen short
+    assert [result.task_id for result in of_type(out, TaskResult)] == [first.task_id, second.task_id]
+    assert all(result.status == TaskStatus.success for result in of_type(out, TaskResult))
 
 
 def test_short_tasks_go_in_batches_and_their_results_leave_in_one_frame():
@@ -107,11 +109,65 @@ def test_short_tasks_go_in_batches_and_their_results_leave_in_one_frame():
     (hand,) = harness.hands
     assert len(hand.tasks) == config.DEFAULT_PREFETCH_TASKS
     out = harness.run(1, count=100)
-    assert len(of_type(out, TaskResult)) == config.DEFAULT_PREFETCH_TASKS, "one report, one frame"
+    assert not of_type(out, TaskResult), "held: the processor was handed more short tasks"
     assert len(harness.hands[-1].tasks) == 100 - config.DEFAULT_PREFETCH_TASKS
     out = harness.run(1, count=100)
-    assert len(harness.sent) and all(result.status == TaskStatus.success for result in of_type(out, TaskResult))
+    assert len(of_type(out, TaskResult)) == 100, "the two reports' results in one frame, once the pipe is empty"
+    assert all(result.status == TaskStatus.success for result in of_type(out, TaskResult))
     assert not harness.core.tasks
+
+
+def test_a_lone_short_tasks_result_leaves_at_once():
+    harness = connected()
+    teach_short(harness)
+    task = harness.task()
+    harness.send(task)
+    assert list(results(harness.run(1))) == [task.task_id]
+
+
+def test_short_results_wait_for_the_pipes_next_results_at_most_the_hold_time():
+    harness = connected()
+    teach_short(harness)
+    tasks = [harness.task() for _ in range(10)]
+    harness.send(*tasks)
+    assert not of_type(harness.run(1, count=4), TaskResult), "six more short tasks are in the pipe"
+    assert harness.core.next_deadline() <= harness.now + HOLD_RESULTS_SECONDS, "the shell wakes to send them"
+    assert not of_type(harness.tick(HOLD_RESULTS_SECONDS / 2), TaskResult)
+    out = harness.tick(HOLD_RESULTS_SECONDS)
+    assert [result.task_id for result in of_type(out, TaskResult)] == [task.task_id for task in tasks[:4]]
+
+
+def test_held_results_are_at_most_a_few_hundred():
+    harness = connected()
+    teach_short(harness)
+    harness.send(*[harness.task() for _ in range(5 * config.DEFAULT_PREFETCH_TASKS)])
+    sizes = [len(of_type(harness.run(1, count=config.DEFAULT_PREFETCH_TASKS), TaskResult)) for _ in range(5)]
+    assert sizes == [0, 0, 0, HOLD_RESULTS_AT_MOST, config.DEFAULT_PREFETCH_TASKS]
+
+
+def test_a_result_is_not_held_behind_a_task_that_may_run_long():
+    harness = connected()
+    teach_short(harness)
+    short, unknown = harness.task(), harness.task(function_id=b"g" * 32)
+    harness.send(short, unknown)
+    harness.serve(b"g" * 32)
+    out = harness.run(1)
+    assert [hand.tasks[0].task_id for hand in harness.hands[-1:]] == [unknown.task_id], "handed after the short one"
+    assert list(results(out)) == [short.task_id]
+
+
+def test_any_other_message_takes_the_held_results_with_it_after_them():
+    harness = connected()
+    teach_short(harness)
+    tasks = [harness.task() for _ in range(4)]
+    harness.send(*tasks)
+    assert not of_type(harness.run(1, count=2), TaskResult)
+    out = harness.send(TaskCancel(task_ids=[b"u" * 16]))
+    assert [(result.task_id, result.status) for result in of_type(out, TaskResult)] == [
+        (tasks[0].task_id, TaskStatus.success),
+        (tasks[1].task_id, TaskStatus.success),
+        (b"u" * 16, TaskStatus.not_found),
+    ]
 
 
 def test_long_tasks_are_handed_one_at_a_time():
