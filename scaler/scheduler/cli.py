@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
@@ -50,6 +51,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         _restart_with_gc_settings(args.ready_fd)
     parent_pid = os.getppid() if args.exit_with_parent else None
     setup_logging(settings.logging_paths, settings.logging_level)
+    if "PYPY_GC_NURSERY" in os.environ and sys.implementation.name == "pypy":
+        logging.getLogger(__name__).info("Scheduler: PyPy's GC nursery is %s", os.environ["PYPY_GC_NURSERY"])
     # imported late so `-h` answers fast, without zmq
     import zmq
 
@@ -70,16 +73,23 @@ def gc_environment(environ: Dict[str, str], implementation: str) -> Optional[Dic
 
 
 def _restart_with_gc_settings(ready_fd: Optional[int]) -> None:
-    """Under PyPy, replace this process (same pid, arguments and open pipes) by `python -m scaler.scheduler` with the
-    GC settings in its environment; PyPy reads them at start only."""
+    """Under PyPy, replace this process (same pid, command line and open pipes) by itself started again with the GC
+    settings in its environment; PyPy reads them at start only. The command line is read back from /proc, so that
+    however the scheduler was started (`pypy3 -m scaler.scheduler`, the `scaler_scheduler` script, `pypy3
+    scaler_scheduler.pex`) it starts the same way; where /proc is missing it keeps PyPy's own nursery."""
     environ = gc_environment(dict(os.environ), sys.implementation.name)
     if environ is None:
+        return
+    try:
+        with open("/proc/self/cmdline", "rb") as cmdline:
+            command = [os.fsdecode(part) for part in cmdline.read().split(b"\0")[:-1]]
+    except OSError:
         return
     if ready_fd is not None:
         os.set_inheritable(ready_fd, True)  # SchedulerClusterCombo waits on it
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "scaler.scheduler", *sys.argv[1:]], environ)
+    os.execve(sys.executable, command, environ)
 
 
 def _ready_signal(fd: Optional[int]) -> Callable[[], None]:

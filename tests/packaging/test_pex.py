@@ -13,6 +13,7 @@ from typing import List
 import psutil
 import pytest
 
+from scaler import config
 from tests.packaging.serving import (
     LISTENING,
     START_TIMEOUT_SECONDS,
@@ -91,3 +92,5 @@ def test_scheduler_pex_serves_cluster_and_client(python: str, event_loop: str, t
     finally:
         assert scheduler.stop() == 0, scheduler.output()
     assert f"use event loop: {event_loop}" in scheduler.output()
+    if python == "pypy3":  # started itself again, from the pex, with the GC nursery it asks for
+        assert f"Scheduler: PyPy's GC nursery is {config.DEFAULT_PYPY_GC_NURSERY}" in scheduler.output()
