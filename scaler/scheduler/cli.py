@@ -10,6 +10,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from scaler import config
 from scaler.config import SETTINGS
+from scaler.gc_tuning import tune_for_a_loop
 from scaler.io.sockets import validate_address
 from scaler.logs import setup_logging
 from scaler.scheduler.settings import SchedulerSettings
@@ -58,6 +59,8 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     from scaler.scheduler.shell import run_scheduler
 
+    if argv is None:  # our own process: CPython's collector need not walk the modules just imported again and again
+        tune_for_a_loop()
     try:
         run_scheduler(settings, on_listening=_ready_signal(args.ready_fd), parent_pid=parent_pid)
     except (ValueError, zmq.ZMQError) as error:  # a missing uvloop, an address in use or of an unknown interface

@@ -11,7 +11,6 @@ time, carries out the core's instructions in order and sends what the core has f
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import os
@@ -25,6 +24,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from scaler import config
+from scaler.gc_tuning import tune_for_a_loop
 from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
 from scaler.protocol import ProtocolError, decode_frame
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
@@ -48,7 +48,6 @@ _MAX_FRAMES_PER_READ = 1000  # then the loop runs once before reading on, so res
 _FORK_TIMEOUT_SECONDS = 10.0  # the fork server answers in milliseconds; this only guards against a wedged one
 _EXIT_STATUS_TIMEOUT_SECONDS = 2.0  # a dead processor is reaped at once; this only bounds the wait for its status
 _DISCONNECT_LINGER_MS = 1000  # lets WorkerDisconnect leave before the socket closes, without hanging on a dead link
-_YOUNG_COLLECTION_THRESHOLD = 20_000  # allocations between young collections (CPython's default: 700)
 
 
 def run_worker(settings: WorkerSettings, name: str, parent_pid: Optional[int] = None) -> int:
@@ -61,19 +60,6 @@ def run_worker(settings: WorkerSettings, name: str, parent_pid: Optional[int] = 
         return WorkerAgent(settings, name, zygote, parent_pid).run()
     finally:
         zygote.stop(timeout_seconds=1.0)
-
-
-def _tune_garbage_collector() -> None:
-    """Make the cyclic garbage collector cheap for the agent's loop. Per task the agent allocates short-lived objects
-    (decoded messages, the task's state, the tuples it hands its processor) that reference counting frees, but enough
-    of them live a few turns (queued tasks) to drive the collector: timed with gc.callbacks, in a 100,000-task map
-    each of two agents spent about 0.09 s of its 0.6 s in collections, half of it in two full ones that walked the
-    25,000 objects of startup (modules, classes, functions) for 10-36 ms each. Frozen, those are never walked again;
-    with a higher young threshold, collections come about thirty times less often. The processors (forked from the
-    fork server, started earlier) keep the defaults: the tasks they run are the user's."""
-    gc.freeze()
-    _, middle_threshold, old_threshold = gc.get_threshold()
-    gc.set_threshold(_YOUNG_COLLECTION_THRESHOLD, middle_threshold, old_threshold)
 
 
 class WorkerAgent:
@@ -105,7 +91,8 @@ class WorkerAgent:
         self._poller.register(self._wake_read.fileno(), zmq.POLLIN)
         self._poller.register(self._zygote.fileno(), zmq.POLLIN)
         self._core = WorkerCore(self._settings, self._name, socket.gethostname(), os.getpid(), time.monotonic())
-        _tune_garbage_collector()
+        # the processors, forked from the fork server before this, keep the defaults: the tasks they run are the user's
+        tune_for_a_loop()
         try:
             self._execute()
             self._flush()
