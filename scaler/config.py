@@ -262,7 +262,10 @@ DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS = 5.0  # told to stop at once, workers 
 DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS = 1.0  # fallback to PR_SET_PDEATHSIG: how often a child checks its parent
 DEFAULT_PROFILING_SAMPLE_INTERVAL_SECONDS = 0.01  # peak-memory sampling, only where Linux can't reset VmHWM
 DEFAULT_PREFETCH_SECONDS = 0.01  # a processor is handed tasks ahead while their expected run time is under this...
-DEFAULT_PREFETCH_TASKS = 64  # ...and at most this many: short tasks flow without a round trip, long ones stay movable
+DEFAULT_PREFETCH_TASKS = 256  # ...and at most this many: short tasks flow without a round trip, long ones stay movable
+# (a processor reports half-way through its pipe, so this sets how many short tasks an agent-processor exchange carries:
+# with 64, ten workers on two cores woke a process about every 20 no-op tasks, each wake a preemption on a crowded run
+# queue; with 256, a third of the context switches and about a fifth less CPU per task in agents and processors)
 
 # client
 DEFAULT_CLIENT_CONNECT_TIMEOUT_SECONDS = 60.0  # Client(timeout_seconds=...): waiting for the scheduler's HelloReply

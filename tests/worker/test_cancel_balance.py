@@ -8,6 +8,7 @@ import time
 
 import cloudpickle
 
+from scaler import config
 from scaler.protocol import BalanceRequest, BalanceResponse, TaskCancel, TaskResult, TaskStatus
 from tests.processes import wait_for
 from tests.worker.helpers import processor_pids, wait_heartbeat
@@ -104,12 +105,13 @@ def test_cancel_task_handed_ahead_to_the_processor_drops_it_without_a_restart(pe
 def test_balance_never_moves_tasks_handed_to_the_processor(peer, worker):
     teach_worker_that_it_is_short(peer, worker)
     running = peer.task(sleep_then_return, 30, "running")
-    others = [peer.task(sleep_then_return, 0, index) for index in range(80)]
+    count = config.DEFAULT_PREFETCH_TASKS + 16  # more than the processor's pipe takes
+    others = [peer.task(sleep_then_return, 0, index) for index in range(count)]
     peer.send(worker.identity, running, *others)
-    wait_heartbeat(peer, lambda hb: hb.running == 1 and hb.queued == 80)
-    peer.send(worker.identity, BalanceRequest(count=100))
+    wait_heartbeat(peer, lambda hb: hb.running == 1 and hb.queued == count)
+    peer.send(worker.identity, BalanceRequest(count=count + 20))
     balanced = peer.expect(BalanceResponse).task_ids
-    assert 0 < len(balanced) < 80, "some wait in the processor's pipe, and those stay"
+    assert 0 < len(balanced) < count, "some wait in the processor's pipe, and those stay"
     assert running.task_id not in balanced
     # Canceling the running task replaces the processor; what waited in its pipe runs on the next one, once.
     peer.send(worker.identity, TaskCancel(task_ids=[running.task_id]))

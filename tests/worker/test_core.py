@@ -103,16 +103,17 @@ def test_task_fetches_what_it_misses_once_then_runs():
 def test_short_tasks_go_in_batches_and_their_results_leave_in_one_frame():
     harness = connected()
     teach_short(harness)
-    tasks = [harness.task() for _ in range(100)]
+    count = config.DEFAULT_PREFETCH_TASKS + 36
+    tasks = [harness.task() for _ in range(count)]
     harness.hands.clear()
     harness.send(*tasks)
     (hand,) = harness.hands
     assert len(hand.tasks) == config.DEFAULT_PREFETCH_TASKS
-    out = harness.run(1, count=100)
+    out = harness.run(1, count=100)  # fewer results than the core holds at most
     assert not of_type(out, TaskResult), "held: the processor was handed more short tasks"
-    assert len(harness.hands[-1].tasks) == 100 - config.DEFAULT_PREFETCH_TASKS
-    out = harness.run(1, count=100)
-    assert len(of_type(out, TaskResult)) == 100, "the two reports' results in one frame, once the pipe is empty"
+    assert len(harness.hands[-1].tasks) == 36
+    out = harness.run(1, count=count)
+    assert len(of_type(out, TaskResult)) == count, "the two reports' results together, once the pipe is empty"
     assert all(result.status == TaskStatus.success for result in of_type(out, TaskResult))
     assert not harness.core.tasks
 
@@ -137,12 +138,16 @@ def test_short_results_wait_for_the_pipes_next_results_at_most_the_hold_time():
     assert [result.task_id for result in of_type(out, TaskResult)] == [task.task_id for task in tasks[:4]]
 
 
-def test_held_results_are_at_most_a_few_hundred():
+def test_held_results_are_at_most_a_few_hundred(monkeypatch):
+    step = (
+        HOLD_RESULTS_AT_MOST // 4
+    )  # a report of this many, the pipe kept full with as many: never the hold time's worth
+    monkeypatch.setattr(config, "DEFAULT_PREFETCH_TASKS", step)
     harness = connected()
     teach_short(harness)
-    harness.send(*[harness.task() for _ in range(5 * config.DEFAULT_PREFETCH_TASKS)])
-    sizes = [len(of_type(harness.run(1, count=config.DEFAULT_PREFETCH_TASKS), TaskResult)) for _ in range(5)]
-    assert sizes == [0, 0, 0, HOLD_RESULTS_AT_MOST, config.DEFAULT_PREFETCH_TASKS]
+    harness.send(*[harness.task() for _ in range(5 * step)])
+    sizes = [len(of_type(harness.run(1, count=step), TaskResult)) for _ in range(5)]
+    assert sizes == [0, 0, 0, HOLD_RESULTS_AT_MOST, step]
 
 
 def test_a_result_is_not_held_behind_a_task_that_may_run_long():
