@@ -23,6 +23,8 @@ import time
 from collections import deque
 from typing import Deque, Dict, List, Optional, Tuple
 
+from scaler.client.caches import put_bounded
+
 MAX_QUEUED_BYTES = 4 * 1024 * 1024
 PRINTER_STALL_SECONDS = 1.0
 MAX_LABELS = 65536  # labels of tasks never answered (graph nodes nobody asked for) are forgotten oldest first
@@ -42,12 +44,7 @@ _printer_lock = threading.Lock()
 
 def label_task(task_id: bytes, label: str) -> None:
     """Called as a streaming client makes a task."""
-    if len(labels) >= MAX_LABELS:
-        try:
-            del labels[next(iter(labels))]
-        except (KeyError, RuntimeError, StopIteration):
-            pass  # another thread made room meanwhile
-    labels[task_id] = label
+    put_bounded(labels, task_id, label, MAX_LABELS)
 
 
 def forget_task(task_id: bytes) -> None:

@@ -13,6 +13,8 @@ import sys
 import types
 from typing import Any, Dict, Optional, Sequence, Union
 
+from scaler.client.caches import put_bounded
+
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
@@ -62,13 +64,9 @@ class SignatureCache:
         if entry is not None:
             return entry if type(entry) is CallShape else None
         shape = self._inspect(fn)
-        if len(shapes) >= self._size:
-            try:
-                del shapes[next(iter(shapes))]  # oldest first; inspected again if used again
-            except (KeyError, RuntimeError, StopIteration):
-                pass  # another thread evicted meanwhile
-        # The entry keeps fn alive (through the shape, or the anchor below), so its id() cannot be reused meanwhile.
-        shapes[key] = shape if shape is not None else _Unchecked(anchor(fn))
+        # The entry keeps fn alive (through the shape, or the anchor below), so its id() cannot be reused meanwhile;
+        # an evicted one is inspected again if used again.
+        put_bounded(shapes, key, shape if shape is not None else _Unchecked(anchor(fn)), self._size)
         return shape
 
     def check(self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import cloudpickle
 
 from scaler.client import output
+from scaler.client.caches import put_bounded
 from scaler.client.calls import CallEncoder
 from scaler.client.connection import Connection
 from scaler.client.future import ScalerFuture
@@ -75,23 +76,13 @@ class TaskFactory:
         payload = self.serialize(fn)
         if function_id is None:
             function_id = connection.content_ids.of(payload)
-        functions = self._functions
-        if len(functions) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
-            try:
-                del functions[next(iter(functions))]  # oldest first; it is only serialized again if used again
-            except (KeyError, RuntimeError, StopIteration):
-                pass  # another thread evicted meanwhile
-        # The entry keeps fn alive, so its id() cannot be reused by another object while the entry exists.
-        functions[identity_key(fn)] = (fn, function_id)
+        # The entry keeps fn alive, so its id() cannot be reused by another object while the entry exists; an evicted
+        # one is only serialized again if used again.
+        put_bounded(self._functions, identity_key(fn), (fn, function_id), DEFAULT_CLIENT_FUNCTION_CACHE_SIZE)
         if self.stream_output:
-            names = self._function_names
-            if len(names) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
-                try:
-                    del names[next(iter(names))]
-                except (KeyError, RuntimeError, StopIteration):
-                    pass  # another thread evicted meanwhile
             short_name = getattr(fn, "__name__", None)
-            names[function_id] = short_name if isinstance(short_name, str) else qualified_name(fn)
+            name = short_name if isinstance(short_name, str) else qualified_name(fn)
+            put_bounded(self._function_names, function_id, name, DEFAULT_CLIENT_FUNCTION_CACHE_SIZE)
         return function_id, object_puts(function_id, _KIND_FUNCTION, qualified_name(fn), payload)
 
     def stream(self, connection: Connection, task: Task) -> None:
@@ -151,13 +142,7 @@ class TaskFactory:
             shape.check(args, kwargs)
         function_need = self.function_need(connection, fn)
         site = SubmitSite(anchor(fn), shape, self.call_encoder(function_need[0], profiling, parent, options))
-        sites = self._sites
-        if len(sites) >= DEFAULT_CLIENT_FUNCTION_CACHE_SIZE:
-            try:
-                del sites[next(iter(sites))]  # oldest first
-            except (KeyError, RuntimeError, StopIteration):
-                pass  # another thread evicted meanwhile
-        sites[identity_key(fn)] = site
+        put_bounded(self._sites, identity_key(fn), site, DEFAULT_CLIENT_FUNCTION_CACHE_SIZE)
         return site, function_need
 
     def call_encoder(self, function_id: bytes, profiling: bool, parent: bytes, options: TaskOptions) -> CallEncoder:
