@@ -61,12 +61,7 @@ def submit_plan(
         arguments: List[Argument] = []
         dependencies: Dict[bytes, None] = {}  # in order, once each
         for expression in planned.args:
-            if type(expression) is KeyRef:  # most arguments of a graph: _argument's first case, without the call
-                dependency = task_ids[expression.node]
-                dependencies[dependency] = None
-                arguments.append(Argument(kind=_TASK_REF, name="", data=dependency))
-            else:
-                arguments.append(_argument(connection, expression, "", task_ids, constants, dependencies))
+            arguments.append(_argument(connection, expression, "", task_ids, constants, dependencies))
         if planned.kwargs:
             for name, expression in planned.kwargs.items():
                 arguments.append(_argument(connection, expression, name, task_ids, constants, dependencies))
