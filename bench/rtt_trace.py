@@ -228,6 +228,8 @@ def main() -> None:
     )
     if MISSING:
         print("left out for want of a stamp:", ", ".join(f"{name} {count}" for name, count in MISSING.items()))
+    if not steps:
+        sys.exit("rtt_trace: no round trip has every stamp; bench/rtt_tracer.py wraps a method that no longer runs")
     header = f"{'#':>3} {'step':<58}{'median us':>10}{'p90 us':>9}"
     print(header)
     print("-" * len(header))

@@ -102,14 +102,17 @@ def read(directory: str) -> Dict[int, List[Tuple[int, str]]]:
     return traces
 
 
-def _wrap(cls: Any, name: str, before: Optional[int] = None, after: Optional[int] = None) -> None:
+def _wrap(
+    cls: Any, name: str, before: Optional[int] = None, after: Optional[int] = None, after_if_result: bool = False
+) -> None:
+    """Stamp `before` the method runs and `after` it returns (with after_if_result, only if it returned something)."""
     method = getattr(cls, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if before is not None:
             stamp(before)
         result = method(*args, **kwargs)
-        if after is not None:
+        if after is not None and (result or not after_if_result):
             stamp(after)
         return result
 
@@ -152,7 +155,7 @@ def install(directory: str) -> None:
 
     # the client
     _wrap(IOThread, "wake", before=CODES["c.queued"])  # before: the IO thread may stamp before it returns
-    _wrap(IOThread, "_encode_batch", after=CODES["c.flushed"])
+    _wrap(IOThread, "_frame", after=CODES["c.flushed"])  # every frame of queued messages, encoded or joined
     _wrap(Connection, "_on_task_results", before=CODES["c.results"], after=CODES["c.settled"])
 
     # the scheduler
@@ -170,36 +173,11 @@ def install(directory: str) -> None:
         receive(self, peer, messages, now)
 
     SchedulerCore.receive = traced_receive
-    take_outgoing = SchedulerCore.take_outgoing
-
-    def traced_take_outgoing(self: Any) -> Any:
-        outgoing = take_outgoing(self)
-        if outgoing:
-            stamp(CODES["s.flush"])
-        return outgoing
-
-    SchedulerCore.take_outgoing = traced_take_outgoing
-    shell_flush = SchedulerShell._flush
-
-    def traced_shell_flush(self: Any) -> bool:
-        sent = shell_flush(self)
-        if sent:
-            stamp(CODES["s.sent"])
-        return sent
-
-    SchedulerShell._flush = traced_shell_flush
+    _wrap(SchedulerCore, "take_outgoing", after=CODES["s.flush"], after_if_result=True)
+    _wrap(SchedulerShell, "_flush", after=CODES["s.sent"], after_if_result=True)
     import selectors
 
-    select = selectors.EpollSelector.select
-
-    def traced_select(self: Any, timeout: Any = None) -> Any:
-        stamp(CODES["s.sleep"])
-        ready = select(self, timeout)
-        if ready:
-            stamp(CODES["s.epoll"])
-        return ready
-
-    selectors.EpollSelector.select = traced_select
+    _wrap(selectors.EpollSelector, "select", before=CODES["s.sleep"], after=CODES["s.epoll"], after_if_result=True)
 
     # the worker agent
     agent_run = WorkerAgent.run
