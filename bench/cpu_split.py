@@ -25,32 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil  # noqa: E402
 from graph_tree import run_tree  # noqa: E402
-from localcluster import PYPY, LocalCluster, interpreter_label  # noqa: E402
+from localcluster import PYPY, LocalCluster, cpu_seconds, interpreter_label  # noqa: E402
 from noop_100k import WORKLOADS as NOOP_WORKLOADS  # noqa: E402
 
 from scaler import Client  # noqa: E402
 
 # graph: the binary reduction tree of bench/graph_tree.py with about --tasks nodes
 WORKLOADS = {**NOOP_WORKLOADS, "graph": lambda client, tasks: run_tree(client, max(2, (tasks + 1) // 2))}
-_ROLE_BY_DEPTH = {0: "cluster launcher", 1: "worker agents", 2: "processor fork servers", 3: "processors"}
-
-
-def _cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
-
-
-def _roles(cluster: LocalCluster) -> Dict[str, List[psutil.Process]]:
-    roles: Dict[str, List[psutil.Process]] = {
-        "client": [psutil.Process()],
-        "scheduler": [psutil.Process(cluster.scheduler_pid)],
-    }
-    pending = [(psutil.Process(cluster.cluster_pid), 0)]
-    while pending:
-        process, depth = pending.pop()
-        roles.setdefault(_ROLE_BY_DEPTH.get(depth, "other"), []).append(process)
-        pending.extend((child, depth + 1) for child in process.children())
-    return roles
 
 
 def _start_profilers(roles: Dict[str, List[psutil.Process]], directory: Path) -> List[Tuple[str, subprocess.Popen]]:
@@ -120,16 +101,16 @@ def main() -> None:
     with LocalCluster(args.scheduler_python, workers=args.workers, scheduler_args=args.scheduler_arg) as cluster:
         with Client(cluster.address) as client:
             WORKLOADS[args.workload](client, 100)  # warm-up; every processor exists from here on
-            roles = _roles(cluster)
+            roles = cluster.roles()
             profilers: Optional[List[Tuple[str, subprocess.Popen]]] = None
             if args.profile:
                 profilers = _start_profilers(roles, args.profile)
-            before = {role: [_cpu_seconds(p) for p in processes] for role, processes in roles.items()}
+            before = {role: [cpu_seconds(p) for p in processes] for role, processes in roles.items()}
             start = time.perf_counter()
             WORKLOADS[args.workload](client, args.tasks)
             wall = time.perf_counter() - start
             spent = {
-                role: sum(_cpu_seconds(p) - b for p, b in zip(processes, before[role]))
+                role: sum(cpu_seconds(p) - b for p, b in zip(processes, before[role]))
                 for role, processes in roles.items()
             }
             if profilers is not None:

@@ -19,7 +19,7 @@ from typing import Any, Dict, List
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cloudpickle  # noqa: E402
-from localcluster import CPYTHON, PYPY, LocalCluster, interpreter_label, median, timed  # noqa: E402
+from localcluster import CPYTHON, PYPY, LocalCluster, cpu_seconds, interpreter_label, median, timed  # noqa: E402
 
 from scaler import Client  # noqa: E402
 
@@ -65,15 +65,13 @@ def run_tree(client: Client, leaves: int) -> int:
 def run_tree_in_phases(client: Client, leaves: int, roles: Dict[str, list]) -> Dict[str, float]:
     """run_tree, timed by phase: planning (plan_graph alone, repeated before the call), planning plus building and
     sending the frame (get with block=False), waiting for the root; and each role's CPU seconds over the whole call."""
-    from cpu_split import _cpu_seconds
-
     from scaler.client.graph import plan_graph
 
     graph, root = reduction_tree(leaves)
     start = time.perf_counter()
     plan_graph(graph, [root])
     plan = time.perf_counter() - start
-    before = {role: sum(_cpu_seconds(process) for process in processes) for role, processes in roles.items()}
+    before = {role: sum(cpu_seconds(process) for process in processes) for role, processes in roles.items()}
     start = time.perf_counter()
     future = client.get(graph, keys=[root], block=False)[root]
     submitted = time.perf_counter()
@@ -83,7 +81,7 @@ def run_tree_in_phases(client: Client, leaves: int, roles: Dict[str, list]) -> D
         raise AssertionError(f"tree of {leaves} leaves summed to {value}")
     split = {"plan": plan, "plan and submit": submitted - start, "wait": done - submitted}
     for role, processes in roles.items():
-        split[f"CPU {role}"] = sum(_cpu_seconds(process) for process in processes) - before[role]
+        split[f"CPU {role}"] = sum(cpu_seconds(process) for process in processes) - before[role]
     return split
 
 
@@ -95,9 +93,7 @@ def measure(
             run_tree(client, 64)  # warm-up: connection, functions shipped to workers
             cluster.rss.reset_peak()
             if phases:
-                from cpu_split import _roles
-
-                split = run_tree_in_phases(client, leaves, _roles(cluster))
+                split = run_tree_in_phases(client, leaves, cluster.roles())
                 seconds, tasks = split["plan and submit"] + split["wait"], 2 * leaves - 1
                 print("  ".join(f"{name} {value * 1000:.0f} ms" for name, value in split.items()), flush=True)
             else:

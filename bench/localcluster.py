@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -27,6 +27,7 @@ from tests.processes import ScalerProcess, free_tcp_address, wait_for  # noqa: E
 CPYTHON = sys.executable  # the client's interpreter: workers run on it too
 # tox sets SCALER_PYPY to the PyPy environment it builds; by hand, the one scripts/test.sh builds
 PYPY = os.environ.get("SCALER_PYPY") or str(ROOT / ".venv-pypy" / "bin" / "python")
+_ROLE_BY_DEPTH = {0: "cluster launcher", 1: "worker agents", 2: "processor fork servers", 3: "processors"}
 
 
 def interpreter_label(python: str) -> str:
@@ -114,6 +115,20 @@ class LocalCluster:
         """The `scaler_cluster` launcher's pid (its children are the worker agents)."""
         return self._processes[1].pid
 
+    def roles(self) -> Dict[str, List[psutil.Process]]:
+        """The processes of this cluster and of its client (the calling process) by role; a worker's processes are told
+        apart by their depth under the launcher."""
+        roles: Dict[str, List[psutil.Process]] = {
+            "client": [psutil.Process()],
+            "scheduler": [psutil.Process(self.scheduler_pid)],
+        }
+        pending = [(psutil.Process(self.cluster_pid), 0)]
+        while pending:
+            process, depth = pending.pop()
+            roles.setdefault(_ROLE_BY_DEPTH.get(depth, "other"), []).append(process)
+            pending.extend((child, depth + 1) for child in process.children())
+        return roles
+
     def _start(self) -> None:
         scheduler = self.start_process(
             "scaler.scheduler",
@@ -170,6 +185,11 @@ class LocalCluster:
             process.stop()
         self._processes.clear()
         self._tmp.cleanup()
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 def median(values: List[float]) -> float:
