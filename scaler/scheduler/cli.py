@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -92,6 +93,11 @@ def _restart_with_gc_settings(ready_fd: Optional[int]) -> None:
         os.set_inheritable(ready_fd, True)  # SchedulerClusterCombo waits on it
     sys.stdout.flush()
     sys.stderr.flush()
+    # A profiler started around us (`pypy3 -m vmprof ... -m scaler.scheduler`) armed an interval timer. Timers survive
+    # execve, and their first SIGPROF would kill the new image before the replayed command line starts the profiler
+    # again (the scheduler exited with -27 under vmprof): stop them; the profiler arms its own anew.
+    for timer in (signal.ITIMER_PROF, signal.ITIMER_VIRTUAL):
+        signal.setitimer(timer, 0)
     os.execve(sys.executable, command, environ)
 
 

@@ -179,6 +179,39 @@ def test_a_pypy_scheduler_restarts_itself_with_its_gc_nursery_and_keeps_its_read
         assert process.wait(timeout=30) == 0, log.read_text()
 
 
+# As `pypy3 -m vmprof -m scaler.scheduler ...` starts it: a SIGPROF handler and a CPU-time timer armed before the
+# scheduler's module runs, by code the replayed command line runs again after the restart.
+_UNDER_A_PROFILER = """
+import runpy, signal, sys
+signal.signal(signal.SIGPROF, lambda signum, frame: None)
+signal.setitimer(signal.ITIMER_PROF, 0.001, 0.001)
+sys.argv = ["scaler.scheduler", *sys.argv[1:]]
+runpy.run_module("scaler.scheduler", run_name="__main__")
+"""
+
+
+@pytest.mark.skipif(not PYPY.exists(), reason="no PyPy environment: scripts/test.sh builds .venv-pypy")
+def test_a_pypy_scheduler_under_a_profiler_survives_its_restart(tmp_path: Path) -> None:
+    """The profiler's timer survives execve; the new image has no handler until the profiler starts again, so a
+    timer left armed killed the scheduler with SIGPROF during PyPy's start."""
+    command = [str(PYPY), "-c", _UNDER_A_PROFILER, "-ma", f"ipc://{tmp_path}/m", "--jit-warmup", "0"]
+    command += ["--", free_tcp_address()]
+    environ = {key: value for key, value in os.environ.items() if key != "PYPY_GC_NURSERY"}
+    log = tmp_path / "s.log"
+    with open(log, "wb") as output:
+        process = subprocess.Popen(command, cwd=ROOT, env=environ, stdout=output, stderr=output)
+    try:
+        deadline = time.monotonic() + 60
+        while b"Scheduler: listening on" not in log.read_bytes() and time.monotonic() < deadline:
+            assert process.poll() is None, f"exited with {process.returncode}: {log.read_text()}"
+            time.sleep(0.02)
+        assert b"PyPy's GC nursery is" in log.read_bytes(), log.read_text()
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0, log.read_text()
+
+
 def test_the_gc_environment_is_pypys_only_and_never_overrides_the_users() -> None:
     assert gc_environment({"A": "1"}, "cpython") is None
     assert gc_environment({"PYPY_GC_NURSERY": "4MB"}, "pypy") is None
