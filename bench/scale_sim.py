@@ -22,7 +22,8 @@ For each cell (workers x clients x task duration), in this order:
 3. Saturated throughput: each client keeps enough tasks outstanding that tasks always wait in the scheduler for a free
    slot (workers x capacity, plus a backlog); routed tasks/s and the scheduler's CPU time per task (its process: all
    its threads, heartbeats included), after a warm-up, and the CPU the simulated peers used (they share the machine
-   with the scheduler).
+   with the scheduler). Of the scheduler's CPU, the part its ZeroMQ I/O thread used (the sockets' system calls), and
+   how many tasks a frame to a worker carried: what a frame costs is shared by that many tasks.
 4. Latency at half that rate: clients together submit at 50% of the measured rate, paced every millisecond (each
    task stamped when it leaves); submit-to-result p50 and p99 as each client saw it, the scheduler's CPU per task at
    that rate (tasks then come a few per frame, not frames full), the peers' CPU, and how late the pacing ran.
@@ -179,6 +180,23 @@ def idle_interval_seconds(peers: int) -> float:
     return cadence.interval_ms / 1000
 
 
+def messages_per_task(before: SchedulerStatus, after: SchedulerStatus) -> Dict[str, float]:
+    """Messages the scheduler received and sent between two statuses, by type, per task completed meanwhile."""
+    tasks = max(1, after.completed_tasks - before.completed_tasks)
+    figures = {}
+    for way in ("received", "sent"):
+        earlier = {counter.name: counter.value for counter in getattr(before, way)}
+        for counter in getattr(after, way):
+            figures[f"{way} {counter.name}"] = round((counter.value - earlier.get(counter.name, 0)) / tasks, 4)
+    return figures
+
+
+def tasks_per_frame(before: List[Dict[str, Any]], after: List[Dict[str, Any]]) -> float:
+    """Tasks the simulated workers answered per frame they read, between two of their hosts' stats."""
+    tasks = sum(a["answered"] - b["answered"] for a, b in zip(after, before))
+    return tasks / max(1, sum(a["frames"] - b["frames"] for a, b in zip(after, before)))
+
+
 def held_tasks(status: SchedulerStatus) -> int:
     return sum(counter.value for counter in status.task_states if counter.name in ("waiting", "ready", "assigned"))
 
@@ -244,9 +262,17 @@ def measure_cell(
         # 0 ms tasks: every slot taken and a backlog waiting in the scheduler; timed tasks: a few per worker suffice
         in_flight = workers * capacity + args.backlog if not task_ms else 4 * workers + 256 * clients
         window = math.ceil(in_flight / clients / 256) * 256
+        # over the warm-up and the measured phase: messages per task by type, tasks per frame to the workers
+        frames_before = [host.ask({"cmd": "stats"}) for host in worker_hosts]
+        counts_before = scheduler.wait_for(lambda status: True, 5, "a status")
         client_host.ask({"cmd": "closed", "window": window, "warmup": args.warmup, "seconds": args.seconds})
         saturated = client_host.expect("measured", timeout=args.warmup + args.seconds + 120)
         figures["window_per_client"] = window
+        frames_after = [host.ask({"cmd": "stats"}) for host in worker_hosts]
+        counts_after = scheduler.wait_for(lambda status: True, 5, "a status")
+        figures["messages_per_task"] = messages_per_task(counts_before, counts_after)
+        figures["tasks_per_worker_frame"] = tasks_per_frame(frames_before, frames_after)
+        figures["scheduler_io_cpu_us_per_task"] = saturated["scheduler_io_cpu_us_per_task"]
         figures["tasks_per_second"] = saturated["tasks_per_second"]
         figures["scheduler_cpu_us_per_task"] = saturated["scheduler_cpu_us_per_task"]
         figures["peers_cpu_cores"] = saturated["peers_cpu_cores"]
@@ -312,6 +338,8 @@ COLUMNS = [
     ("capacity", "capacity", "{:,}"),
     ("tasks_per_second", "routed tasks/s", "{:,.0f}"),
     ("scheduler_cpu_us_per_task", "sched CPU µs/task", "{:.2f}"),
+    ("scheduler_io_cpu_us_per_task", "of it ZeroMQ I/O thread", "{:.2f}"),
+    ("tasks_per_worker_frame", "tasks per frame to a worker", "{:.1f}"),
     ("peers_cpu_cores", "peers' CPU (cores)", "{:.2f}"),
     ("scheduler_waited_share", "sched run-queue wait", "{:.0%}"),
     ("latency_p50_ms", "p50 ms @50%", "{:.2f}"),

@@ -95,6 +95,26 @@ def cpu_seconds(pid: int) -> float:
     return times.user + times.system
 
 
+def io_thread_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process's ZeroMQ I/O threads (named ZMQbg/IO/N by libzmq): the share of a scheduler's CPU
+    that reads and writes the sockets, apart from its main thread's."""
+    total = 0
+    try:
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{thread}/stat") as file:
+                    stat = file.read()
+            except OSError:
+                continue  # a thread that ended meanwhile
+            name_end = stat.rindex(")")
+            if stat[stat.index("(") + 1 : name_end].startswith("ZMQbg/IO"):
+                fields = stat[name_end + 2 :].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    except OSError:
+        return 0.0
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_queue_seconds(pid: int) -> float:
     """Seconds the process's threads have waited for a CPU while runnable (Linux schedstat): how much the machine's
     other load delayed it, which no latency figure can show apart from the scheduler's own work."""
@@ -291,6 +311,7 @@ class WorkerHost(Host):
         self.next_wave = 0.0
         self.finishing: List[Tuple[float, int, SimWorker]] = []  # (when, index, worker) of running tasks
         self.goodbyes = 0
+        self.frames = 0  # frames the scheduler sent these workers: tasks per frame is what a frame's cost divides by
         self.trace: Optional[List[Tuple[bytes, float]]] = None  # while tracing: (task id, when its frame was read)
 
     def next_timer(self, now: float) -> float:
@@ -351,6 +372,7 @@ class WorkerHost(Host):
                 frame = sock.recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            self.frames += 1
             started = False
             for offset, end in self.messages(frame):
                 if end - offset == task_size and frame.startswith(prefix, offset):
@@ -427,6 +449,7 @@ class WorkerHost(Host):
             "answered": sum(w.answered for w in self.workers),
             "held": sum(len(w.queue) + (w.running is not None) for w in self.workers),
             "connected": self.connected,
+            "frames": self.frames,
             "cpu": cpu_seconds(os.getpid()),
         }
 
@@ -645,6 +668,7 @@ class ClientHost(Host):
             "answered": self.answered,
             "submitted": sum(client.next_number for client in self.clients),
             "scheduler_cpu": cpu_seconds(self.scheduler_pid),
+            "scheduler_io_cpu": io_thread_cpu_seconds(self.scheduler_pid),
             "scheduler_waited": run_queue_seconds(self.scheduler_pid),
             "client_host_cpu": cpu_seconds(os.getpid()),
             "peers_cpu": sum(cpu_seconds(pid) for pid in peers),
@@ -672,6 +696,10 @@ class ClientHost(Host):
             "scheduler_cpu_seconds": end["scheduler_cpu"] - begin["scheduler_cpu"],
             "scheduler_cpu_us_per_task": (end["scheduler_cpu"] - begin["scheduler_cpu"]) / max(1, routed) * 1e6,
             "scheduler_cpu_cores": per_second("scheduler_cpu"),
+            # of it, ZeroMQ's I/O thread: what frames cost in system calls, which grows as tasks per frame shrink
+            "scheduler_io_cpu_us_per_task": (end["scheduler_io_cpu"] - begin["scheduler_io_cpu"])
+            / max(1, routed)
+            * 1e6,
             # the share of the phase the scheduler's threads were runnable but waited for a CPU (the machine's load)
             "scheduler_waited_share": per_second("scheduler_waited"),
             "peers_cpu_cores": per_second("peers_cpu"),
