@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio.events
 import gc
 import json
+import os
 import sys
 import time
 from typing import Any, Callable, List
@@ -80,6 +81,13 @@ def install(events: List[list], tasks: List[list]) -> None:
 
 
 def main() -> None:
+    from scaler.scheduler.cli import gc_environment
+
+    # the GC settings the scheduler's CLI restarts itself with (PyPy reads them at start only); the CLI restarts only
+    # a process of its own, not this call of its main()
+    environ = gc_environment(dict(os.environ), sys.implementation.name)
+    if environ is not None:
+        os.execve(sys.executable, [sys.executable, *sys.argv], environ)
     path = sys.argv[1]
     events: List[list] = []
     tasks: List[list] = []
