@@ -183,15 +183,16 @@ class Connection:
             self._io.wake()
         return True
 
-    def send_task(self, object_ids: Sequence[bytes], message: Outgoing, future: ScalerFuture) -> bool:
-        """send() of one task that holds no objects of its own, when the scheduler holds every object in `object_ids`
-        (its function, a serializer): nothing to work out. False, with nothing queued, if it lacks one: use send()."""
+    def send_task(self, object_ids: Sequence[bytes], encoded: bytes, future: ScalerFuture) -> bool:
+        """send() of one task, encoded by template, that holds no objects of its own, when the scheduler holds every
+        object in `object_ids` (its function, a serializer): nothing to work out. False, with nothing queued, if it
+        lacks one: use send()."""
         with self._lock:
             self.check_open()
             if not self._ledger.holds_all(object_ids):
                 return False
             self._pending[future._task_id] = future
-            wake = self._send_queue.add_one(message)
+            wake = self._send_queue.add_task(encoded)
         if wake:
             self._io.wake()
         return True
