@@ -278,7 +278,6 @@ class IOThread:
 
     def _receive(self) -> None:
         recv = self._socket.recv
-        handlers = self._handlers
         batch_handlers = self._batch_handlers
         for _ in range(_FRAMES_PER_TURN):
             try:
@@ -296,16 +295,38 @@ class IOThread:
             if batch_handler is not None and all(message.__class__ is first for message in messages):
                 batch_handler(messages)  # the common frame: results only
                 continue
-            for message in messages:
-                handler = handlers.get(message.__class__)
-                if handler is not None:
-                    handler(message)
-                elif message.__class__ is HeartbeatEcho:
-                    self.lag_us = max(0, int(time.monotonic() * 1_000_000) - message.sent_at_us)
-                    if message.heartbeat_interval_ms:  # the scheduler stretched or shrank the cadence (0: older one)
-                        self.follow_cadence(message.heartbeat_interval_ms)
-                else:
-                    logger.debug("ignored unexpected %s from the scheduler", type(message).__name__)
+            self._handle_mixed(messages)
+
+    def _handle_mixed(self, messages: List[Any]) -> None:
+        """A frame of several kinds of messages, in order; each run of messages of a kind with a batch handler goes to
+        it whole. A heartbeat's echo sharing a frame with 10,000 results must not send them one by one through the
+        handler of a single result (a tenth of the seed example's results did, at twice their CPU cost)."""
+        batch_handlers = self._batch_handlers
+        start = 0
+        count = len(messages)
+        while start < count:
+            kind = messages[start].__class__
+            batch_handler = batch_handlers.get(kind)
+            if batch_handler is None:
+                self._handle(messages[start])
+                start += 1
+                continue
+            end = start + 1
+            while end < count and messages[end].__class__ is kind:
+                end += 1
+            batch_handler(messages[start:end])
+            start = end
+
+    def _handle(self, message: Any) -> None:
+        handler = self._handlers.get(message.__class__)
+        if handler is not None:
+            handler(message)
+        elif message.__class__ is HeartbeatEcho:
+            self.lag_us = max(0, int(time.monotonic() * 1_000_000) - message.sent_at_us)
+            if message.heartbeat_interval_ms:  # the scheduler stretched or shrank the cadence (0: older one)
+                self.follow_cadence(message.heartbeat_interval_ms)
+        else:
+            logger.debug("ignored unexpected %s from the scheduler", type(message).__name__)
 
     # ---- liveness ----------------------------------------------------------------------------------------------------
 
