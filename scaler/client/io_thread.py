@@ -5,8 +5,8 @@ ZeroMQ sockets are not thread safe, so user threads never touch the DEALER: they
 and, when it says so (send_queue.py: not during a burst), call wake(), which writes a byte to a socket pair polled
 together with the DEALER. A turn that took messages from the queue polls at most LOOK_AGAIN_MS next. The loop
 packs the queue into frames of DEFAULT_TASKS_PER_FRAME messages (Encoded ones among them; plain bytes, already
-encoded, travel as frames of their own), drains incoming frames without blocking and hands each decoded message to its
-handler.
+encoded, travel as frames of their own, and so do submit's runs of encoded tasks), drains incoming frames without
+blocking and hands each decoded message to its handler.
 
 It also tells when the scheduler is lost. The DEALER's monitor reports a closed connection at once (a scheduler
 killed or restarted: ZeroMQ reconnects the socket by itself); the connection then decides (on_lost), and to wait for
@@ -240,11 +240,15 @@ class IOThread:
         messages = 0  # items of the batch still to encode; Encoded ones (submit's tasks) are joined as they are
         for item in items:
             kind = item.__class__
-            if kind is bytes:
+            if kind is bytes or kind is list:
                 if batch:
                     send(self._frame(batch, messages))
                     batch = []
                     messages = 0
+                if kind is list:  # a run of submitted tasks, encoded (send_queue.py): joined here, not under the lock
+                    for start in range(0, len(item), DEFAULT_TASKS_PER_FRAME):
+                        send(b"".join(item[start : start + DEFAULT_TASKS_PER_FRAME]))
+                    continue
                 send(item, copy=len(item) < _COPY_THRESHOLD)
                 continue
             batch.append(item)

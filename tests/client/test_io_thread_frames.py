@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, List
 
 from scaler.client.io_thread import IOThread
-from scaler.protocol import HeartbeatEcho, TaskResult
+from scaler.config import DEFAULT_TASKS_PER_FRAME
+from scaler.protocol import Encoded, HeartbeatEcho, TaskResult
 
 
 class _Handlers:
@@ -32,3 +33,35 @@ def test_messages_without_a_batch_handler_go_one_by_one() -> None:
     handlers = _Handlers()
     IOThread._handle_mixed(handlers, echoes)  # type: ignore[arg-type]
     assert handlers.calls == [("one", echo) for echo in echoes]
+
+
+class _Sender:
+    """What _flush uses of an IOThread: the queue it takes, and a socket recording the frames sent."""
+
+    def __init__(self, items: List[Any]) -> None:
+        self.frames: List[bytes] = []
+        self._items = items
+        self._socket = self
+
+    def _take_outgoing(self) -> List[Any]:
+        items, self._items = self._items, []
+        return items
+
+    def send(self, frame: bytes, copy: bool = True) -> None:
+        self.frames.append(bytes(frame))
+
+    def _frame(self, batch: List[Any], messages: int) -> bytes:
+        return IOThread._frame(self, batch, messages)  # type: ignore[arg-type]
+
+
+def test_a_run_of_submitted_tasks_leaves_in_frames_of_at_most_tasks_per_frame_in_queue_order() -> None:
+    run = [bytes([number % 251]) for number in range(DEFAULT_TASKS_PER_FRAME + 3)]
+    sender = _Sender([Encoded(b"before"), run, b"own frame", Encoded(b"after")])
+    assert IOThread._flush(sender) is True  # type: ignore[arg-type]
+    assert sender.frames == [
+        b"before",
+        b"".join(run[:DEFAULT_TASKS_PER_FRAME]),
+        b"".join(run[DEFAULT_TASKS_PER_FRAME:]),
+        b"own frame",
+        b"after",
+    ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from scaler.client.send_queue import SendQueue
-from scaler.config import DEFAULT_TASKS_PER_FRAME
 
 
 def test_the_first_message_wakes_and_the_rest_of_the_burst_does_not() -> None:
@@ -43,29 +42,24 @@ def test_replace_keeps_the_given_items_in_order() -> None:
     assert queue.take() == ["put", "task"]
 
 
-def test_submitted_tasks_join_into_one_frame_in_order_with_other_messages() -> None:
+def test_submitted_tasks_queue_as_runs_in_order_with_other_messages() -> None:
     queue = SendQueue()
     assert queue.add_task(b"t1") is True  # the first of a burst wakes, as add_one does
     assert queue.add_task(b"t2") is False
     assert queue.add_one("cancel") is False
     assert queue.add_task(b"t3") is False
-    assert queue.take() == [b"t1t2", "cancel", b"t3"]
+    assert queue.take() == [[b"t1", b"t2"], "cancel", [b"t3"]]
     assert queue.add_task(b"t4") is False  # within the look again
     assert queue.add(["put"]) is False
-    assert queue.take() == [b"t4", "put"]
-
-
-def test_a_frame_of_submitted_tasks_holds_at_most_tasks_per_frame() -> None:
-    queue = SendQueue()
-    for number in range(DEFAULT_TASKS_PER_FRAME + 1):
-        queue.add_task(bytes([number % 256]))
-    frames = queue.take()
-    assert [len(frame) for frame in frames] == [DEFAULT_TASKS_PER_FRAME, 1]
-    assert b"".join(frames) == bytes(number % 256 for number in range(DEFAULT_TASKS_PER_FRAME + 1))
+    assert queue.add_task(b"t5") is False
+    assert queue.take() == [[b"t4"], "put", [b"t5"]]
+    assert queue.take() == []
+    assert queue.add_task(b"t6") is True  # a take found nothing: the IO thread sleeps, so the next task wakes it
 
 
 def test_replace_drops_the_submitted_tasks_not_taken() -> None:
     queue = SendQueue()
     queue.add_task(b"t1")
     queue.replace(["put", "task"])  # a resubmission sends every unanswered task again itself
-    assert queue.take() == ["put", "task"]
+    assert queue.add_task(b"t2") is False
+    assert queue.take() == ["put", "task", [b"t2"]]
