@@ -183,15 +183,16 @@ class Connection:
             self._io.wake()
         return True
 
-    def send_task(self, object_ids: Sequence[bytes], message: Outgoing, future: ScalerFuture) -> bool:
-        """send() of one task that holds no objects of its own, when the scheduler holds every object in `object_ids`
-        (its function, a serializer): nothing to work out. False, with nothing queued, if it lacks one: use send()."""
+    def send_task(self, object_ids: Sequence[bytes], encoded: bytes, future: ScalerFuture) -> bool:
+        """send() of one task, encoded by template, that holds no objects of its own, when the scheduler holds every
+        object in `object_ids` (its function, a serializer): nothing to work out. False, with nothing queued, if it
+        lacks one: use send()."""
         with self._lock:
             self.check_open()
             if not self._ledger.holds_all(object_ids):
                 return False
             self._pending[future._task_id] = future
-            wake = self._send_queue.add_one(message)
+            wake = self._send_queue.add_task(encoded)
         if wake:
             self._io.wake()
         return True
@@ -475,8 +476,12 @@ class Connection:
         A plain success leaves `_pending` without the connection's lock: it touches nothing else the lock guards, and
         a dict's get and pop are atomic. Holding the lock over the frame's loop made a lock convoy with a submitting
         thread: the interpreter hands the GIL to the submitting thread inside the loop now and then, which then
-        blocks on the lock at once, and each such turn costs both threads two more GIL hand-offs."""
-        plain = []
+        blocks on the lock at once, and each such turn costs both threads two more GIL hand-offs.
+
+        The plain successes go in two parallel lists, not a list of (future, result) pairs: a frame holds thousands of
+        results, and a pair per result was that many more objects for the garbage collector (see send_queue.py)."""
+        futures: List[ScalerFuture] = []
+        plain: List[TaskResult] = []
         others = []
         pending = self._pending
         get = pending.get
@@ -487,15 +492,16 @@ class Connection:
                 future = get(task_id)
                 if future is not None and not future._held_objects:
                     if pop(task_id, None) is future:  # else cancelled meanwhile, by clear() or a closing connection
-                        plain.append((future, result))
+                        futures.append(future)
+                        plain.append(result)
                     continue
             others.append(result)
-        for future, result in plain:
+        for future, result in zip(futures, plain):
             _answered(future, result.payload)
         if output.labels:  # a streaming client's: no more output will come for these
-            for _, result in plain:
+            for result in plain:
                 output.forget_task(result.task_id)
-        settle_successes(plain)
+        settle_successes(futures, plain)
         for result in others:
             self._on_task_result(result)
 

@@ -10,9 +10,9 @@ from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_OBJECT_CHUNK_BYTES
 from scaler.protocol import Encoded, ObjectPut, encode
 
 # An item of the client's outgoing queue: a message or an Encoded one (a call's Task, see calls.py), batched with its
-# neighbours into one frame, or plain bytes already encoded, sent as a frame of their own (large objects, graphs that
-# must arrive in one frame).
-Outgoing = Union[Any, Encoded, bytes]
+# neighbours into one frame; plain bytes already encoded, sent as a frame of their own (large objects, graphs that
+# must arrive in one frame); or a run of submitted tasks' bytes (send_queue.py), sent joined into frames of their own.
+Outgoing = Union[Any, Encoded, bytes, List[bytes]]
 
 CONTENT_ID_BYTES = 16
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from concurrent.futures._base import CANCELLED as CANCELLED_STATE
 from concurrent.futures._base import CANCELLED_AND_NOTIFIED
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional
 
 from scaler.client.future import ProfilingInfo, ScalerFuture
 from scaler.errors import RemoteTraceback, ScalerError, TaskRefusedError, TaskTimeoutError, WorkerDiedError
@@ -85,11 +85,14 @@ def profiling_info_of(future: ScalerFuture, result: TaskResult) -> Optional[Prof
     return ProfilingInfo(result.duration_us, result.cpu_time_us, result.peak_memory, result.attempts or 1)
 
 
-def settle_successes(answered: List[Tuple[ScalerFuture, TaskResult]]) -> None:
-    """Futures whose tasks succeeded with their value inline, settled together: each value deserialized with its
-    client's serializer (a failure to deserialize is that future's exception), then one lock for all of them."""
-    settled: List[Tuple[ScalerFuture, Any, Optional[ProfilingInfo]]] = []
-    for future, result in answered:
+def settle_successes(futures: List[ScalerFuture], results: List[TaskResult]) -> None:
+    """Futures whose tasks succeeded with their value inline (`results`, in the same order), settled together: each
+    value deserialized with its client's serializer (a failure to deserialize is that future's exception), then one
+    lock for all of them."""
+    settled: List[ScalerFuture] = []
+    values: List[Any] = []
+    infos: Optional[List[Optional[ProfilingInfo]]] = None  # made at the first future with profiling
+    for future, result in zip(futures, results):
         if future._state in _CANCELLED:
             continue  # cancelled by the user: not worth deserializing
         try:
@@ -97,13 +100,10 @@ def settle_successes(answered: List[Tuple[ScalerFuture, TaskResult]]) -> None:
         except Exception as error:
             future._settle(error, True, None)
             continue
-        settled.append(
-            (
-                future,
-                value,
-                ProfilingInfo(result.duration_us, result.cpu_time_us, result.peak_memory, result.attempts or 1)
-                if future._profiling
-                else None,
-            )
-        )
-    ScalerFuture._settle_values(settled)
+        if future._profiling or infos is not None:
+            if infos is None:
+                infos = [None] * len(settled)
+            infos.append(profiling_info_of(future, result))
+        settled.append(future)
+        values.append(value)
+    ScalerFuture._settle_values(settled, values, infos)

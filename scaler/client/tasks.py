@@ -118,7 +118,7 @@ class TaskFactory:
         needs: List[ObjectNeed] = []
         message, future, encoded = self.call(connection, encoder, args, kwargs, needs)
         if function_need is None:
-            if encoded and connection.send_task(site.object_ids, Encoded(message), future):
+            if encoded and connection.send_task(site.object_ids, message, future):
                 return future
             function_need = (encoder.function_id, None)
         self.send(connection, ((fn, function_need),), needs, [Encoded(message) if encoded else message], (future,))

@@ -40,3 +40,26 @@ def test_replace_keeps_the_given_items_in_order() -> None:
     queue.add(["a", "b"])
     queue.replace(["put", "task"])
     assert queue.take() == ["put", "task"]
+
+
+def test_submitted_tasks_queue_as_runs_in_order_with_other_messages() -> None:
+    queue = SendQueue()
+    assert queue.add_task(b"t1") is True  # the first of a burst wakes, as add_one does
+    assert queue.add_task(b"t2") is False
+    assert queue.add_one("cancel") is False
+    assert queue.add_task(b"t3") is False
+    assert queue.take() == [[b"t1", b"t2"], "cancel", [b"t3"]]
+    assert queue.add_task(b"t4") is False  # within the look again
+    assert queue.add(["put"]) is False
+    assert queue.add_task(b"t5") is False
+    assert queue.take() == [[b"t4"], "put", [b"t5"]]
+    assert queue.take() == []
+    assert queue.add_task(b"t6") is True  # a take found nothing: the IO thread sleeps, so the next task wakes it
+
+
+def test_replace_drops_the_submitted_tasks_not_taken() -> None:
+    queue = SendQueue()
+    queue.add_task(b"t1")
+    queue.replace(["put", "task"])  # a resubmission sends every unanswered task again itself
+    assert queue.add_task(b"t2") is False
+    assert queue.take() == ["put", "task", [b"t2"]]

@@ -120,9 +120,9 @@ def settlements(monkeypatch) -> Counter:
         counts[future.task_id] += 1
         settle(future, *args)
 
-    def counting_values(entries) -> None:
-        counts.update(future.task_id for future, _, _ in entries)
-        settle_values(entries)
+    def counting_values(futures, *args) -> None:
+        counts.update(future.task_id for future in futures)
+        settle_values(futures, *args)
 
     monkeypatch.setattr(ScalerFuture, "_settle", counting)
     monkeypatch.setattr(ScalerFuture, "_settle_values", staticmethod(counting_values))
