@@ -23,7 +23,8 @@ For each cell (workers x clients x task duration), in this order:
    slot (workers x capacity, plus a backlog); routed tasks/s and the scheduler's CPU time per task (its process: all
    its threads, heartbeats included), after a warm-up, and the CPU the simulated peers used (they share the machine
    with the scheduler). Of the scheduler's CPU, the part its ZeroMQ I/O thread used (the sockets' system calls), and
-   how many tasks a frame to a worker carried: what a frame costs is shared by that many tasks.
+   how many tasks a frame to a worker carried and how many results a frame to a client: what a frame costs is shared
+   by that many tasks.
 4. Latency at half that rate: clients together submit at 50% of the measured rate, paced every millisecond (each
    task stamped when it leaves); submit-to-result p50 and p99 as each client saw it, the scheduler's CPU per task at
    that rate (tasks then come a few per frame, not frames full), the peers' CPU, and how late the pacing ran.
@@ -273,6 +274,7 @@ def measure_cell(
         figures["messages_per_task"] = messages_per_task(counts_before, counts_after)
         figures["tasks_per_worker_frame"] = tasks_per_frame(frames_before, frames_after)
         figures["scheduler_io_cpu_us_per_task"] = saturated["scheduler_io_cpu_us_per_task"]
+        figures["results_per_client_frame"] = saturated["results_per_client_frame"]
         figures["tasks_per_second"] = saturated["tasks_per_second"]
         figures["scheduler_cpu_us_per_task"] = saturated["scheduler_cpu_us_per_task"]
         figures["peers_cpu_cores"] = saturated["peers_cpu_cores"]
@@ -340,6 +342,7 @@ COLUMNS = [
     ("scheduler_cpu_us_per_task", "sched CPU µs/task", "{:.2f}"),
     ("scheduler_io_cpu_us_per_task", "of it ZeroMQ I/O thread", "{:.2f}"),
     ("tasks_per_worker_frame", "tasks per frame to a worker", "{:.1f}"),
+    ("results_per_client_frame", "results per frame to a client", "{:.1f}"),
     ("peers_cpu_cores", "peers' CPU (cores)", "{:.2f}"),
     ("scheduler_waited_share", "sched run-queue wait", "{:.0%}"),
     ("latency_p50_ms", "p50 ms @50%", "{:.2f}"),

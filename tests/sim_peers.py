@@ -517,6 +517,7 @@ class ClientHost(Host):
         self.traced_sent = array("d")
         self.phase: Optional[Dict[str, Any]] = None
         self.unexpected = 0
+        self.frames = 0  # frames the scheduler sent these clients: results per frame, as tasks per frame to workers
         for client in self.clients:
             identity = b"C|sim|" + str(os.getpid()).encode() + b"|" + str(client.index).encode()
             hello = Hello(protocol_version=PROTOCOL_VERSION, role=Role.client, name=identity.decode(), hostname="sim")
@@ -575,6 +576,7 @@ class ClientHost(Host):
                 frame = sock.recv(zmq.NOBLOCK)
             except zmq.Again:
                 break
+            self.frames += 1
             for offset, end in self.messages(frame):
                 if end - offset == result_size and frame.startswith(prefix, offset):
                     number = int.from_bytes(frame[offset + number_at : offset + number_at + 8], "big")
@@ -666,6 +668,7 @@ class ClientHost(Host):
         return {
             "time": now,
             "answered": self.answered,
+            "frames": self.frames,
             "submitted": sum(client.next_number for client in self.clients),
             "scheduler_cpu": cpu_seconds(self.scheduler_pid),
             "scheduler_io_cpu": io_thread_cpu_seconds(self.scheduler_pid),
@@ -693,6 +696,7 @@ class ClientHost(Host):
             "seconds": seconds,
             "routed": routed,
             "tasks_per_second": routed / seconds,
+            "results_per_client_frame": routed / max(1, end["frames"] - begin["frames"]),
             "scheduler_cpu_seconds": end["scheduler_cpu"] - begin["scheduler_cpu"],
             "scheduler_cpu_us_per_task": (end["scheduler_cpu"] - begin["scheduler_cpu"]) / max(1, routed) * 1e6,
             "scheduler_cpu_cores": per_second("scheduler_cpu"),
