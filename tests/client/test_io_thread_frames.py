@@ -10,7 +10,7 @@ from scaler.protocol import Encoded, HeartbeatEcho, TaskResult
 
 
 class _Handlers:
-    """What _handle_mixed uses of an IOThread, recording the order of the calls."""
+    """What _dispatch uses of an IOThread, recording the order of the calls."""
 
     def __init__(self) -> None:
         self.calls: List[Any] = []
@@ -24,14 +24,22 @@ def test_a_mixed_frame_hands_each_run_of_results_to_the_batch_handler_in_order()
     first, second, third = (TaskResult(task_id=bytes([number]) * 16) for number in range(3))
     echo = HeartbeatEcho(sent_at_us=1)
     handlers = _Handlers()
-    IOThread._handle_mixed(handlers, [first, second, echo, third])  # type: ignore[arg-type]
+    IOThread._dispatch(handlers, [first, second, echo, third])  # type: ignore[arg-type]
     assert handlers.calls == [("batch", [first, second]), ("one", echo), ("batch", [third])]
+
+
+def test_a_frame_of_results_only_goes_to_the_batch_handler_whole() -> None:
+    results = [TaskResult(task_id=bytes([number]) * 16) for number in range(3)]
+    handlers = _Handlers()
+    IOThread._dispatch(handlers, results)  # type: ignore[arg-type]
+    assert len(handlers.calls) == 1 and handlers.calls[0][0] == "batch"
+    assert handlers.calls[0][1] is results, "the common frame is handed on as decoded, not copied"
 
 
 def test_messages_without_a_batch_handler_go_one_by_one() -> None:
     echoes = [HeartbeatEcho(sent_at_us=number) for number in range(3)]
     handlers = _Handlers()
-    IOThread._handle_mixed(handlers, echoes)  # type: ignore[arg-type]
+    IOThread._dispatch(handlers, echoes)  # type: ignore[arg-type]
     assert handlers.calls == [("one", echo) for echo in echoes]
 
 
