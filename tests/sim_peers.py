@@ -35,7 +35,7 @@ import time
 from array import array
 from collections import deque
 from pathlib import Path
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
 
 import psutil
 import zmq
@@ -95,23 +95,30 @@ def cpu_seconds(pid: int) -> float:
     return times.user + times.system
 
 
+def _thread_files(pid: int, name: str) -> Iterator[str]:
+    """The text of /proc/PID/task/*/NAME for each thread of the process; nothing once the process is gone, and nothing
+    of a thread that ends meanwhile."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/{name}") as file:
+                yield file.read()
+        except OSError:
+            continue
+
+
 def io_thread_cpu_seconds(pid: int) -> float:
     """CPU seconds of a process's ZeroMQ I/O threads (named ZMQbg/IO/N by libzmq): the share of a scheduler's CPU
     that reads and writes the sockets, apart from its main thread's."""
     total = 0
-    try:
-        for thread in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{thread}/stat") as file:
-                    stat = file.read()
-            except OSError:
-                continue  # a thread that ended meanwhile
-            name_end = stat.rindex(")")
-            if stat[stat.index("(") + 1 : name_end].startswith("ZMQbg/IO"):
-                fields = stat[name_end + 2 :].split()
-                total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    except OSError:
-        return 0.0
+    for stat in _thread_files(pid, "stat"):
+        name_end = stat.rindex(")")
+        if stat[stat.index("(") + 1 : name_end].startswith("ZMQbg/IO"):
+            fields = stat[name_end + 2 :].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -119,15 +126,11 @@ def run_queue_seconds(pid: int) -> float:
     """Seconds the process's threads have waited for a CPU while runnable (Linux schedstat): how much the machine's
     other load delayed it, which no latency figure can show apart from the scheduler's own work."""
     total = 0
-    try:
-        for thread in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{thread}/schedstat") as file:
-                    total += int(file.read().split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # a thread that ended meanwhile
-    except OSError:
-        return 0.0
+    for schedstat in _thread_files(pid, "schedstat"):
+        try:
+            total += int(schedstat.split()[1])
+        except (IndexError, ValueError):
+            continue  # a thread that ended while it was read
     return total / 1e9
 
 
@@ -691,6 +694,9 @@ class ClientHost(Host):
         def per_second(key: str) -> float:
             return (end[key] - begin[key]) / seconds
 
+        def per_task_us(key: str) -> float:
+            return (end[key] - begin[key]) / max(1, routed) * 1e6
+
         return {
             "event": "measured",
             "seconds": seconds,
@@ -698,12 +704,10 @@ class ClientHost(Host):
             "tasks_per_second": routed / seconds,
             "results_per_client_frame": routed / max(1, end["frames"] - begin["frames"]),
             "scheduler_cpu_seconds": end["scheduler_cpu"] - begin["scheduler_cpu"],
-            "scheduler_cpu_us_per_task": (end["scheduler_cpu"] - begin["scheduler_cpu"]) / max(1, routed) * 1e6,
+            "scheduler_cpu_us_per_task": per_task_us("scheduler_cpu"),
             "scheduler_cpu_cores": per_second("scheduler_cpu"),
             # of it, ZeroMQ's I/O thread: what frames cost in system calls, which grows as tasks per frame shrink
-            "scheduler_io_cpu_us_per_task": (end["scheduler_io_cpu"] - begin["scheduler_io_cpu"])
-            / max(1, routed)
-            * 1e6,
+            "scheduler_io_cpu_us_per_task": per_task_us("scheduler_io_cpu"),
             # the share of the phase the scheduler's threads were runnable but waited for a CPU (the machine's load)
             "scheduler_waited_share": per_second("scheduler_waited"),
             "peers_cpu_cores": per_second("peers_cpu"),
