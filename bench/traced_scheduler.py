@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio.events
 import gc
 import json
-import os
 import sys
 import time
 from typing import Any, Callable, List
@@ -81,13 +80,11 @@ def install(events: List[list], tasks: List[list]) -> None:
 
 
 def main() -> None:
-    from scaler.scheduler.cli import gc_environment
+    from scaler.scheduler.cli import restart_with_gc_settings
 
-    # the GC settings the scheduler's CLI restarts itself with (PyPy reads them at start only); the CLI restarts only
-    # a process of its own, not this call of its main()
-    environ = gc_environment(dict(os.environ), sys.implementation.name)
-    if environ is not None:
-        os.execve(sys.executable, [sys.executable, *sys.argv], environ)
+    # as the scheduler's CLI starts again with its GC settings (PyPy reads them at start only): the CLI does so only
+    # for a process of its own, not for this call of its main()
+    restart_with_gc_settings(None)
     path = sys.argv[1]
     events: List[list] = []
     tasks: List[list] = []

@@ -50,7 +50,7 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[SchedulerSettings
 def main(argv: Optional[List[str]] = None) -> None:
     settings, args = parse_arguments(argv)
     if argv is None:  # a process of its own, not a call from a program (the tests, bench/traced_scheduler.py)
-        _restart_with_gc_settings(args.ready_fd)
+        restart_with_gc_settings(args.ready_fd)
     parent_pid = os.getppid() if args.exit_with_parent else None
     setup_logging(settings.logging_paths, settings.logging_level)
     if "PYPY_GC_NURSERY" in os.environ and sys.implementation.name == "pypy":
@@ -76,7 +76,7 @@ def gc_environment(environ: Dict[str, str], implementation: str) -> Optional[Dic
     return {**environ, "PYPY_GC_NURSERY": config.DEFAULT_PYPY_GC_NURSERY}
 
 
-def _restart_with_gc_settings(ready_fd: Optional[int]) -> None:
+def restart_with_gc_settings(ready_fd: Optional[int]) -> None:
     """Under PyPy, replace this process (same pid, command line and open pipes) by itself started again with the GC
     settings in its environment; PyPy reads them at start only. The command line is read back from /proc, so that
     however the scheduler was started (`pypy3 -m scaler.scheduler`, the `scaler_scheduler` script, `pypy3
