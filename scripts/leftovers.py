@@ -34,9 +34,12 @@ def main(argv: List[str]) -> int:
         return 2
     command = argv[1:]
     work = tempfile.mkdtemp(prefix="scaler-leftovers-", dir=SYSTEM_TMP)
+    # the fresh directory stands for /tmp: tests may run tools as other users, and some (munged) refuse a socket under
+    # a directory that not everyone may enter; mkdtemp makes the one above it 0700
+    os.chmod(work, 0o755)
     fresh = os.path.join(work, "tmp")
     os.mkdir(fresh)
-    os.chmod(fresh, 0o1777)  # like /tmp: tests may run tools as other users
+    os.chmod(fresh, 0o1777)
     try:
         if _private_tmp_works(fresh):
             print(f"leftovers: the run gets a private /tmp ({fresh}), which must be empty afterwards")
