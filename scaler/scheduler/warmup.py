@@ -8,7 +8,11 @@ So before it serves, the scheduler runs, for `jit_warmup_seconds`, a private sch
 its own ZeroMQ context on an ipc endpoint in a temporary directory, in the same event loop, and one synthetic client
 and two synthetic workers on DEALER sockets (SyntheticPeers: a map, and a reduction tree whose small results the core
 inlines into the tasks that read them; the workers answer every task at once). The whole path is traced that way:
-the event loop, the shell's reading and sending, the codec and the core. Only the code is shared with the real
+the event loop, the shell's reading and sending, the codec and the core. The client first puts its function as an
+object and each worker fetches it before its first results, as real peers do: without these object messages, PyPy
+threw away the core's hottest loops when a real client connected (its guesses about the attributes of the core's
+objects no longer held: PYPYLOG's jit-invalidate-quasi-immutable) and traced them again during the client's first
+graph (docs/performance.md, "The first graph's retraced loops"). Only the code is shared with the real
 scheduler (traces are per code path, not per object); nothing of the private one is logged, and it leaves nothing
 behind. On CPython there is nothing to warm: the setting is ignored there.
 """
@@ -34,6 +38,9 @@ from scaler.protocol import (
     ClientDisconnect,
     ClientHeartbeat,
     Hello,
+    ObjectKind,
+    ObjectPut,
+    ObjectRequest,
     Role,
     Task,
     TaskResult,
@@ -49,6 +56,8 @@ from scaler.scheduler.settings import SchedulerSettings
 IS_PYPY = sys.implementation.name == "pypy"
 CLIENT = b"C|jit-warmup|0|client"
 WORKERS = (b"W|jit-warmup|1|a", b"W|jit-warmup|2|b")
+FUNCTION_ID = b"jit-warmup-function-id-32-bytes!"
+FUNCTION = b"\x80\x05\x95\x14\x00\x00\x00\x00\x00\x00\x00\x8c\x08builtins\x94\x8c\x03abs\x94\x93\x94."  # pickled abs
 MAP_TASKS = 1024
 # Not a power of two: levels of odd length, whose last node moves up a level, as in most real trees. A binary tree over
 # L leaves has L - 1 inner nodes whatever L is.
@@ -100,9 +109,23 @@ class SyntheticPeers:
             hellos.append((worker, encode(hello)))
         return hellos
 
-    def answer(self, frame: bytes) -> bytes:
-        """A worker's reply to a frame from the scheduler: the results of its tasks, at once (b"" if none)."""
-        return b"".join([self._results[m.task_id] for m in decode_frame_for_routing(frame) if m.WHICH == _TASK])
+    @staticmethod
+    def function() -> bytes:
+        """The client's frame that puts the function its tasks call, as a real client does before its first task."""
+        put = ObjectPut(
+            object_id=FUNCTION_ID, kind=ObjectKind.function, name="abs", payload=FUNCTION, chunk_index=0,
+            chunk_count=1, total_size=len(FUNCTION),
+        )  # fmt: skip
+        return encode(put)
+
+    def answer(self, frame: bytes, first: bool = False) -> bytes:
+        """A worker's reply to a frame from the scheduler: the results of its tasks, at once (b"" if none); with the
+        `first` tasks it was sent, a request for their function ahead of them, as a real worker fetches what it
+        lacks."""
+        results = [self._results[m.task_id] for m in decode_frame_for_routing(frame) if m.WHICH == _TASK]
+        if first and results:
+            results.insert(0, encode(ObjectRequest(object_ids=[FUNCTION_ID])))
+        return b"".join(results)
 
     @staticmethod
     def results_in(frame: bytes) -> int:
@@ -165,7 +188,9 @@ async def _drive(
             socket.send(hello)
             sockets[identity] = socket
         client = sockets[CLIENT]
+        client.send(peers.function())
         workers = [sockets[worker] for worker in WORKERS]
+        fetched = set()  # the workers that asked for the function
         rounds = 0
         while True:
             for frame in peers.client_frames:
@@ -177,8 +202,9 @@ async def _drive(
                 for worker in workers:
                     for frame in _drain(worker):
                         progressed = True
-                        reply = peers.answer(frame)
+                        reply = peers.answer(frame, first=worker not in fetched)
                         if reply:
+                            fetched.add(worker)
                             worker.send(reply)
                 for frame in _drain(client):
                     progressed = True
@@ -217,7 +243,7 @@ def _task(number: int, dependencies: Tuple[bytes, ...] = (), report_result: bool
         args = [Argument(kind=ArgumentKind.inline, data=b"\x80\x05K\x07.")]
     return Task(
         task_id=b"jit-warmup" + number.to_bytes(6, "big"),
-        function_id=b"jit-warmup-function-id-32-bytes!",
+        function_id=FUNCTION_ID,
         args=args,
         dependencies=list(dependencies),
         report_result=report_result,

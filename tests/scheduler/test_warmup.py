@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from scaler.protocol import TaskResult, decode_frame_for_routing
+from scaler.protocol import ObjectResponse, TaskResult, decode_frame_for_routing
 from scaler.scheduler import shell, warmup
 from scaler.scheduler.core import SchedulerCore
 from scaler.scheduler.settings import SchedulerSettings
@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def test_the_synthetic_peers_route_a_map_and_a_tree_through_a_core_and_leave_it_empty() -> None:
+    """As real peers do: the client puts its function before its tasks, each worker fetches it with its first ones."""
     peers = warmup.SyntheticPeers()
     core = SchedulerCore(SchedulerSettings("tcp://127.0.0.1:1"), 1000.0)
 
@@ -33,15 +34,22 @@ def test_the_synthetic_peers_route_a_map_and_a_tree_through_a_core_and_leave_it_
     for identity, hello in peers.hellos():
         send(identity, hello)
     assert len(core.workers) == 2 and len(core.clients) == 1
+    send(warmup.CLIENT, peers.function())
+    assert list(core.objects) == [warmup.FUNCTION_ID]
+    fetched: dict = {}  # worker -> the ObjectResponses it was sent
     for round_number in range(1, 3):  # the second round sends the same bytes: the task ids are free again
         results = 0
         for frame in peers.client_frames:
             send(warmup.CLIENT, frame)
         while True:
             outgoing = core.take_outgoing()
-            replies = [
-                (peer, peers.answer(b"".join(chunks))) for peer, chunks in outgoing.items() if peer in warmup.WORKERS
-            ]
+            replies = []
+            for peer, chunks in outgoing.items():
+                if peer in warmup.WORKERS:
+                    frame = b"".join(chunks)
+                    responses = [m for m in decode_frame_for_routing(frame) if m.WHICH == ObjectResponse.WHICH]
+                    fetched.setdefault(peer, []).extend(responses)
+                    replies.append((peer, peers.answer(frame, first=round_number == 1 and not fetched[peer])))
             results += sum(
                 peers.results_in(b"".join(chunks)) for peer, chunks in outgoing.items() if peer == warmup.CLIENT
             )
@@ -52,10 +60,13 @@ def test_the_synthetic_peers_route_a_map_and_a_tree_through_a_core_and_leave_it_
                     send(peer, reply)
         assert results == warmup.RESULTS_PER_ROUND
         assert core.sent_counts[TaskResult.WHICH] == round_number * warmup.RESULTS_PER_ROUND
-        assert not core.tasks and not core.objects
+        assert not core.tasks and list(core.objects) == [warmup.FUNCTION_ID]
+    for worker in warmup.WORKERS:
+        [response] = fetched[worker]
+        assert response.found and response.object_id == warmup.FUNCTION_ID and response.payload == warmup.FUNCTION
     for identity, goodbye in peers.goodbyes():
         send(identity, goodbye)
-    assert not core.workers and not core.clients
+    assert not core.workers and not core.clients and not core.objects
 
 
 def _warm_up_dirs() -> set:
