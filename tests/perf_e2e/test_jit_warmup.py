@@ -1,0 +1,51 @@
+"""The PyPy scheduler's JIT warm-up sends what real peers send: after it, a real client connecting and running its
+first graph makes PyPy throw away none of the loops it compiled (bench/jit_phases.py reads PYPYLOG's invalidations).
+
+Once, the warm-up's client put no object: a real client's first ObjectPut changed what PyPy had guessed of the core's
+objects, and the first graph paid for tracing the core's hottest loops again (docs/performance.md, "The first graph's
+retraced loops"). Counts of what was compiled and thrown away, not timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.perf_e2e.test_pypy_scheduler import _REQUESTED, SCHEDULER_PYTHON
+from tests.processes import ROOT
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_no_compiled_loop_is_thrown_away_once_a_real_client_comes(tmp_path) -> None:
+    if not os.path.exists(SCHEDULER_PYTHON):
+        if _REQUESTED:
+            pytest.fail(f"SCALER_SCHEDULER_PYTHON={_REQUESTED} does not exist")
+        pytest.skip(f"no PyPy environment at {SCHEDULER_PYTHON} (bash scripts/test.sh builds it)")
+    figures = tmp_path / "phases.json"
+    command = [sys.executable, os.path.join(ROOT, "bench", "jit_phases.py"), "--scheduler-python", SCHEDULER_PYTHON]
+    command += ["--trees", "1", "--leaves", "2000", "--pypylog", str(tmp_path), "--json", str(figures)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=150)
+    assert run.returncode == 0, run.stdout + run.stderr
+    phases = json.loads(figures.read_text())
+    assert phases["phases"][:3] == ["warm-up", "client, 64 leaves", "tree 1"]
+
+    # the hook and the log were read: the warm-up compiled the core's loop over a frame's messages, and PyPy logged
+    # what it threw away during it (importing modules rebinds their globals)
+    assert any(
+        phase == "warm-up" and kind == "loop" and where.startswith("receive core.py:")
+        for phase, kind, where in phases["compiled"]
+    ), phases["compiled"]
+    assert any(phase == "warm-up" and loops for phase, _, loops in phases["invalidations"])
+
+    served = ("client, 64 leaves", "tree 1")
+    thrown_away = [entry for entry in phases["invalidations"] if entry[0] in served and entry[2]]
+    assert not thrown_away, run.stdout
+    traced_again = [
+        entry for entry in phases["compiled"] if entry[0] in served and entry[1] == "loop" and "core.py" in entry[2]
+    ]
+    assert not traced_again, run.stdout
