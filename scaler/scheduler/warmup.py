@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Set, Tuple
 
 import zmq
 
@@ -190,7 +190,7 @@ async def _drive(
         client = sockets[CLIENT]
         client.send(peers.function())
         workers = [sockets[worker] for worker in WORKERS]
-        fetched = set()  # the workers that asked for the function
+        fetched: Set[zmq.Socket] = set()  # the workers that asked for the function
         rounds = 0
         while True:
             for frame in peers.client_frames:

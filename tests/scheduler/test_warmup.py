@@ -9,7 +9,7 @@ import os
 import signal
 import tempfile
 from types import SimpleNamespace
-from typing import Callable
+from typing import Callable, Dict, List
 
 import pytest
 
@@ -36,7 +36,7 @@ def test_the_synthetic_peers_route_a_map_and_a_tree_through_a_core_and_leave_it_
     assert len(core.workers) == 2 and len(core.clients) == 1
     send(warmup.CLIENT, peers.function())
     assert list(core.objects) == [warmup.FUNCTION_ID]
-    fetched: dict = {}  # worker -> the ObjectResponses it was sent
+    fetched: Dict[bytes, List[ObjectResponse]] = {}  # worker -> the ObjectResponses it was sent
     for round_number in range(1, 3):  # the second round sends the same bytes: the task ids are free again
         results = 0
         for frame in peers.client_frames:
