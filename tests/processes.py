@@ -15,6 +15,29 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def stop_process_group(popen: subprocess.Popen) -> None:
+    """End the whole process group `popen` leads (started with start_new_session=True: Chromium and its zygotes and
+    renderers, a benchmark and the cluster it started), SIGTERM first, then SIGKILL; reap it, and those that left the
+    group too."""
+    try:
+        leader = psutil.Process(popen.pid)
+        tree = [leader, *leader.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    try:
+        os.killpg(popen.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        popen.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(5)
+    _, alive = psutil.wait_procs(tree, timeout=5)  # those that left the group are in `tree` too
+    for process in alive:
+        process.kill()
+
+
 def free_tcp_address() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -6,15 +6,12 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import urllib.request
 from typing import Any, List, Optional
 
-import psutil
-
-from tests.processes import wait_for
+from tests.processes import stop_process_group, wait_for
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -45,27 +42,6 @@ def remove_profile(profile: str) -> None:
         if os.path.basename(directory).lstrip(".").startswith("org.chromium.Chromium."):
             shutil.rmtree(directory, ignore_errors=True)
     shutil.rmtree(profile, ignore_errors=True)
-
-
-def stop_process_group(popen: subprocess.Popen) -> None:
-    """Chromium forks zygotes and renderers: end the whole group it leads (its own session), then reap it."""
-    try:
-        leader = psutil.Process(popen.pid)
-        tree = [leader, *leader.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        tree = []
-    try:
-        os.killpg(popen.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        popen.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(popen.pid, signal.SIGKILL)
-        popen.wait(5)
-    _, alive = psutil.wait_procs(tree, timeout=5)  # those that left the group are in `tree` too
-    for process in alive:
-        process.kill()
 
 
 class HeadlessChromium:

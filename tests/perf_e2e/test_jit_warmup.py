@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
 import pytest
 
 from tests.perf_e2e.test_pypy_scheduler import _REQUESTED, SCHEDULER_PYTHON
-from tests.processes import ROOT
+from tests.processes import ROOT, stop_process_group
 
-pytestmark = pytest.mark.timeout(210)  # the tool's 150 s, then 30 s to stop it
+pytestmark = pytest.mark.timeout(210)  # the tool's 150 s, then 20 s to stop it
 
 
 def test_no_compiled_loop_is_thrown_away_once_a_real_client_comes(tmp_path) -> None:
@@ -37,7 +36,7 @@ def test_no_compiled_loop_is_thrown_away_once_a_real_client_comes(tmp_path) -> N
     try:
         output, _ = tool.communicate(timeout=150)
     except subprocess.TimeoutExpired:
-        _stop_group(tool)
+        stop_process_group(tool)
         raise
     assert tool.returncode == 0, output
     phases = json.loads(figures.read_text())
@@ -58,16 +57,3 @@ def test_no_compiled_loop_is_thrown_away_once_a_real_client_comes(tmp_path) -> N
     warmed = {where for phase, kind, where in phases["compiled"] if phase == "start" and kind == "loop"}
     traced_again = [entry for entry in phases["compiled"] if entry[0] in served and entry[1] == "loop"]
     assert not [entry for entry in traced_again if entry[2] in warmed], output
-
-
-def _stop_group(process: subprocess.Popen) -> None:
-    for signum, patience in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(process.pid, signum)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(patience)
-            return
-        except subprocess.TimeoutExpired:
-            continue
