@@ -15,17 +15,14 @@ import sys
 
 import pytest
 
-from tests.perf_e2e.test_pypy_scheduler import _REQUESTED, SCHEDULER_PYTHON
+from tests.perf_e2e.test_pypy_scheduler import SCHEDULER_PYTHON, require_scheduler_python
 from tests.processes import ROOT, stop_process_group
 
 pytestmark = pytest.mark.timeout(210)  # the tool's 150 s, then 20 s to stop it
 
 
 def test_no_compiled_loop_is_thrown_away_once_a_real_client_comes(tmp_path) -> None:
-    if not os.path.exists(SCHEDULER_PYTHON):
-        if _REQUESTED:
-            pytest.fail(f"SCALER_SCHEDULER_PYTHON={_REQUESTED} does not exist")
-        pytest.skip(f"no PyPy environment at {SCHEDULER_PYTHON} (bash scripts/test.sh builds it)")
+    require_scheduler_python()
     figures = tmp_path / "phases.json"
     command = [sys.executable, os.path.join(ROOT, "bench", "jit_phases.py"), "--scheduler-python", SCHEDULER_PYTHON]
     command += ["--trees", "1", "--leaves", "2000", "--pypylog", str(tmp_path), "--json", str(figures)]

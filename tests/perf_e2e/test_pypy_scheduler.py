@@ -23,6 +23,14 @@ _REQUESTED = os.environ.get("SCALER_SCHEDULER_PYTHON")
 SCHEDULER_PYTHON = _REQUESTED or os.path.join(ROOT, ".venv-pypy", "bin", "python")
 
 
+def require_scheduler_python() -> None:
+    """Skips the test without a PyPy environment, unless SCALER_SCHEDULER_PYTHON asked for one: then it fails."""
+    if not os.path.exists(SCHEDULER_PYTHON):
+        if _REQUESTED:
+            pytest.fail(f"SCALER_SCHEDULER_PYTHON={_REQUESTED} does not exist")
+        pytest.skip(f"no PyPy environment at {SCHEDULER_PYTHON} (bash scripts/test.sh builds it)")
+
+
 def square(value: int) -> int:
     return value * value
 
@@ -37,10 +45,7 @@ def fail(message: str) -> None:
 
 @pytest.fixture(scope="module")
 def address(tmp_path_factory) -> Iterator[str]:
-    if not os.path.exists(SCHEDULER_PYTHON):
-        if _REQUESTED:
-            pytest.fail(f"SCALER_SCHEDULER_PYTHON={_REQUESTED} does not exist")
-        pytest.skip(f"no PyPy environment at {SCHEDULER_PYTHON} (bash scripts/test.sh builds it)")
+    require_scheduler_python()
     logs = tmp_path_factory.mktemp("pypy-scheduler")
     address = free_tcp_address()
     monitor = "ipc://{}".format(logs / "monitor")
