@@ -97,6 +97,7 @@ class SyntheticPeers:
             for task in decode_frame_for_routing(frame):
                 result = TaskResult(task_id=task.task_id, status=TaskStatus.success, payload=b"\x80\x05K\x01.")
                 self._results[task.task_id] = encode(result)
+        self._fetched: Set[bytes] = set()  # the workers that asked for the function
 
     def hellos(self) -> List[Tuple[bytes, bytes]]:
         """(identity, frame) of each peer's Hello."""
@@ -118,12 +119,12 @@ class SyntheticPeers:
         )  # fmt: skip
         return encode(put)
 
-    def answer(self, frame: bytes, first: bool = False) -> bytes:
-        """A worker's reply to a frame from the scheduler: the results of its tasks, at once (b"" if none); with the
-        `first` tasks it was sent, a request for their function ahead of them, as a real worker fetches what it
-        lacks."""
+    def answer(self, worker: bytes, frame: bytes) -> bytes:
+        """`worker`'s reply to a frame from the scheduler: the results of its tasks, at once (b"" if none); with the
+        first tasks it is sent, a request for their function ahead of them, as a real worker fetches what it lacks."""
         results = [self._results[m.task_id] for m in decode_frame_for_routing(frame) if m.WHICH == _TASK]
-        if first and results:
+        if results and worker not in self._fetched:
+            self._fetched.add(worker)
             results.insert(0, encode(ObjectRequest(object_ids=[FUNCTION_ID])))
         return b"".join(results)
 
@@ -189,8 +190,7 @@ async def _drive(
             sockets[identity] = socket
         client = sockets[CLIENT]
         client.send(peers.function())
-        workers = [sockets[worker] for worker in WORKERS]
-        fetched: Set[zmq.Socket] = set()  # the workers that asked for the function
+        workers = [(worker, sockets[worker]) for worker in WORKERS]
         rounds = 0
         while True:
             for frame in peers.client_frames:
@@ -199,13 +199,12 @@ async def _drive(
             patience = clock() + STALL_SECONDS
             while results < RESULTS_PER_ROUND:
                 progressed = False
-                for worker in workers:
-                    for frame in _drain(worker):
+                for worker, socket in workers:
+                    for frame in _drain(socket):
                         progressed = True
-                        reply = peers.answer(frame, first=worker not in fetched)
+                        reply = peers.answer(worker, frame)
                         if reply:
-                            fetched.add(worker)
-                            worker.send(reply)
+                            socket.send(reply)
                 for frame in _drain(client):
                     progressed = True
                     results += peers.results_in(frame)

@@ -49,7 +49,7 @@ def test_the_synthetic_peers_route_a_map_and_a_tree_through_a_core_and_leave_it_
                     frame = b"".join(chunks)
                     responses = [m for m in decode_frame_for_routing(frame) if m.WHICH == ObjectResponse.WHICH]
                     fetched.setdefault(peer, []).extend(responses)
-                    replies.append((peer, peers.answer(frame, first=round_number == 1 and not fetched[peer])))
+                    replies.append((peer, peers.answer(peer, frame)))
             results += sum(
                 peers.results_in(b"".join(chunks)) for peer, chunks in outgoing.items() if peer == warmup.CLIENT
             )
