@@ -79,7 +79,7 @@ def main() -> None:
         sys.exit("jit_phases: the PYPYLOG names too few of the hook's loops to place its invalidations in time")
     if args.json:
         figures = {
-            "phases": [START] + [name for _, name in marks],
+            "phases": phase_names(marks),
             "compiled": [[phase_of(when, marks), kind, where] for when, kind, _, where in compiled],
             "invalidations": [[phase_of(when, marks), what, loops] for when, what, loops in invalidations or []],
         }
@@ -111,6 +111,10 @@ def read_events(paths: List[str]) -> List[Compiled]:
                 when, kind, loop, where = line.rstrip("\n").split("\t", 3)
                 compiled.append((float(when), kind, loop, where))
     return sorted(compiled)
+
+
+def phase_names(marks: List[Mark]) -> List[str]:
+    return [START] + [name for _, name in marks]
 
 
 def phase_of(when: float, marks: List[Mark]) -> str:
@@ -158,7 +162,7 @@ def read_invalidations(log: str, compiled: List[Compiled]) -> Optional[List[Inva
 
 
 def report(compiled: List[Compiled], marks: List[Mark], invalidations: Optional[List[Invalidation]]) -> None:
-    phases = [START] + [name for _, name in marks]
+    phases = phase_names(marks)
     counts: Dict[str, Dict[str, int]] = {phase: {} for phase in phases}
     listed: Dict[str, List[str]] = {phase: [] for phase in phases}
     for when, kind, loop, where in compiled:
