@@ -139,7 +139,10 @@ class WorkerAgent:
         for link in list(self._links.values()):
             stdout_fd, stderr_fd = link.output.fds
             pipes_ready = stdout_fd in events or stderr_fd in events
-            if pipes_ready or link.fileno() in events:
+            channel_events = events.get(link.fileno(), 0)
+            if channel_events & zmq.POLLOUT:
+                self._write_processor(link)
+            if pipes_ready or channel_events & ~zmq.POLLOUT:
                 self._read_processor(link, now, pipes_ready)
         if self._zygote.fileno() in events:
             self._zygote.read_exits()
@@ -222,6 +225,14 @@ class WorkerAgent:
         if link.reader.closed:
             self._processor_died(link, now)
 
+    def _write_processor(self, link: ProcessorLink) -> None:
+        try:
+            link.write()
+        except OSError:
+            return  # the processor is gone: the poll sees its end of file
+        if not link.writing:
+            self._poller.register(link.fileno(), zmq.POLLIN)
+
     def _processor_died(self, link: ProcessorLink, now: float) -> None:
         if self._links.pop(link.number, None) is None:
             return
@@ -268,7 +279,9 @@ class WorkerAgent:
         try:
             send(link, *arguments)
         except OSError:
-            pass  # the processor is gone: the poll sees its end of file next, and the core recovers its tasks then
+            return  # the processor is gone: the poll sees its end of file next, and the core recovers its tasks then
+        if link.writing:  # the rest goes as the channel finds room, while the loop goes on reading
+            self._poller.register(link.fileno(), zmq.POLLIN | zmq.POLLOUT)
 
     def _kill(self, link: ProcessorLink) -> None:
         del self._links[link.number]

@@ -33,7 +33,8 @@ from scaler.worker.channel import (
     ProcessorResult,
     ProcessorTask,
     SharedProgress,
-    send_message,
+    encode_message,
+    send_encoded,
 )
 from scaler.worker.lifetime import parent_alive
 from scaler.worker.profiling import CallProfile
@@ -215,7 +216,8 @@ class _Reporter:
     def __init__(self, sock: socket.socket, delay_seconds: float = RESULT_DELAY_SECONDS) -> None:
         self._sock = sock
         self._delay_seconds = delay_seconds
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the fields below; never held across a write
+        self._send_lock = threading.Lock()  # taken before _lock: reports leave in the order they were taken
         self._results: List[ProcessorResult] = []
         self._dropped: List[bytes] = []
         self._oldest = 0.0  # when the oldest unsent result was added
@@ -254,26 +256,35 @@ class _Reporter:
             self._arm()
 
     def flush(self) -> None:
-        with self._lock:
-            if self._results or self._dropped:
-                self._send(None)
+        with self._send_lock:
+            with self._lock:
+                if not (self._results or self._dropped):
+                    return
+                report = self._take(None)
+            send_encoded(self._sock, report)
 
     def on_block(self) -> None:
         task_id = context.current_task_id
         if task_id is None or self.parked:
             return
-        with self._lock:
-            if self.parked:
-                return
-            self.parked = True
-            self._send(task_id)
+        with self._send_lock:
+            with self._lock:
+                if self.parked:
+                    return
+                self.parked = True
+                report = self._take(task_id)
+            send_encoded(self._sock, report)
 
-    def _send(self, blocked: Optional[bytes]) -> None:
-        send_message(self._sock, ProcessorReport(self._results, self._dropped, blocked, self.streamed))
+    def _take(self, blocked: Optional[bytes]) -> bytes:
+        """The report of what waits, encoded; called under _lock. The caller holds _send_lock and writes it after
+        releasing _lock: the write may wait for the agent, and the task must not wait for the write to add a result
+        (the agent reads reports while it writes orders, so a write always ends; see processor_link.py)."""
+        report = encode_message(ProcessorReport(self._results, self._dropped, blocked, self.streamed))
         self._results = []
         self._dropped = []
         self._armed = False
         self.streamed = False
+        return report
 
     def _arm(self) -> None:
         with self._lock:
@@ -295,15 +306,17 @@ class _Reporter:
         idle_wakes = 0
         while True:
             with self._lock:
+                due = self._armed and self._task_started + self._delay_seconds <= time.monotonic()
+            if due:
+                try:
+                    self._flush_if_due()
+                except OSError:
+                    return  # the agent is gone; the main thread finds out on its own
+                idle_wakes = 0
+            with self._lock:
                 if self._armed:
                     idle_wakes = 0
-                    delay = self._task_started + self._delay_seconds - time.monotonic()
-                    if delay <= 0:
-                        try:
-                            self._send(None)
-                        except OSError:
-                            return  # the agent is gone; the main thread finds out on its own
-                        delay = self._delay_seconds
+                    delay = max(0.0, self._task_started + self._delay_seconds - time.monotonic())
                 elif idle_wakes < _IDLE_WAKES_BEFORE_PARKING:
                     # Armed before the next wake, it sees so then, before the task that started has run for the
                     # delay.
@@ -317,6 +330,15 @@ class _Reporter:
                 wake.clear()
             else:
                 time.sleep(delay)
+
+    def _flush_if_due(self) -> None:
+        """The flusher's send: the main thread may have sent the results, or armed for new ones, since it looked."""
+        with self._send_lock:
+            with self._lock:
+                if not (self._armed and self._task_started + self._delay_seconds <= time.monotonic()):
+                    return
+                report = self._take(None)
+            send_encoded(self._sock, report)
 
 
 def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Optional[List[ProcessorOrders]]:

@@ -6,16 +6,15 @@ IO only; what the processor was handed and holds is the core's business (state.P
 from __future__ import annotations
 
 import os
-import select
 import signal
 import socket
-from typing import List, Tuple
+from collections import deque
+from typing import Deque, List, Tuple
 
 import psutil
 
 from scaler.worker.capture import OutputChunk, OutputReader
 from scaler.worker.channel import (
-    SMALL_MESSAGE_BYTES,
     MessageReader,
     ProcessorOrders,
     ProcessorTask,
@@ -33,7 +32,8 @@ class ProcessorLink:
         self.reader = MessageReader(forked.sock)
         self.progress = forked.progress
         self.output = OutputReader(*forked.output_fds, forked.output_nonce, output_limit_bytes)
-        self._output_read: List[OutputChunk] = []  # read while an order waited for room in the channel
+        self._unsent: Deque[Tuple[memoryview, bool]] = deque()  # (bytes not yet written, whether they end an order)
+        self._order_started = False  # the first of the unsent bytes was written, and the processor told so
         try:
             self._process = psutil.Process(self.pid)
         except psutil.Error:
@@ -44,11 +44,7 @@ class ProcessorLink:
 
     def read_output(self, read_pipes: bool) -> List[OutputChunk]:
         """What its tasks with streamOutput wrote since the last call (capture.py); the pipes are read if told."""
-        chunks = self.output.read() if read_pipes else []
-        if self._output_read:
-            chunks = self._output_read + chunks
-            self._output_read = []
-        return chunks
+        return self.output.read() if read_pipes else []
 
     def hand(self, tasks: List[ProcessorTask]) -> None:
         self._post(ProcessorOrders(tasks, []))
@@ -60,35 +56,44 @@ class ProcessorLink:
         """Tell a parked processor that every task handed so far was taken back (see processor.py)."""
         self._post(ProcessorOrders([], [], True))
 
-    def _post(self, orders: ProcessorOrders) -> None:
-        """Send orders and say so in the shared progress, which the processor checks between tasks. Raises OSError
-        if the processor is gone (the poll then sees its end of file)."""
-        body = encode_message(orders)
-        if len(body) >= SMALL_MESSAGE_BYTES:
-            # It may not fit the socket's buffer: let the processor start reading before we block on the rest.
-            self.progress.post_orders()
-        self._send(frame_encoded(body))
-        self.progress.post_orders()
+    @property
+    def writing(self) -> bool:
+        """Orders wait for room in the channel: poll it for writing, and call write() when it has some."""
+        return bool(self._unsent)
 
-    def _send(self, parts: Tuple[bytes, ...]) -> None:
-        """Send it all; while the channel is full (the processor reads orders between tasks only), read its output
-        pipes meanwhile: its running task may be blocked writing to a full one, and would never end otherwise."""
+    def _post(self, orders: ProcessorOrders) -> None:
+        """Queue orders and write what the channel takes now. Never blocks: the processor reads orders between tasks
+        only, and may itself be blocked writing results (or output) that only this agent's loop reads, so the rest
+        is written by write() as the loop finds room. Raises OSError if the processor is gone (the poll then sees
+        its end of file)."""
+        parts = frame_encoded(encode_message(orders))
+        for index, part in enumerate(parts):
+            self._unsent.append((memoryview(part), index == len(parts) - 1))
+        self.write()
+
+    def write(self) -> None:
+        """Write queued orders until the channel is full. The processor is told in the shared progress, which it
+        checks between tasks, when an order starts to arrive (so that it reads a large one while we write it) and
+        when an order is complete."""
         sock = self.sock
-        for part in parts:
-            view = memoryview(part)
-            while view:
-                try:
-                    view = view[sock.send(view, socket.MSG_DONTWAIT) :]
-                    continue
-                except BlockingIOError:
-                    pass
-                poller = select.poll()
-                poller.register(sock, select.POLLOUT)
-                for fd, is_open in zip(self.output.fds, self.output.open):
-                    if is_open:
-                        poller.register(fd, select.POLLIN)
-                if any(fd != sock.fileno() for fd, _ in poller.poll()):
-                    self._output_read += self.output.read()
+        unsent = self._unsent
+        while unsent:
+            view, ends_order = unsent[0]
+            try:
+                sent = sock.send(view, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            if not self._order_started:
+                self._order_started = True
+                if len(view) > sent or not ends_order:
+                    self.progress.post_orders()
+            if sent < len(view):
+                unsent[0] = (view[sent:], ends_order)
+                continue
+            unsent.popleft()
+            if ends_order:
+                self._order_started = False
+                self.progress.post_orders()
 
     def usage(self) -> Tuple[float, int]:
         """CPU percent since the previous call, and RSS in bytes."""

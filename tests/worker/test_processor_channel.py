@@ -6,6 +6,7 @@ import itertools
 import os
 import socket
 import sys
+import threading
 import time
 from typing import Iterator, List
 
@@ -235,6 +236,35 @@ def test_the_flusher_parks_once_nothing_waited_for_a_while_and_wakes_when_armed(
         reporter.before_task(pending=10)  # wakes the parked flusher
         (report,) = reader.wait()
         assert [result.task_id for result in report.results] == [b"b"]
+    finally:
+        left.close()
+        right.close()
+
+
+def test_a_result_is_added_while_the_flusher_waits_to_write_a_large_report() -> None:
+    """The flusher's write waits for the agent to read; the task's thread must not wait for that write to add its
+    next result (it held the reporter's lock across the write, and the agent, writing orders, never read)."""
+    left, right = socket.socketpair()
+    try:
+        reporter = _Reporter(left, delay_seconds=0.001)
+        reporter.add(ProcessorResult(b"big", True, b"x" * (16 * 1024 * 1024), "", 1, 0, 0))
+        reporter.before_task(pending=10)  # the flusher sends it soon: far more than the socket holds
+        deadline = time.monotonic() + 10
+        while reporter._results:  # taken: its write has begun, and waits for us
+            assert time.monotonic() < deadline, "the flusher never took the result"
+            time.sleep(0.001)
+        adder = threading.Thread(target=reporter.add, args=(ProcessorResult(b"next", True, b"", "", 1, 0, 0),))
+        adder.start()
+        adder.join(5)
+        assert not adder.is_alive(), "adding a result waited for the flusher's write"
+        reader = MessageReader(right)
+        reports = []
+        while not reports:
+            assert time.monotonic() < deadline
+            reports = reader.wait()
+        assert [result.task_id for result in reports[0].results] == [b"big"]
+        reporter.flush()
+        assert [result.task_id for report in reader.wait() for result in report.results] == [b"next"]
     finally:
         left.close()
         right.close()
