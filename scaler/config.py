@@ -166,6 +166,12 @@ RETIRE_TIMEOUT = SETTINGS.declare(
     " this long to finish, after which it runs elsewhere; a second SIGTERM (or SIGINT) stops the workers at once",
     flags=("--retire-timeout", "-rt"), check=positive, used_by=(WORKER,),
 )  # fmt: skip
+AGENT_STALL_TIMEOUT = SETTINGS.declare(
+    "agent_stall_timeout_seconds", float, 10.0,
+    "a worker whose agent (the process that talks to the scheduler) has not turned its loop for this long is wedged:"
+    " scaler_cluster logs its stacks, kills it and starts another in its place; its tasks run elsewhere",
+    flags=("--agent-stall-timeout", "-st"), check=positive, used_by=(WORKER,),
+)  # fmt: skip
 
 RESOURCES = SETTINGS.declare(
     "resources", str, None,

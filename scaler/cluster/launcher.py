@@ -9,6 +9,12 @@ level also checks its parent pid as a fallback.
 SIGTERM retires the workers (each asks the scheduler to take it out of the pool, see scaler/worker/core.py): the
 launcher passes it on and waits for them up to their retirement deadline. A second SIGTERM, or SIGINT, stops them at
 once (SIGINT to each); whatever is left after the shutdown timeout is killed.
+
+The launcher also watches its workers' agents (watchdog.py): one whose loop has not turned for
+--agent-stall-timeout is wedged; its stacks are logged, it is killed and a new worker starts in its place. While
+stopping, an agent that has not turned its loop for a few seconds will not answer the signal: it is killed then, so
+that a cluster stops within seconds even with a wedged worker. Workers that die on their own (killed by a signal,
+crashed) are counted as lost, and not replaced: what killed one may kill the next.
 """
 
 from __future__ import annotations
@@ -24,9 +30,31 @@ from typing import Dict, Optional
 from scaler import config
 from scaler.logs import flush_logs
 from scaler.worker.agent import run_worker
+from scaler.worker.core import EXIT_OK, EXIT_REFUSED, EXIT_SCHEDULER_LOST
 from scaler.worker.lifetime import die_with_parent, parent_alive
 from scaler.worker.settings import WorkerSettings
+from scaler.worker.watchdog import LoopTurns, StackPipe, Stall
 from scaler.worker.zygote import describe_wait_status
+
+# While stopping, a healthy agent turns its loop at once on the signal and then at least once a second: one that has
+# not for this long will not stop on its own.
+_STOPPING_STALL_SECONDS = 3.0
+_STACKS_TIMEOUT_SECONDS = 2.0  # faulthandler answers in milliseconds; this bounds the wait for a dump that never comes
+# The exit codes of a worker that decided to leave (scaler/worker/core.py); any other end of a worker the launcher
+# did not ask for is a worker lost.
+_CHOSEN_EXITS = (EXIT_OK, EXIT_SCHEDULER_LOST, EXIT_REFUSED)
+
+
+class _Worker:
+    """What the launcher knows of one worker process."""
+
+    __slots__ = ("index", "stall", "stacks", "stopping")
+
+    def __init__(self, index: int, stall: Stall, stacks: StackPipe) -> None:
+        self.index = index
+        self.stall = stall
+        self.stacks = stacks
+        self.stopping = False  # the launcher asked it to leave, or killed it: its end is no loss
 
 
 class ClusterProcess:
@@ -43,8 +71,11 @@ class ClusterProcess:
         self._n_workers = n_workers
         self._shutdown_timeout_seconds = shutdown_timeout_seconds
         self._parent_pid: Optional[int] = os.getppid() if exit_with_parent else None
-        self._workers: Dict[int, int] = {}  # pid -> index
+        self._workers: Dict[int, _Worker] = {}  # by pid
+        self._turns = LoopTurns(n_workers)
         self._exit_code = 0
+        self.lost = 0  # workers that died or wedged without being asked to leave
+        self.replaced = 0  # workers started in place of wedged ones
 
     def run(self) -> int:
         """Start the workers and supervise them until a signal, the parent's death (with exit_with_parent) or the
@@ -63,12 +94,17 @@ class ClusterProcess:
         )
         for index in range(self._n_workers):
             self._start_worker(index)
-        return self._supervise()
+        try:
+            return self._supervise()
+        finally:
+            if self.lost:
+                logging.warning("ClusterProcess: %s", self._losses())
 
-    def _start_worker(self, index: int) -> None:
+    def _start_worker(self, index: int, replaces: str = "") -> int:
         sys.stdout.flush()  # or the child would print again whatever is still buffered here
         sys.stderr.flush()
         launcher_pid = os.getpid()
+        stacks = StackPipe()
         pid = os.fork()
         if pid == 0:
             exit_code = 1
@@ -78,8 +114,13 @@ class ClusterProcess:
                 os.close(self._wake_write)
                 for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
                     signal.signal(signum, signal.SIG_DFL)
+                for other in self._workers.values():
+                    other.stacks.close()
+                stacks.in_child()
                 die_with_parent(launcher_pid)
-                exit_code = run_worker(self._settings, f"Worker[{index}]", launcher_pid)
+                exit_code = run_worker(
+                    self._settings, f"Worker[{index}]", launcher_pid, self._turns.counter(index), replaces
+                )
             except BaseException:  # noqa: B036 - a worker reports its crash, then leaves without the launcher's cleanup
                 logging.exception("Worker[%d] crashed", index)
             finally:
@@ -87,14 +128,18 @@ class ClusterProcess:
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(exit_code)
-        self._workers[pid] = index
-        logging.info("Worker[%d] started", index)
+        stacks.in_parent()
+        self._workers[pid] = _Worker(index, Stall(self._turns.read(index), time.monotonic()), stacks)
+        logging.info("Worker[%d] started%s", index, f" (pid {pid}) in place of {replaces}" if replaces else "")
+        return pid
 
     def _supervise(self) -> int:
         while self._workers:
             select.select([self._wake_read], [], [], config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS)
             signals = _drain(self._wake_read)
             self._reap()
+            if not signals:
+                self._end_stalled(self._settings.agent_stall_timeout_seconds, replace=True)
             if signal.SIGINT in signals:
                 logging.info("ClusterProcess: received SIGINT, stopping workers")
                 self._stop_workers()
@@ -118,18 +163,56 @@ class ClusterProcess:
                 return
             if pid == 0:
                 return
-            index = self._workers.pop(pid, None)
-            if index is None:
+            worker = self._workers.pop(pid, None)
+            if worker is None:
                 continue
+            worker.stacks.close()
             code = os.waitstatus_to_exitcode(wait_status)
             logging.log(
                 logging.INFO if code == 0 else logging.WARNING,
                 "Worker[%d] exited with %s",
-                index,
+                worker.index,
                 describe_wait_status(wait_status),
             )
+            if not worker.stopping and code not in _CHOSEN_EXITS:
+                self.lost += 1
+                logging.warning("ClusterProcess: Worker[%d] lost: %s", worker.index, self._losses())
             if code != 0 and self._exit_code == 0:
                 self._exit_code = code if code > 0 else 1
+
+    def _end_stalled(self, timeout_seconds: float, replace: bool) -> None:
+        """Kill the workers whose agent has not turned its loop for `timeout_seconds`, after logging their stacks;
+        with `replace`, start another in the place of each."""
+        now = time.monotonic()
+        for pid, worker in list(self._workers.items()):
+            seconds = worker.stall.seconds(self._turns.read(worker.index), now)
+            if seconds < timeout_seconds:
+                continue
+            stacks = worker.stacks.stacks(pid, _STACKS_TIMEOUT_SECONDS).rstrip() or "(it wrote no stacks)"
+            logging.error(
+                "Worker[%d] (pid %d) is wedged: its agent has not turned its loop for %.1fs (--agent-stall-timeout"
+                " %gs); killing it%s. Its stacks:\n%s",
+                worker.index,
+                pid,
+                seconds,
+                self._settings.agent_stall_timeout_seconds,
+                " and starting another in its place" if replace else "",
+                stacks,
+            )
+            worker.stopping = True
+            _signal(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            del self._workers[pid]
+            worker.stacks.close()
+            self.lost += 1
+            if replace:
+                self.replaced += 1
+                why = f"Worker[{worker.index}] pid {pid}: its agent stalled for {seconds:.1f}s"
+                self._start_worker(worker.index, replaces=why)
+            logging.warning("ClusterProcess: Worker[%d] lost: %s", worker.index, self._losses())
+
+    def _losses(self) -> str:
+        return f"{self.lost} worker(s) lost since start, {self.replaced} replaced"
 
     def _retire_workers(self, repeated: bool) -> None:
         """SIGTERM: every worker retires (finishes its running task, hands back its queue), within the deadline;
@@ -143,7 +226,9 @@ class ClusterProcess:
             "ClusterProcess: received SIGTERM, retiring %d worker(s): running tasks have %gs to finish, queued ones go"
             " to other workers (SIGTERM again to stop them at once)", len(self._workers), timeout,
         )  # fmt: skip
-        for pid in self._workers:
+        lost_before = self.lost
+        for pid, worker in self._workers.items():
+            worker.stopping = True
             _signal(pid, signal.SIGTERM)
         # the workers' own deadline is the scheduler's plus a grace; then they need a moment to leave
         deadline = time.monotonic() + timeout + config.DEFAULT_RETIRE_GRACE_SECONDS + self._shutdown_timeout_seconds
@@ -152,8 +237,10 @@ class ClusterProcess:
             self._stop_workers()
         elif self._workers:
             self._kill_left()
-        else:
+        elif self.lost == lost_before:
             logging.info("ClusterProcess: every worker retired")
+        else:
+            logging.info("ClusterProcess: the other workers retired")
 
     def _wait_for_workers(self, deadline: float, interrupt: bool) -> bool:
         """Reap workers until none is left or `deadline`; True if a SIGTERM or SIGINT came first (with `interrupt`)."""
@@ -161,22 +248,25 @@ class ClusterProcess:
             select.select([self._wake_read], [], [], min(0.1, max(0.0, deadline - time.monotonic())))
             signals = _drain(self._wake_read)
             self._reap()
+            self._end_stalled(min(_STOPPING_STALL_SECONDS, self._settings.agent_stall_timeout_seconds), replace=False)
             if interrupt and self._workers and (signal.SIGTERM in signals or signal.SIGINT in signals):
                 return True
         return False
 
     def _stop_workers(self) -> None:
-        for pid in self._workers:
+        for pid, worker in self._workers.items():
+            worker.stopping = True
             _signal(pid, signal.SIGINT)  # a worker leaves at once on SIGINT (SIGTERM would retire it)
         self._wait_for_workers(time.monotonic() + self._shutdown_timeout_seconds, interrupt=False)
         self._kill_left()
 
     def _kill_left(self) -> None:
-        for pid, index in list(self._workers.items()):
-            logging.warning("Worker[%d] did not stop in time, killing it", index)
+        for pid, worker in list(self._workers.items()):
+            logging.warning("Worker[%d] did not stop in time, killing it", worker.index)
             _signal(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             del self._workers[pid]
+            worker.stacks.close()
 
 
 def _signal(pid: int, signum: int) -> None:

@@ -172,6 +172,7 @@ class Hello:
         "previous_registrations",
         "resources",
         "task_policies",
+        "replaces",
         "raw",
     )
     WHICH = 0
@@ -185,6 +186,7 @@ class Hello:
     previous_registrations: int
     resources: list[Resource]
     task_policies: bool
+    replaces: str
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -199,6 +201,7 @@ class Hello:
         previous_registrations: int = 0,
         resources: Optional[list[Resource]] = None,
         task_policies: bool = False,
+        replaces: str = "",
     ) -> None:
         self.protocol_version = protocol_version
         self.role = role
@@ -209,6 +212,7 @@ class Hello:
         self.previous_registrations = previous_registrations
         self.resources = [] if resources is None else resources
         self.task_policies = task_policies
+        self.replaces = replaces
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -224,6 +228,7 @@ class Hello:
             and self.previous_registrations == other.previous_registrations
             and self.resources == other.resources
             and self.task_policies == other.task_policies
+            and self.replaces == other.replaces
         )
 
     def __repr__(self) -> str:
@@ -238,6 +243,7 @@ class Hello:
             + ", previous_registrations=" + short_repr(self.previous_registrations)
             + ", resources=" + short_repr(self.resources)
             + ", task_policies=" + short_repr(self.task_policies)
+            + ", replaces=" + short_repr(self.replaces)
             + ")"
         )
 
@@ -254,6 +260,7 @@ class HelloReply:
         "forwards_task_output",
         "resumed",
         "task_policies",
+        "max_frame_bytes",
         "raw",
     )
     WHICH = 1
@@ -266,6 +273,7 @@ class HelloReply:
     forwards_task_output: bool
     resumed: bool
     task_policies: bool
+    max_frame_bytes: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -279,6 +287,7 @@ class HelloReply:
         forwards_task_output: bool = False,
         resumed: bool = False,
         task_policies: bool = False,
+        max_frame_bytes: int = 0,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
@@ -288,6 +297,7 @@ class HelloReply:
         self.forwards_task_output = forwards_task_output
         self.resumed = resumed
         self.task_policies = task_policies
+        self.max_frame_bytes = max_frame_bytes
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -302,6 +312,7 @@ class HelloReply:
             and self.forwards_task_output == other.forwards_task_output
             and self.resumed == other.resumed
             and self.task_policies == other.task_policies
+            and self.max_frame_bytes == other.max_frame_bytes
         )
 
     def __repr__(self) -> str:
@@ -315,6 +326,7 @@ class HelloReply:
             + ", forwards_task_output=" + short_repr(self.forwards_task_output)
             + ", resumed=" + short_repr(self.resumed)
             + ", task_policies=" + short_repr(self.task_policies)
+            + ", max_frame_bytes=" + short_repr(self.max_frame_bytes)
             + ")"
         )
 
@@ -1483,6 +1495,8 @@ class SchedulerStatus:
         "registered_again",
         "tasks_needing_resources",
         "retried_tasks",
+        "workers_lost",
+        "workers_replaced",
         "raw",
     )
     WHICH = 18
@@ -1510,6 +1524,8 @@ class SchedulerStatus:
     registered_again: int
     tasks_needing_resources: int
     retried_tasks: int
+    workers_lost: int
+    workers_replaced: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1538,6 +1554,8 @@ class SchedulerStatus:
         registered_again: int = 0,
         tasks_needing_resources: int = 0,
         retried_tasks: int = 0,
+        workers_lost: int = 0,
+        workers_replaced: int = 0,
     ) -> None:
         self.time_us = time_us
         self.cpu = cpu
@@ -1562,6 +1580,8 @@ class SchedulerStatus:
         self.registered_again = registered_again
         self.tasks_needing_resources = tasks_needing_resources
         self.retried_tasks = retried_tasks
+        self.workers_lost = workers_lost
+        self.workers_replaced = workers_replaced
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1591,6 +1611,8 @@ class SchedulerStatus:
             and self.registered_again == other.registered_again
             and self.tasks_needing_resources == other.tasks_needing_resources
             and self.retried_tasks == other.retried_tasks
+            and self.workers_lost == other.workers_lost
+            and self.workers_replaced == other.workers_replaced
         )
 
     def __repr__(self) -> str:
@@ -1619,12 +1641,14 @@ class SchedulerStatus:
             + ", registered_again=" + short_repr(self.registered_again)
             + ", tasks_needing_resources=" + short_repr(self.tasks_needing_resources)
             + ", retried_tasks=" + short_repr(self.retried_tasks)
+            + ", workers_lost=" + short_repr(self.workers_lost)
+            + ", workers_replaced=" + short_repr(self.workers_replaced)
             + ")"
         )
 
 _DATA_RESOURCE = struct.Struct("<d")
 _DATA_HELLO = struct.Struct("<IHBxIII")
-_DATA_HELLO_REPLY = struct.Struct("<IBxxxII")
+_DATA_HELLO_REPLY = struct.Struct("<IBxxxIIQ")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
 _DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQII")
 _DATA_HEARTBEAT_ECHO = struct.Struct("<QII")
@@ -1641,15 +1665,15 @@ _DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQI")
-_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQ")
+_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQ")
 _CANON_RESOURCE = struct.Struct("<diI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
 _CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiIiI")
-_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000300")
-_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiI")
-_HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000002000100")
-_MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIiI")
+_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000400")
+_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiIiI")
+_HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000100")
+_MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
 _MESSAGE_CLIENT_HEARTBEAT = struct.Struct("<II24sQfIQ")
 _HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000007000000")
@@ -1686,8 +1710,8 @@ _HEAD_WORKER_DISCONNECT = bytes.fromhex("000000000100010010000000000000000000000
 _MESSAGE_WORKER_DISCONNECT = struct.Struct("<II24siI")
 _HEAD_GOODBYE = bytes.fromhex("000000000100010011000000000000000000000001000100")
 _MESSAGE_GOODBYE = struct.Struct("<II24sBxxxxxxxiI")
-_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000010000500")
-_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQQQiIiIiIiIiI")
+_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000012000500")
+_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQQQQQiIiIiIiIiI")
 _HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000200")
 _MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
 _HEAD_WORKER_RETIRE = bytes.fromhex("000000000100010014000000000000000000000001000100")
@@ -1735,6 +1759,7 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.hostname = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.resources = _read_list_resource(r, lo, hi, p + 16) if pn > 2 else []
+    obj.replaces = read_text(r, lo, hi, p + 24) if pn > 3 else ""
     obj.raw = None
     return obj
 
@@ -1742,13 +1767,14 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
 def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> HelloReply:
     buf = r.buf
     obj = _new(HelloReply)
-    if dn >= 16:
-        u0, u1, u2, u3 = _DATA_HELLO_REPLY.unpack_from(buf, d)
+    if dn >= 24:
+        u0, u1, u2, u3, u4 = _DATA_HELLO_REPLY.unpack_from(buf, d)
     else:
         u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
         u1 = buf[d + 4] if dn >= 5 else 0
         u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
         u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
+        u4 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
     obj.protocol_version = u0
     if not u1:
         obj.accepted = False
@@ -1762,6 +1788,7 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.task_policies = (u1 & 8) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
+    obj.max_frame_bytes = u4
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
@@ -2121,8 +2148,8 @@ def _read_list_worker_status(r: Reader, lo: int, hi: int, at: int) -> list[Worke
 def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> SchedulerStatus:
     buf = r.buf
     obj = _new(SchedulerStatus)
-    if dn >= 128:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
+    if dn >= 144:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -2142,6 +2169,8 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u15 = _UNIT_Q.unpack_from(buf, d + 104)[0] if dn >= 112 else 0
         u16 = _UNIT_Q.unpack_from(buf, d + 112)[0] if dn >= 120 else 0
         u17 = _UNIT_Q.unpack_from(buf, d + 120)[0] if dn >= 128 else 0
+        u18 = _UNIT_Q.unpack_from(buf, d + 128)[0] if dn >= 136 else 0
+        u19 = _UNIT_Q.unpack_from(buf, d + 136)[0] if dn >= 144 else 0
     obj.time_us = u0
     obj.cpu = u1
     obj.clients = u2
@@ -2160,6 +2189,8 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     obj.registered_again = u15
     obj.tasks_needing_resources = u16
     obj.retried_tasks = u17
+    obj.workers_lost = u18
+    obj.workers_replaced = u19
     obj.task_states = _read_list_counter(r, lo, hi, p) if pn > 0 else []
     obj.sent = _read_list_counter(r, lo, hi, p + 8) if pn > 1 else []
     obj.received = _read_list_counter(r, lo, hi, p + 16) if pn > 2 else []
@@ -2170,7 +2201,7 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 
 
 def _decode_hello(frame: bytes, pos: int) -> Hello:
-    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2 = _MESSAGE_HELLO.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2, a3, b3 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
     size = words * 8 + 8
@@ -2187,7 +2218,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
-    c = 80
+    c = 88
     if b0:
         n = b0 >> 3
         if a0 + a0 != c - 62 or b0 & 7 != 2 or not n or m[c + n - 1]:
@@ -2254,6 +2285,16 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         raise NotCanonical
     else:
         obj.resources = []
+    if b3:
+        n = b3 >> 3
+        if a3 + a3 != c - 86 or b3 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.replaces = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a3:
+        raise NotCanonical
+    else:
+        obj.replaces = ""
     if c != size:
         raise NotCanonical
     obj.raw = m
@@ -2265,7 +2306,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     u2 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 80
+    c = 88
     v = msg.name
     if v.__class__ is not str:
         raise NotCanonical
@@ -2325,6 +2366,19 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         parts[slot1] = b"".join(bodies1)
     else:
         a2 = b2 = 0
+    v = msg.replaces
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a3 = c - 86 >> 1
+        b3 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a3 = b3 = 0
     parts[base] = _MESSAGE_HELLO.pack(
         0,
         c - 8 >> 3,
@@ -2341,12 +2395,14 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         b1,
         a2,
         b2,
+        a3,
+        b3,
     )
     return c
 
 
 def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
-    segments, words, head, u0, u1, u2, u3, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO_REPLY:
         raise NotCanonical
     size = words * 8 + 8
@@ -2370,10 +2426,11 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.task_policies = (u1 & 8) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
-    c = 56
+    obj.max_frame_bytes = u4
+    c = 64
     if b0:
         n = b0 >> 3
-        if a0 + a0 != c - 54 or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if a0 + a0 != c - 62 or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.reason = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2406,14 +2463,14 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
     base = len(parts)
     parts.append(b"")
-    c = 56
+    c = 64
     v = msg.reason
     if v.__class__ is not str:
         raise NotCanonical
     if v:
         v = v.encode()
         n = len(v)
-        a0 = c - 54 >> 1
+        a0 = c - 62 >> 1
         b0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -2428,6 +2485,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         u1,
         msg.heartbeat_interval_ms,
         msg.peer_timeout_ms,
+        msg.max_frame_bytes,
         a0,
         b0,
     )
@@ -4257,7 +4315,7 @@ def _encode_goodbye(msg: Goodbye, parts: list) -> int:
 
 
 def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
     size = words * 8 + 8
@@ -4286,9 +4344,11 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.registered_again = u15
     obj.tasks_needing_resources = u16
     obj.retried_tasks = u17
-    c = 200
+    obj.workers_lost = u18
+    obj.workers_replaced = u19
+    c = 216
     if b0:
-        if a0 + a0 != c - 166 or b0 & 7 != 7:
+        if a0 + a0 != c - 182 or b0 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
@@ -4334,7 +4394,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.task_states = []
     if b1:
-        if a1 + a1 != c - 174 or b1 & 7 != 7:
+        if a1 + a1 != c - 190 or b1 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b1 >> 3:
@@ -4380,7 +4440,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.sent = []
     if b2:
-        if a2 + a2 != c - 182 or b2 & 7 != 7:
+        if a2 + a2 != c - 198 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -4426,7 +4486,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.received = []
     if b3:
-        if a3 + a3 != c - 190 or b3 & 7 != 7:
+        if a3 + a3 != c - 206 or b3 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b3 >> 3:
@@ -4472,7 +4532,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.function_tasks = []
     if b4:
-        if a4 + a4 != c - 198 or b4 & 7 != 7:
+        if a4 + a4 != c - 214 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 131080 or (t >> 2) * 10 != b4 >> 3:
@@ -4640,13 +4700,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
 def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     base = len(parts)
     parts.append(b"")
-    c = 200
+    c = 216
     items1 = msg.task_states
     if items1.__class__ is not list:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a0 = c - 166 >> 1
+        a0 = c - 182 >> 1
         b0 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -4679,7 +4739,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a1 = c - 174 >> 1
+        a1 = c - 190 >> 1
         b1 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -4712,7 +4772,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 182 >> 1
+        a2 = c - 198 >> 1
         b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -4745,7 +4805,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a3 = c - 190 >> 1
+        a3 = c - 206 >> 1
         b3 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -4778,7 +4838,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a4 = c - 198 >> 1
+        a4 = c - 214 >> 1
         b4 = count1 * 80 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -4880,6 +4940,8 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         msg.registered_again,
         msg.tasks_needing_resources,
         msg.retried_tasks,
+        msg.workers_lost,
+        msg.workers_replaced,
         a0,
         b0,
         a1,
@@ -5074,6 +5136,7 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     write_text(buf, start + 24, obj.name)
     write_text(buf, start + 32, obj.hostname)
     _write_list_resource(buf, blobs, start + 40, obj.resources)
+    write_text(buf, start + 48, obj.replaces)
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
@@ -5093,8 +5156,16 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
         v = obj.task_policies
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
-    _DATA_HELLO_REPLY.pack_into(buf, start, obj.protocol_version, u1, obj.heartbeat_interval_ms, obj.peer_timeout_ms)
-    write_text(buf, start + 16, obj.reason)
+    _DATA_HELLO_REPLY.pack_into(
+        buf,
+        start,
+        obj.protocol_version,
+        u1,
+        obj.heartbeat_interval_ms,
+        obj.peer_timeout_ms,
+        obj.max_frame_bytes,
+    )
+    write_text(buf, start + 24, obj.reason)
 
 
 def _fill_client_heartbeat(buf: bytearray, blobs: Blobs, start: int, obj: ClientHeartbeat) -> None:
@@ -5328,15 +5399,17 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
         obj.registered_again,
         obj.tasks_needing_resources,
         obj.retried_tasks,
+        obj.workers_lost,
+        obj.workers_replaced,
     )
-    _write_list_counter(buf, blobs, start + 128, obj.task_states)
-    _write_list_counter(buf, blobs, start + 136, obj.sent)
-    _write_list_counter(buf, blobs, start + 144, obj.received)
-    _write_list_counter(buf, blobs, start + 152, obj.function_tasks)
-    _write_list_worker_status(buf, blobs, start + 160, obj.workers)
+    _write_list_counter(buf, blobs, start + 144, obj.task_states)
+    _write_list_counter(buf, blobs, start + 152, obj.sent)
+    _write_list_counter(buf, blobs, start + 160, obj.received)
+    _write_list_counter(buf, blobs, start + 168, obj.function_tasks)
+    _write_list_worker_status(buf, blobs, start + 176, obj.workers)
 
 
-_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000300") + bytes(48)
+_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000400") + bytes(56)
 
 
 def _build_hello(msg: Hello, parts: list) -> int:
@@ -5346,7 +5419,7 @@ def _build_hello(msg: Hello, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_HELLO_REPLY = bytes.fromhex("0000000000000000000000000100010001000000000000000000000002000100") + bytes(24)
+_PREFIX_HELLO_REPLY = bytes.fromhex("0000000000000000000000000100010001000000000000000000000003000100") + bytes(32)
 
 
 def _build_hello_reply(msg: HelloReply, parts: list) -> int:
@@ -5516,7 +5589,7 @@ def _build_goodbye(msg: Goodbye, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000010000500") + bytes(168)
+_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000012000500") + bytes(184)
 
 
 def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
@@ -5710,6 +5783,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("previous_registrations", "previousRegistrations", "uint32", None),
         FieldInfo("resources", "resources", "struct_list", Resource),
         FieldInfo("task_policies", "taskPolicies", "bool", None),
+        FieldInfo("replaces", "replaces", "text", None),
     ),
     HelloReply: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
@@ -5720,6 +5794,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("forwards_task_output", "forwardsTaskOutput", "bool", None),
         FieldInfo("resumed", "resumed", "bool", None),
         FieldInfo("task_policies", "taskPolicies", "bool", None),
+        FieldInfo("max_frame_bytes", "maxFrameBytes", "uint64", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -5877,5 +5952,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("registered_again", "registeredAgain", "uint64", None),
         FieldInfo("tasks_needing_resources", "tasksNeedingResources", "uint64", None),
         FieldInfo("retried_tasks", "retriedTasks", "uint64", None),
+        FieldInfo("workers_lost", "workersLost", "uint64", None),
+        FieldInfo("workers_replaced", "workersReplaced", "uint64", None),
     ),
 }

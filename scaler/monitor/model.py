@@ -111,6 +111,10 @@ def status_sections(status: SchedulerStatus, tasks_per_second: Optional[float]) 
         scheduler.append(("need resources", format_count(status.tasks_needing_resources)))
     if status.retried_tasks:  # attempts started again after the function raised or timed out
         scheduler.append(("retried", format_count(status.retried_tasks)))
+    if status.workers_lost:  # workers that went silent: dead, or wedged until their cluster replaced them
+        scheduler.append(("workers lost", format_count(status.workers_lost)))
+    if status.workers_replaced:
+        scheduler.append(("replaced", format_count(status.workers_replaced)))
     return [
         Section("scheduler", scheduler),
         Section("task_manager", _counter_rows(status.task_states)),

@@ -64,6 +64,9 @@ struct Hello {
                                      # needing resources runs only on a worker offering at least that much of each
   taskPolicies @8 :Bool;             # workers: it runs its queue in Task.priority order and enforces Task.timeoutMs
                                      # (older workers ignore both)
+  replaces @9 :Text;                 # workers: this worker was started in place of one its cluster lost, and why
+                                     # (e.g. "Worker[0] pid 123: its agent stalled for 10.2s"); the scheduler logs and
+                                     # counts it (SchedulerStatus.workersReplaced)
 }
 
 struct HelloReply {
@@ -78,6 +81,9 @@ struct HelloReply {
                                # connection): what it held for the peer is still there
   taskPolicies @7 :Bool;       # the scheduler honours Task.resources, priority and retries: only then may a client
                                # set them (an older scheduler would ignore them)
+  maxFrameBytes @8 :UInt64;    # the largest frame the scheduler reads (--max-frame-bytes; ZeroMQ drops the connection
+                               # of a peer that sends more): peers split objects under it and refuse larger frames
+                               # themselves. 0: an older scheduler, whose limit is the default (512 MiB)
 }
 
 struct ClientHeartbeat {
@@ -281,6 +287,8 @@ struct SchedulerStatus {
   tasksNeedingResources @21 :UInt64;  # ready tasks no connected worker (retiring ones aside) offers the resources
                                       # for: not in tasksReady, in tasksWaiting
   retriedTasks @22 :UInt64;        # task attempts started again after the function raised or timed out, since start
+  workersLost @23 :UInt64;         # workers removed because they went silent (no heartbeat), since start
+  workersReplaced @24 :UInt64;     # workers whose Hello.replaces said a cluster started them in place of a lost one
 }
 
 struct Message {

@@ -161,6 +161,8 @@ class SchedulerCore:
         self.received_counts = [0] * _N_TYPES
         self.malformed = 0
         self.registered_again = 0  # peers whose Hello said they had registered before: survivors of a lost scheduler
+        self.workers_lost = 0  # workers removed because they went silent
+        self.workers_replaced = 0  # workers whose Hello said their cluster started them in place of a lost one
         self.peer_warnings = LimitedLog(logger)  # what peers make us warn about: a few lines, then a summary
         # peers connecting and leaving: every line while a cluster starts, not an endless stream when a peer loops
         self.peer_events = LimitedLog(
@@ -324,6 +326,7 @@ class SchedulerCore:
                     continue  # gone meanwhile
                 deadline = peer.last_seen + peer.clock.timeout
                 if deadline < now:
+                    self.workers_lost += 1
                     self._drop_worker(peer, f"no heartbeat for {now - peer.last_seen:.1f}s", now)
                     continue
             else:
@@ -540,6 +543,9 @@ class SchedulerCore:
             self._fit_cadence()
             self._watch(worker, now + self._told_cadence(worker))
             offers = f", resources {describe(offer)}" if offer else ""
+            if message.replaces:
+                self.workers_replaced += 1
+                offers += f", in place of a lost worker ({message.replaces})"
             self.peer_events.log(peer, now, "worker %s %s, capacity %d%s", name, _registered(again), capacity, offers)
             if not message.task_policies:
                 self.peer_warnings.log(

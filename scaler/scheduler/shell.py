@@ -317,6 +317,8 @@ class SchedulerShell:
             registered_again=core.registered_again,
             tasks_needing_resources=demand.tasks_needing_resources,
             retried_tasks=core.retried_tasks,
+            workers_lost=core.workers_lost,
+            workers_replaced=core.workers_replaced,
         )
 
 

@@ -42,6 +42,7 @@ from scaler.worker.lifetime import parent_alive
 from scaler.worker.outbox import Outbox
 from scaler.worker.processor_link import ProcessorLink
 from scaler.worker.settings import WorkerSettings
+from scaler.worker.watchdog import TurnCounter
 from scaler.worker.zygote import ProcessorZygote, ZygoteGone, describe_wait_status
 
 _MAX_FRAMES_PER_READ = 1000  # then the loop runs once before reading on, so results and heartbeats keep flowing
@@ -50,24 +51,42 @@ _EXIT_STATUS_TIMEOUT_SECONDS = 2.0  # a dead processor is reaped at once; this o
 _DISCONNECT_LINGER_MS = 1000  # lets WorkerDisconnect leave before the socket closes, without hanging on a dead link
 
 
-def run_worker(settings: WorkerSettings, name: str, parent_pid: Optional[int] = None) -> int:
+def run_worker(
+    settings: WorkerSettings,
+    name: str,
+    parent_pid: Optional[int] = None,
+    turns: Optional[TurnCounter] = None,
+    replaces: str = "",
+) -> int:
     """Run one worker in the calling process until it stops; returns its exit code.
 
     Call it before this process creates any ZeroMQ context or thread: the processor fork server is forked first.
+    `turns` counts the loop's turns for the launcher's watchdog (scaler/worker/watchdog.py); `replaces` says which
+    lost worker this one replaces, for the scheduler.
     """
     zygote = ProcessorZygote.start()
     try:
-        return WorkerAgent(settings, name, zygote, parent_pid).run()
+        return WorkerAgent(settings, name, zygote, parent_pid, turns, replaces).run()
     finally:
         zygote.stop(timeout_seconds=1.0)
 
 
 class WorkerAgent:
-    def __init__(self, settings: WorkerSettings, name: str, zygote: ProcessorZygote, parent_pid: Optional[int]) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        name: str,
+        zygote: ProcessorZygote,
+        parent_pid: Optional[int],
+        turns: Optional[TurnCounter] = None,
+        replaces: str = "",
+    ) -> None:
         self._settings = settings
         self._name = name
         self._zygote = zygote
         self._parent_pid = parent_pid
+        self._turns = turns
+        self._replaces = replaces
         self._links: Dict[int, ProcessorLink] = {}  # by the core's processor number
         self._dealer: Optional[zmq.Socket] = None
         self._dealer_events: Optional[zmq.Socket] = None  # the dealer's monitor: tells when its connection closes
@@ -90,7 +109,9 @@ class WorkerAgent:
         self._poller = zmq.Poller()
         self._poller.register(self._wake_read.fileno(), zmq.POLLIN)
         self._poller.register(self._zygote.fileno(), zmq.POLLIN)
-        self._core = WorkerCore(self._settings, self._name, socket.gethostname(), os.getpid(), time.monotonic())
+        self._core = WorkerCore(
+            self._settings, self._name, socket.gethostname(), os.getpid(), time.monotonic(), self._replaces
+        )
         # the processors, forked from the fork server before this, keep the defaults: the tasks they run are the user's
         tune_for_a_loop()
         try:
@@ -126,6 +147,8 @@ class WorkerAgent:
     # --- the loop -----------------------------------------------------------------------------------------------------
 
     def _run_once(self) -> None:
+        if self._turns is not None:
+            self._turns.turn()
         core = self._core
         now = time.monotonic()
         deadline = core.next_deadline()
@@ -254,6 +277,7 @@ class WorkerAgent:
             elif kind is SendHeartbeat:
                 self._send_heartbeat(instruction)
             elif kind is StartProcessor:
+                self._flush()  # what is settled leaves first: a fork takes a while, and a wedged fork server forever
                 forked = self._zygote.fork_processor(_FORK_TIMEOUT_SECONDS)
                 link = ProcessorLink(instruction.number, forked, self._settings.task_output_limit_bytes)
                 self._links[link.number] = link

@@ -135,12 +135,15 @@ _OBJECT_REF = ArgumentKind.object_ref
 
 
 class WorkerCore:
-    def __init__(self, settings: WorkerSettings, name: str, hostname: str, pid: int, now: float) -> None:
+    def __init__(
+        self, settings: WorkerSettings, name: str, hostname: str, pid: int, now: float, replaces: str = ""
+    ) -> None:
         """`name` prefixes the core's log lines ("Worker[0]"); identities come and go with connections."""
         self.settings = settings
         self.name = name
         self._hostname = hostname
         self._pid = pid
+        self._replaces = replaces  # said in the first Hello only: a worker registering again replaces nobody
         self.tasks: Dict[bytes, WorkerTask] = {}
         self.queue = TaskQueue()
         self.cache = ObjectCache(settings.object_retention_seconds)
@@ -213,6 +216,7 @@ class WorkerCore:
                         for name, amount in config.parse_resources(self.settings.resources).items()
                     ],
                     task_policies=True,  # the queue runs in priority order, timeouts are enforced
+                    replaces="" if self.registrations else self._replaces,
                 ),
                 0,
             )

@@ -16,6 +16,7 @@ wait_status) whenever a processor ends.
 from __future__ import annotations
 
 import array
+import faulthandler
 import logging
 import os
 import pickle
@@ -31,6 +32,7 @@ from scaler.worker.capture import OutputCapture, make_pipes
 from scaler.worker.channel import SharedProgress
 from scaler.worker.lifetime import die_with_parent, parent_alive
 from scaler.worker.processor import run_processor
+from scaler.worker.watchdog import STACKS_SIGNAL
 
 _FORK_REQUEST = b"fork"
 _REPLY_BYTES = 4096
@@ -66,6 +68,9 @@ class ProcessorZygote:
         pid = os.fork()
         if pid == 0:
             agent_end.close()
+            # The agent's stack dumps for its launcher (scaler/worker/watchdog.py) are the agent's; in processors
+            # SIGUSR1 is the user's, as in any process.
+            faulthandler.unregister(STACKS_SIGNAL)
             exit_code = 0
             try:
                 _serve(zygote_end, agent_pid)
