@@ -57,6 +57,8 @@ def check_wheel(path: str) -> List[str]:
     needed = ["scaler/protocol/scaler.capnp", "scaler/fastpath/_messages.py"]
     needed += [os.path.relpath(file, ROOT) for file in glob.glob(os.path.join(ROOT, "scaler/monitor/ui/static/*"))]
     problems += [f"the wheel lacks {name}" for name in needed if name not in names]
+    if not any(name.endswith(".dist-info/licenses/LICENSE") for name in names):
+        problems.append("the wheel lacks the LICENSE file")
     if "License-Expression: Apache-2.0" not in metadata.splitlines():
         problems.append("the wheel's METADATA has no 'License-Expression: Apache-2.0'")
     scripts = set(entry_points["console_scripts"]) if entry_points.has_section("console_scripts") else set()
@@ -67,7 +69,8 @@ def check_wheel(path: str) -> List[str]:
 def check_sdist(path: str) -> List[str]:
     with tarfile.open(path) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    needed = ["pyproject.toml", "README.md", "scaler/protocol/scaler.capnp", "scaler/monitor/ui/static/index.html"]
+    needed = ["pyproject.toml", "README.md", "LICENSE", "scaler/protocol/scaler.capnp"]
+    needed += ["scaler/monitor/ui/static/index.html"]
     return [f"the sdist lacks {name}" for name in needed if name not in names]
 
 

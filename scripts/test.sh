@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine (as root, or with sudo), builds and checks the sdist and
-# wheel, then runs every test: the whole suite on CPython, and the protocol and scheduler suites again on PyPy, where
-# the scheduler runs. A suite that passes but leaves files in the temporary directories fails (scripts/leftovers.py).
-# Extra arguments go to both pytest runs.
+# wheel, builds the documentation site strictly, then runs every test: the whole suite on CPython, and the protocol
+# and scheduler suites again on PyPy, where the scheduler runs. A suite that passes but leaves files in the temporary
+# directories fails (scripts/leftovers.py). Extra arguments go to both pytest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
@@ -11,12 +11,17 @@ packages=(pypy3 pypy3-venv pypy3-dev tmux chromium)
 packages+=(slurm-wlm munge)  # tests/autoscale run a one-node Slurm cluster on this machine
 apt_install "${packages[@]}"
 
-ensure_cpython_venv .venv ".[test,bench,uvloop,ui,release,plot]"  # plot: the soak test draws its PNG
+ensure_cpython_venv .venv ".[test,bench,uvloop,ui,release,plot,docs]"  # plot: the soak test draws its PNG
 # tests/deploy renders deploy/kubernetes with `kubectl kustomize` (offline); Debian's kubectl is too old for it
 command -v kubectl >/dev/null || echo "== no kubectl on PATH: tests/deploy skips the kustomize renderings"
 
 echo "== sdist and wheel, built and checked as a release would be (scripts/check_dist.py: build, twine check)"
 .venv/bin/python scripts/check_dist.py
+
+echo "== documentation site (mkdocs build --strict: a broken link, a missing page or anchor fails)"
+site=$(mktemp -d)
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site" || { rm -rf "$site"; exit 1; }
+rm -rf "$site"  # the built site is not kept: the check is that it builds
 
 echo "== PyPy environment (.venv-pypy)"
 [ -x .venv-pypy/bin/python ] || pypy3 -m venv .venv-pypy

@@ -1,4 +1,7 @@
-"""README's code and examples/ are one text: each `<!-- example: PATH -->` block must equal that file."""
+"""README.md is the front page: the two commands first, CI running the second, and short, the rest on the site.
+
+Its snippets, tables and paths are checked with the site's pages by tests/test_docs.py.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +9,17 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKED_BLOCK = re.compile(r"<!-- example: (\S+) -->\n```python\n(.*?)```", re.DOTALL)
-
-
-def test_readme_snippets_are_the_example_scripts() -> None:
-    readme = (ROOT / "README.md").read_text()
-    blocks = MARKED_BLOCK.findall(readme)
-    assert blocks, "README.md has no marked example blocks"
-    for path, code in blocks:
-        assert code == (ROOT / path).read_text(), f"README's block for {path} differs from the file"
-    shown = {path for path, _ in blocks}
-    scripts = {f"examples/{p.name}" for p in (ROOT / "examples").glob("*.py")}
-    assert scripts <= shown, f"examples missing from README: {sorted(scripts - shown)}"
 
 
 def test_readme_starts_with_the_two_commands_and_ci_runs_the_test_one() -> None:
     head = (ROOT / "README.md").read_text()[:1200]
     assert "bash scripts/demo.sh" in head and "bash scripts/test.sh" in head
+    assert "`.ci/run` runs exactly `bash scripts/test.sh`." in head
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^bash scripts/test.sh$", ci, re.MULTILINE)
+
+
+def test_readme_is_at_most_250_lines_and_links_into_the_site() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250, "the user guide and references belong on the site (docs/)"
+    assert re.search(r"\]\(docs/getting-started\.md\)", readme)

@@ -1,5 +1,5 @@
 """Each setting declared once (scaler/config.py) and everything derived from it: CLI options and their help, the
-settings objects, the Cluster and SchedulerClusterCombo keywords, child-process arguments and README's tables."""
+settings objects, the Cluster and SchedulerClusterCombo keywords, child-process arguments and the docs' tables."""
 
 from __future__ import annotations
 
@@ -128,17 +128,17 @@ def test_cluster_and_combo_keywords_are_the_declared_settings() -> None:
     assert cluster.settings == WorkerSettings(ADDRESS, **non_defaults(WORKER))
 
 
-def test_readme_option_tables_are_the_declarations() -> None:
-    """`python scripts/readme_options.py` rewrites them; a table edited by hand, or a new setting, fails here."""
-    readme = (ROOT / "README.md").read_text()
-    assert fill_option_tables(readme, config.SETTINGS) == readme, "run: python scripts/readme_options.py"
-    tables = re.findall(r"<!-- options: \S+ ([\w ]+) -->", readme)
+def test_option_tables_are_the_declarations() -> None:
+    """`python scripts/doc_tables.py` rewrites them; a table edited by hand, or a new setting, fails here."""
+    reference = (ROOT / "docs" / "reference" / "cli.md").read_text()
+    assert fill_option_tables(reference, config.SETTINGS) == reference, "run: python scripts/doc_tables.py"
+    tables = re.findall(r"<!-- options: \S+ ([\w ]+) -->", reference)
     assert {component for table in tables for component in table.split()} == set(COMPONENTS)
 
 
-def test_readme_limits_table_shows_the_declared_defaults() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("**Limits on untrusted input**") :]
+def test_limits_table_shows_the_declared_defaults() -> None:
+    security = (ROOT / "docs" / "deployment" / "security.md").read_text()
+    section = security[security.index("## Limits on untrusted input") :]
     rows = re.findall(r"^\| `(--[\w-]+)` \| ([^|]+) \|", section[: section.index("\n\n", section.index("| ---"))], re.M)
     assert len(rows) == 4
     by_flag = {setting.flags[0]: setting for setting in config.SETTINGS}

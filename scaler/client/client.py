@@ -61,16 +61,16 @@ class Client:
     heard: if one answers on the address in time, the client registers again and resubmits every unfinished task
     under the same id, so results come as if nothing happened (a task may run twice, as after a worker death);
     otherwise unfinished futures fail with SchedulerGoneError, a TimeoutError. `reconnect_seconds=0` fails them as
-    soon as the connection closes (or after timeout_seconds of silence). See README, "Failures and recovery", for
+    soon as the connection closes (or after timeout_seconds of silence). See the docs, "Failures and recovery", for
     what the client keeps to resubmit. On a scheduler with
     CurveZMQ on, pass this client's key pair file (`NAME.key_secret` from scaler_keygen) and the scheduler's public
     key file (`NAME.key`) as `curve_secret_key_file` and `curve_server_key_file`. `tcp_keepalive` and its
     `tcp_keepalive_idle_seconds`, `tcp_keepalive_interval_seconds` and `tcp_keepalive_count` set the TCP keepalive of
-    the connection, as the options of the same names do for the scheduler and workers (README has the table).
+    the connection, as the options of the same names do for the scheduler and workers (the docs' Settings page).
 
     `stream_output=True` prints what its tasks write to stdout and stderr (print, logging to the standard streams,
     C code, subprocesses) on this process's stdout and stderr as they run, each line marked "[function#n]", a task's
-    lines before its result() returns; the workers' task_output_limit_bytes caps each task (see README, Task output).
+    lines before its result() returns; the workers' task_output_limit_bytes caps each task (see the docs, Task output).
 
     A Client is picklable, so a task can receive one and submit nested tasks: in the worker it connects on first use,
     to the same address (which must be reachable from there), and tags what it submits as children of the running task.

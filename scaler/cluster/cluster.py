@@ -27,7 +27,7 @@ class Cluster:
         is_alive() -> bool
         with Cluster(...) as cluster: ...     # start() and shutdown()
 
-    The keywords are the options of `scaler_cluster` (README has the table; `inspect.signature(Cluster)` lists them
+    The keywords are the options of `scaler_cluster` (the docs list them; `inspect.signature(Cluster)` lists them
     with their defaults), e.g. per_worker_queue_size, heartbeat_interval_seconds, death_timeout_seconds; each is
     checked here, before any process starts.
 

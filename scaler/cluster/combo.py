@@ -38,7 +38,7 @@ class SchedulerClusterCombo:
     protected=False to let a client stop everything. Every process started here exits with this one, even if it is
     SIGKILLed, and shutdown() (also called at interpreter exit) leaves none behind.
 
-    Every other keyword is a setting of the scheduler, of the workers, or of both (README's option tables list them;
+    Every other keyword is a setting of the scheduler, of the workers, or of both (the docs' Settings page lists them;
     `inspect.signature(SchedulerClusterCombo)` too): each goes to the processes that use it, and each is checked
     here, before any process starts. `per_worker_queue_size` thus sets what each worker announces and caps it at
     the scheduler: one number, the most tasks a worker holds at once.

@@ -178,11 +178,11 @@ def test_user_and_ports_agree_with_the_manifests(image: str):
             assert exposed == ports
 
 
-def test_readme_builds_the_images_the_manifests_run():
-    readme = (Path(ROOT) / "README.md").read_text()
-    built = dict(re.findall(r"docker build -t (\S+) -f (deploy/docker/\S+) \.", readme))
+def test_the_kubernetes_page_builds_the_images_the_manifests_run():
+    page = (Path(ROOT) / "docs" / "deployment" / "kubernetes.md").read_text()
+    built = dict(re.findall(r"docker build -t (\S+) -f (deploy/docker/\S+) \.", page))
     images = {only_container(d)["image"] for d in of_kind(base_objects(), "Deployment")}
-    assert images <= set(built), f"README builds {sorted(built)}, the manifests run {sorted(images)}"
+    assert images <= set(built), f"the Kubernetes page builds {sorted(built)}, the manifests run {sorted(images)}"
     for tag, path in built.items():
         assert Path(ROOT, path) == IMAGES[tag.rsplit(":", 1)[0]], f"{tag} is built from {path}"
         assert tag.rsplit(":", 1)[1] == PYPROJECT["project"]["version"], f"{tag}: not the project's version"

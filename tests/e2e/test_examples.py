@@ -1,4 +1,5 @@
-"""Every script in examples/ (each one a README snippet) runs against a real cluster and prints what README says.
+"""Every script in examples/ (each one a snippet of the README or the site) runs against a real cluster and prints
+what the page says.
 
 Scripts that talk to a running scheduler get one started from the CLIs, as on separate hosts; scripts that start a
 SchedulerClusterCombo start their own. Only the address is changed, to a free port, so tests never collide.
@@ -41,8 +42,9 @@ EXPECTED_OUTPUT: Dict[str, List[str]] = {
     "progress.py": ["124750 4950"],
     "task_output.py": ["[work#0] working on 0", "14"],
     "task_policies.py": ["['frame 1 rendered', 'frame 2 rendered']", "frame 0 rendered", "3", "timed out: task"],
+    "curve_cluster.py": ["1024"],
 }
-STARTS_OWN_CLUSTER = {"local_cluster.py", "map_client.py", "simple_client.py", "uvloop_combo.py"}
+STARTS_OWN_CLUSTER = {"local_cluster.py", "map_client.py", "simple_client.py", "uvloop_combo.py", "curve_cluster.py"}
 NEEDS_UNPROTECTED = {"shutdown.py"}
 NEEDS_A_GPU = {"task_policies.py"}  # its workers must offer gpu=1
 
@@ -80,7 +82,7 @@ def _cli_cluster(directory: Path, protected: bool, cluster_options: Sequence[str
 
 def _run_example(name: str, address: str, directory: Path) -> str:
     source = (EXAMPLES / name).read_text()
-    assert README_ADDRESS in source, f"{name} should use the README's address"
+    assert README_ADDRESS in source, f"{name} should use the address the pages show"
     script = directory / name
     script.write_text(source.replace(README_ADDRESS, address))
     completed = subprocess.run(
