@@ -122,10 +122,24 @@ JIT_WARMUP = SETTINGS.declare(
 )  # fmt: skip
 
 # --- untrusted input (the scheduler) ----------------------------------------------------------------------------------
+MIN_FRAME_BYTES = 1024 * 1024  # the smallest --max-frame-bytes: room for a task's inline arguments and an object chunk
+FRAME_HEADROOM_BYTES = 64 * 1024  # in a frame, beside an object chunk: the message's other fields, and its neighbours
+
+
+def frame_limit_complaint(value: int) -> Optional[str]:
+    if value >= MIN_FRAME_BYTES:
+        return None
+    return (
+        f"must be >= {MIN_FRAME_BYTES} (1 MiB): a frame carries tasks with inline arguments of up to 64 KiB each,"
+        " and objects travel in chunks that fit under it"
+    )
+
+
 MAX_FRAME_BYTES = SETTINGS.declare(
     "max_frame_bytes", int, 512 * 1024 * 1024,
-    "a peer that sends a larger frame is disconnected by ZeroMQ before the frame is read into memory",
-    flags=("--max-frame-bytes", "-mf"), check=at_least(1), used_by=(SCHEDULER,),
+    "a peer that sends a larger frame is disconnected by ZeroMQ before the frame is read into memory; the scheduler"
+    " announces it, and its clients and workers split objects under it and refuse larger messages themselves",
+    flags=("--max-frame-bytes", "-mf"), check=frame_limit_complaint, used_by=(SCHEDULER,),
 )  # fmt: skip
 MAX_MALFORMED_PER_PEER = SETTINGS.declare(
     "max_malformed_per_peer", int, 100, "a client or worker that sends this many frames that do not decode is dropped",
@@ -280,6 +294,11 @@ DEFAULT_OBJECT_CHUNK_BYTES = 64 * 1024 * 1024  # objects larger than this travel
 DEFAULT_TASKS_PER_FRAME = 256  # the client batches this many tasks into one ZeroMQ frame
 DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS = 5.0  # disconnect()/shutdown() wait this long for the scheduler's answer
 DEFAULT_CLIENT_FUNCTION_CACHE_SIZE = 4096  # functions a client remembers by identity, to serialize each once
+
+
+def object_chunk_bytes(max_frame_bytes: int) -> int:
+    """The size of the chunks objects travel in to a scheduler reading frames of up to `max_frame_bytes`."""
+    return min(DEFAULT_OBJECT_CHUNK_BYTES, max_frame_bytes - FRAME_HEADROOM_BYTES)
 
 
 def default_monitor_address(address: str) -> str:

@@ -29,6 +29,11 @@ class TaskPoliciesUnsupportedError(ScalerError, RuntimeError):
     implement (an older version): rather than have them ignored, nothing was submitted."""
 
 
+class FrameTooLargeError(ScalerError, ValueError):
+    """A message was larger than the scheduler's frame limit (scaler_scheduler --max-frame-bytes), so it was not sent:
+    the scheduler would have dropped the connection. The message names the sizes."""
+
+
 class ProtocolVersionError(ScalerError):
     """The scheduler speaks another protocol version and refused this peer."""
 

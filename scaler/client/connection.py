@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
@@ -32,7 +33,7 @@ from scaler.client.objects import ContentIds, Outgoing
 from scaler.client.resubmission import resubmission
 from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of, settle_successes
 from scaler.client.send_queue import SendQueue
-from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS
+from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_MAX_FRAME_BYTES
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, make_identity
@@ -270,6 +271,11 @@ class Connection:
             self._terminate("cluster shut down" if shutdown_cluster else "disconnected")
             self._io.stop()
 
+    @property
+    def max_frame_bytes(self) -> int:
+        """The scheduler's frame limit, as its HelloReply said."""
+        return self._io.max_frame_bytes
+
     # ---- handshake and shutdown --------------------------------------------------------------------------------------
 
     def _hello(self) -> bytes:
@@ -346,6 +352,8 @@ class Connection:
         if reply.accepted:  # set here, so that the loop's next poll already wakes for the first heartbeat
             io.silence_limit_seconds = self.scheduler_gone_after_seconds
             io.follow_cadence(reply.heartbeat_interval_ms)
+            io.max_frame_bytes = reply.max_frame_bytes or DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's default
+            io.drops.registered(time.monotonic())
         if not self._hello_reply.done():  # the first handshake, which __init__ waits for
             if reply.accepted:
                 self.registrations = 1
@@ -463,11 +471,13 @@ class Connection:
             self._io.request_stop()
 
     def _on_encode_failure(self, message: Any, error: Exception) -> None:
+        """`message` could not be sent (it did not encode, or its frame was over the scheduler's limit)."""
         with self._lock:
             future = self._pending.pop(getattr(message, "task_id", None), None)
         if future is not None:
             _answered(future)
-            future._settle(ScalerError(f"task could not be encoded: {error}"), True, None)
+            failure = error if isinstance(error, ScalerError) else ScalerError(f"task could not be encoded: {error}")
+            future._settle(failure, True, None)
 
     def _on_task_results(self, results: List[TaskResult]) -> None:
         """Results that came in one frame: those of plain successes (value inline, no objects to release) settle

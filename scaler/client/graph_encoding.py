@@ -21,7 +21,8 @@ from scaler.client.ledger import ObjectNeed
 from scaler.client.options import TaskOptions
 from scaler.client.resubmission import GraphRecord
 from scaler.client.tasks import OBJECT_REF, TaskFactory, check_reference
-from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_MAX_FRAME_BYTES
+from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
+from scaler.errors import FrameTooLargeError
 from scaler.protocol import Argument, ArgumentKind, Builder, Task, Template, encode, make_template
 
 _TASK_REF = int(ArgumentKind.task_ref)
@@ -87,10 +88,10 @@ def submit_plan(
         else:
             unreported.append(task_id)
     frame = _NodeEncoder().encode(tasks)
-    if len(frame) > DEFAULT_MAX_FRAME_BYTES:
-        raise ValueError(
-            f"graph encodes to {len(frame)} bytes, over the {DEFAULT_MAX_FRAME_BYTES}-byte frame limit: "
-            "send large constants with send_object or split the graph"
+    if len(frame) > connection.max_frame_bytes:
+        raise FrameTooLargeError(
+            f"graph encodes to {len(frame)} bytes, over the scheduler's frame limit of {connection.max_frame_bytes}"
+            " bytes (scaler_scheduler --max-frame-bytes): send large constants with send_object or split the graph"
         )
     graph_objects = constants.objects
     record = GraphRecord(tasks, {future.task_id: future for future in futures.values()})

@@ -27,13 +27,17 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from scaler.client.objects import Outgoing
+from scaler.client.objects import LargeObject, Outgoing
 from scaler.client.send_queue import LOOK_AGAIN_MS
 from scaler.config import (
     DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS,
     DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
+    DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_TASKS_PER_FRAME,
+    object_chunk_bytes,
 )
+from scaler.drop_streak import DropStreak
+from scaler.errors import FrameTooLargeError
 from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
 from scaler.protocol import (
@@ -81,6 +85,8 @@ class IOThread:
         self.lag_us = 0  # last heartbeat round trip
         # True while the scheduler knows this client; set by the connection (HelloReply, a lost scheduler), read here
         self.registered = False
+        self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
+        self.drops = DropStreak()  # told of each registration by the connection
         self._address = address
         self._hello = hello  # returns the Hello to send now
         self._take_outgoing = take_outgoing
@@ -206,6 +212,11 @@ class IOThread:
             event = recv_monitor_message(events, zmq.NOBLOCK)["event"]
             if event == zmq.EVENT_DISCONNECTED:
                 self._connected = False
+                stop = self.drops.dropped(time.monotonic(), self._address)
+                if stop is not None:
+                    self._on_silence(stop)
+                    self._stopping = True
+                    return
                 if self.registered and self._on_lost is not None:
                     self._on_lost(f"the connection to the scheduler at {self._address} closed")
             elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
@@ -235,36 +246,73 @@ class IOThread:
         items = self._take_outgoing()
         if not items:
             return False
-        send = self._socket.send
         batch: List[Any] = []
         messages = 0  # items of the batch still to encode; Encoded ones (submit's tasks) are joined as they are
         for item in items:
             kind = item.__class__
-            if kind is bytes or kind is list:
+            if kind is bytes or kind is list or kind is LargeObject:
                 if batch:
-                    send(self._frame(batch, messages))
+                    self._send_batch(batch, messages)
                     batch = []
                     messages = 0
                 if kind is list:  # a run of submitted tasks, encoded (send_queue.py): joined here, not under the lock
                     for start in range(0, len(item), DEFAULT_TASKS_PER_FRAME):
-                        send(b"".join(item[start : start + DEFAULT_TASKS_PER_FRAME]))
-                    continue
-                send(item, copy=len(item) < _COPY_THRESHOLD)
+                        self._send_joined(item[start : start + DEFAULT_TASKS_PER_FRAME])
+                elif kind is LargeObject:
+                    for frame in item.frames(object_chunk_bytes(self.max_frame_bytes)):
+                        self._send_frame(frame)
+                else:
+                    self._send_frame(item)
                 continue
             batch.append(item)
             if kind is not Encoded:
                 messages += 1
             if len(batch) >= DEFAULT_TASKS_PER_FRAME:
-                send(self._frame(batch, messages))
+                self._send_batch(batch, messages)
                 batch = []
                 messages = 0
         if batch:
-            send(self._frame(batch, messages))
+            self._send_batch(batch, messages)
         return True
 
-    def _frame(self, batch: List[Any], messages: int) -> bytes:
-        """The frame of a batch of which `messages` items are messages to encode; the others are Encoded already."""
-        return self._encode_batch(batch) if messages else b"".join(batch)
+    def _send_batch(self, batch: List[Any], messages: int) -> None:
+        """One frame of a batch of which `messages` items are messages to encode; halves of it if that is over the
+        scheduler's frame limit."""
+        frame = self._encode_batch(batch) if messages else b"".join(batch)
+        if len(frame) > self.max_frame_bytes and len(batch) > 1:
+            for half in (batch[: len(batch) // 2], batch[len(batch) // 2 :]):
+                self._send_batch(half, sum(1 for item in half if item.__class__ is not Encoded))
+            return
+        self._send_frame(frame)
+
+    def _send_joined(self, parts: List[bytes]) -> None:
+        """Encoded tasks joined into one frame, or into halves of it if that is over the scheduler's frame limit."""
+        frame = b"".join(parts)
+        if len(frame) > self.max_frame_bytes and len(parts) > 1:
+            self._send_joined(parts[: len(parts) // 2])
+            self._send_joined(parts[len(parts) // 2 :])
+            return
+        self._send_frame(frame)
+
+    def _send_frame(self, frame: bytes) -> None:
+        """Send a frame, unless it is over the scheduler's frame limit: ZeroMQ would then drop the connection, and
+        the frame would go again with every reconnection. Its tasks fail instead, saying why."""
+        if len(frame) <= self.max_frame_bytes:
+            self._socket.send(frame, copy=len(frame) < _COPY_THRESHOLD)
+            self.drops.sent(len(frame))
+            return
+        error = FrameTooLargeError(
+            f"a message of {len(frame)} bytes is over the scheduler's frame limit of {self.max_frame_bytes} bytes"
+            " (scaler_scheduler --max-frame-bytes): it was not sent. Pass large values as arguments or with"
+            " send_object (they travel in chunks under the limit), or raise the limit"
+        )
+        logger.error("%s", error)
+        try:
+            refused = decode_frame(frame)
+        except ProtocolError:
+            refused = []
+        for message in refused:
+            self._on_encode_failure(message, error)
 
     def _encode_batch(self, batch: List[Any]) -> bytes:
         try:

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, List, Union
+from typing import Any, Iterator, List, Union
 
-from scaler.config import DEFAULT_INLINE_LIMIT_BYTES, DEFAULT_OBJECT_CHUNK_BYTES
+from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import Encoded, ObjectPut, encode
 
 # An item of the client's outgoing queue: a message or an Encoded one (a call's Task, see calls.py), batched with its
-# neighbours into one frame; plain bytes already encoded, sent as a frame of their own (large objects, graphs that
-# must arrive in one frame); or a run of submitted tasks' bytes (send_queue.py), sent joined into frames of their own.
-Outgoing = Union[Any, Encoded, bytes, List[bytes]]
+# neighbours into one frame; plain bytes already encoded, sent as a frame of their own (graphs that must arrive in one
+# frame); a LargeObject, sent in chunks of a frame each; or a run of submitted tasks' bytes (send_queue.py), sent
+# joined into frames of their own.
+Outgoing = Union[Any, Encoded, bytes, List[bytes], "LargeObject"]
 
 CONTENT_ID_BYTES = 16
 
@@ -45,28 +46,44 @@ class ContentIds:
         return hashlib.blake2b(payload, digest_size=CONTENT_ID_BYTES, key=self._key).digest()
 
 
+class LargeObject:
+    """An object above the inline limit, as an item of the outgoing queue: the IO thread sends it as ObjectPut chunks
+    under the scheduler's frame limit (HelloReply.maxFrameBytes), one frame each. Chunked when sent, not when
+    queued, so that a resubmission to a scheduler with another limit follows that one."""
+
+    __slots__ = ("object_id", "kind", "name", "payload")
+
+    def __init__(self, object_id: bytes, kind: int, name: str, payload: bytes) -> None:
+        self.object_id = object_id
+        self.kind = kind
+        self.name = name
+        self.payload = payload
+
+    def frames(self, chunk_bytes: int) -> Iterator[bytes]:
+        payload = self.payload
+        total = len(payload)
+        count = max(1, -(-total // chunk_bytes))
+        view = memoryview(payload)
+        for index in range(count):
+            yield encode(
+                ObjectPut(
+                    object_id=self.object_id,
+                    kind=self.kind,
+                    name=self.name,
+                    payload=view[index * chunk_bytes : (index + 1) * chunk_bytes] if count > 1 else payload,
+                    chunk_index=index,
+                    chunk_count=count,
+                    total_size=total,
+                )
+            )
+
+
 def object_puts(object_id: bytes, kind: int, name: str, payload: bytes) -> List[Outgoing]:
-    """The ObjectPut messages for one object, chunked; a large chunk is encoded now so it travels as its own frame."""
+    """What to queue for one object: an ObjectPut to batch with its neighbours, or a large one to send in chunks."""
     total = len(payload)
     if total <= DEFAULT_INLINE_LIMIT_BYTES:
         return [ObjectPut(object_id=object_id, kind=kind, name=name, payload=payload, total_size=total)]
-    chunk_bytes = DEFAULT_OBJECT_CHUNK_BYTES
-    count = max(1, -(-total // chunk_bytes))
-    view = memoryview(payload)
-    return [
-        encode(
-            ObjectPut(
-                object_id=object_id,
-                kind=kind,
-                name=name,
-                payload=bytes(view[index * chunk_bytes : (index + 1) * chunk_bytes]) if count > 1 else payload,
-                chunk_index=index,
-                chunk_count=count,
-                total_size=total,
-            )
-        )
-        for index in range(count)
-    ]
+    return [LargeObject(object_id, kind, name, payload)]
 
 
 def qualified_name(function: Any) -> str:

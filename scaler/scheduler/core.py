@@ -600,6 +600,7 @@ class SchedulerCore:
                 forwards_task_output=True,
                 resumed=resumed,
                 task_policies=True,
+                max_frame_bytes=self.settings.max_frame_bytes,
             ),
         )
 

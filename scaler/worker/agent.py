@@ -228,7 +228,7 @@ class WorkerAgent:
                 break
             dropped = dropped or event["event"] == zmq.EVENT_DISCONNECTED
         if dropped:
-            self._core.connection_dropped(now)
+            self._core.connection_dropped(now, self._outbox.largest if self._outbox is not None else 0)
 
     def _read_processor(self, link: ProcessorLink, now: float, pipes_ready: bool) -> None:
         if link.number not in self._links:
@@ -363,6 +363,7 @@ class WorkerAgent:
         outgoing = self._core.take_outgoing()
         if self._outbox is None:
             return
+        self._outbox.payload_budget = config.object_chunk_bytes(self._core.max_frame_bytes)
         add = self._outbox.add
         for message, payload_bytes in outgoing:
             add(message, payload_bytes)

@@ -40,6 +40,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 import cloudpickle
 
 from scaler import config
+from scaler.drop_streak import DropStreak
 from scaler.errors import ProcessorDiedError, ScalerError
 from scaler.protocol import (
     PROTOCOL_VERSION,
@@ -110,6 +111,7 @@ EXIT_OK = 0
 EXIT_SCHEDULER_LOST = 1  # death timeout, or the launcher that started us is gone
 EXIT_REFUSED = 2  # the scheduler refused our Hello (protocol version)
 EXIT_BROKEN = 3  # the worker can no longer start processors
+_MAX_ERROR_TEXT = 64 * 1024  # characters of a failed task's traceback sent; the middle of a longer one is left out
 
 RECONNECT_FIRST_SECONDS = 1.0  # after a lost scheduler, Hello again this long after the first one, doubling...
 RECONNECT_MAX_SECONDS = 10.0  # ...up to this (ZeroMQ itself reconnects the socket meanwhile)
@@ -159,6 +161,8 @@ class WorkerCore:
         self.lost_after = settings.death_timeout_seconds  # the scheduler's peer timeout, once it told us
         self.lag_us = 0
         self.output_forwarded = False  # the scheduler forwards TaskOutput: only then is streamOutput honoured
+        self.max_frame_bytes = config.DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
+        self._drops = DropStreak()
         self.last_heard = now
         self.malformed = 0
         # What the scheduler, or the tasks it sends, make us warn about: a few lines per kind, then a summary.
@@ -237,11 +241,17 @@ class WorkerCore:
             handler(message)
         self._dispatch()
 
-    def connection_dropped(self, now: float) -> None:
+    def connection_dropped(self, now: float, largest_frame_bytes: int = 0) -> None:
         """The connection to the scheduler closed (it died or restarted): whatever we send on it now would reach a
-        scheduler that does not know us, so register again at once, on a new connection."""
+        scheduler that does not know us, so register again at once, on a new connection. `largest_frame_bytes`: of
+        the frames sent on it (a scheduler drops a peer whose frame is over its limit: see drop_streak.py)."""
         self._now = now
         if self.exit_code is not None:
+            return
+        self._drops.sent(largest_frame_bytes)
+        stop = self._drops.dropped(now, self.settings.address)
+        if stop is not None:
+            self._exit(EXIT_BROKEN, stop)
             return
         if self.connection == CONNECTED:
             self._lose_scheduler("the connection to the scheduler closed")
@@ -506,6 +516,8 @@ class WorkerCore:
         if reply.peer_timeout_ms:
             self.lost_after = reply.peer_timeout_ms / 1000
         self.output_forwarded = reply.forwards_task_output
+        self.max_frame_bytes = reply.max_frame_bytes or config.DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's
+        self._drops.registered(self._now)
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
@@ -760,8 +772,13 @@ class WorkerCore:
                 buffer.finish(self._outgoing)
         size = len(payload)
         in_object = False
+        if len(error_text) > _MAX_ERROR_TEXT:  # a traceback with a huge repr in it: it must fit a frame
+            cut = _MAX_ERROR_TEXT // 2
+            error_text = (
+                f"{error_text[:cut]}\n[... {len(error_text) - 2 * cut} characters left out ...]\n{error_text[-cut:]}"
+            )
         if size > config.DEFAULT_INLINE_LIMIT_BYTES:
-            if status != _SUCCESS and size > config.DEFAULT_OBJECT_CHUNK_BYTES:
+            if status != _SUCCESS and size > config.object_chunk_bytes(self.max_frame_bytes):
                 # Failures stay inline (clients read them from the TaskResult); one this big could not be encoded.
                 too_large = RuntimeError(f"the task's exception was too large to send ({size} bytes serialized)")
                 payload = cloudpickle.dumps(too_large)
@@ -776,11 +793,11 @@ class WorkerCore:
             result.duration_us = profile.duration_us
             result.cpu_time_us = profile.cpu_time_us
             result.peak_memory = profile.peak_memory
-        self._outgoing.append((result, size))
+        self._outgoing.append((result, size + len(error_text)))
 
     def _put_result_object(self, task_id: bytes, payload: bytes) -> None:
         """A large result, as ObjectPut chunks with the task's id, to go before its TaskResult."""
-        chunk_bytes = config.DEFAULT_OBJECT_CHUNK_BYTES
+        chunk_bytes = config.object_chunk_bytes(self.max_frame_bytes)
         chunk_count = max(1, -(-len(payload) // chunk_bytes))
         for index in range(chunk_count):
             chunk = payload[index * chunk_bytes : (index + 1) * chunk_bytes] if chunk_count > 1 else payload

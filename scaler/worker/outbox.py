@@ -22,10 +22,13 @@ class Outbox:
         self._dealer = dealer
         self._messages: List[object] = []
         self._payload_bytes = 0
+        # Frames hold at most one object chunk's worth of payload (plus headers), so that none is over the scheduler's
+        # frame limit: the agent sets it from what the scheduler announced (WorkerCore.max_frame_bytes).
+        self.payload_budget = config.object_chunk_bytes(config.DEFAULT_MAX_FRAME_BYTES)
+        self.largest = 0  # the largest frame sent, for WorkerCore.connection_dropped
 
     def add(self, message: object, payload_bytes: int = 0) -> None:
-        # Frames stay under one chunk (plus headers), so none comes near the scheduler's maximum frame size.
-        if self._messages and self._payload_bytes + payload_bytes > config.DEFAULT_OBJECT_CHUNK_BYTES:
+        if self._messages and self._payload_bytes + payload_bytes > self.payload_budget:
             self.flush()
         self._messages.append(message)
         self._payload_bytes += payload_bytes
@@ -38,6 +41,8 @@ class Outbox:
         self._messages = []
         self._payload_bytes = 0
         self._dealer.send(frame, copy=len(frame) < _ZERO_COPY_SEND_BYTES)
+        if len(frame) > self.largest:
+            self.largest = len(frame)
 
     def clear(self) -> None:
         self._messages = []

@@ -59,7 +59,8 @@ class ProtocolPeer:
     `answer_cancels` (False: ignore TaskCancel), `threaded` (run each task in its own thread, for nested tasks),
     `protected` (refuse shutdown), `answer` (a hook returning a TaskResult to send instead of running the task),
     `address` (bind there, as a scheduler restarted on the address of one that died, instead of a random port),
-    `task_policies` (what its HelloReply says: False plays an older scheduler)."""
+    `task_policies` (what its HelloReply says: False plays an older scheduler), `max_frame_bytes` (ZeroMQ drops a
+    client that sends a larger frame; the HelloReply does not announce it, as an older scheduler's would not)."""
 
     def __init__(
         self,
@@ -74,6 +75,7 @@ class ProtocolPeer:
         answer: Optional[Callable[[Task], Optional[TaskResult]]] = None,
         address: Optional[str] = None,
         task_policies: bool = True,
+        max_frame_bytes: Optional[int] = None,
     ) -> None:
         self.refuse = refuse
         self.task_policies = task_policies
@@ -96,6 +98,8 @@ class ProtocolPeer:
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.SNDHWM, 0)  # as the scheduler: a ROUTER drops what exceeds its high-water mark
         self._router.setsockopt(zmq.RCVHWM, 0)
+        if max_frame_bytes is not None:
+            self._router.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
         if address is None:
             address = "tcp://127.0.0.1:{}".format(self._router.bind_to_random_port("tcp://127.0.0.1"))
         else:

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from scaler.client import Client, Serializer
+from scaler.drop_streak import DROPS_BEFORE_STOPPING
 from scaler.errors import SchedulerGoneError
 from scaler.protocol import Goodbye, Hello, ObjectKind, ObjectPut, Task, TaskCancel
 from tests.client.peer import ProtocolPeer
@@ -157,3 +158,17 @@ def test_a_cancel_lost_with_the_connection_is_sent_again_to_the_same_scheduler()
         wait_for(lambda: len(peer.messages(TaskCancel)) == 2, 10, "the cancel sent again")
         assert future.task_id not in {task.task_id for task in peer.messages(Task)[1:]}
         client.disconnect()
+
+
+def test_a_client_dropped_again_and_again_for_a_large_frame_stops_and_says_why() -> None:
+    """An older scheduler announces no frame limit: the client sends a 20 MB object in one chunk, is dropped, registers
+    again and sends it again. It stops after a few rounds and fails its futures with the reason."""
+    with ProtocolPeer(max_frame_bytes=2 * 1024 * 1024, execute=False) as peer:
+        client = Client(peer.address, timeout_seconds=10, reconnect_seconds=60)
+        try:
+            future = client.submit(len, b"x" * 20_000_000)
+            with pytest.raises(SchedulerGoneError, match=r"3 times in a row.*--max-frame-bytes"):
+                future.result(timeout=40)
+            assert len(peer.messages(Hello)) == DROPS_BEFORE_STOPPING
+        finally:
+            client.disconnect()

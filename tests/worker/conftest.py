@@ -6,7 +6,7 @@ import pytest
 
 from scaler.protocol import Hello
 from tests.processes import ScalerProcess, wait_for
-from tests.worker.helpers import all_gone
+from tests.worker.helpers import all_gone, processor_pids
 from tests.worker.peer import SchedulerPeer
 
 
@@ -57,4 +57,6 @@ def start_cluster(peer: SchedulerPeer, tmp_path) -> Iterator[Callable[..., Scale
 def worker(peer: SchedulerPeer, start_cluster) -> RunningWorker:
     process = start_cluster()
     identity, hello = peer.accept()
+    # the agent says Hello before it forks its first processor (it sends what it has before a fork)
+    wait_for(lambda: peer.pump(0.01) or len(processor_pids(process)) == 1, 10, "the worker's first processor")
     return RunningWorker(identity, hello, process)

@@ -36,7 +36,11 @@ Received = Tuple[bytes, Any]  # (the sender's routing id, the decoded message)
 
 
 class SchedulerPeer:
-    def __init__(self, heartbeat_interval_ms: int = 100, echo_heartbeats: bool = True) -> None:
+    def __init__(
+        self, heartbeat_interval_ms: int = 100, echo_heartbeats: bool = True, max_frame_bytes: Optional[int] = None
+    ) -> None:
+        """`max_frame_bytes`: ZeroMQ drops a worker that sends a larger frame; the HelloReply does not say so, as an
+        older scheduler's would not."""
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.echo_heartbeats = echo_heartbeats
         self.chunk_bytes: Optional[int] = None  # set to serve objects in several ObjectResponse chunks
@@ -45,7 +49,10 @@ class SchedulerPeer:
         self.heartbeats: List[Tuple[float, bytes, WorkerHeartbeat]] = []  # (arrival time, worker, heartbeat)
         self.inbox: List[Received] = []
         self._context = zmq.Context()
-        self._router = create_router(self._context, "tcp://127.0.0.1:*")
+        if max_frame_bytes is None:
+            self._router = create_router(self._context, "tcp://127.0.0.1:*")
+        else:
+            self._router = create_router(self._context, "tcp://127.0.0.1:*", max_frame_bytes)
         self.address = self._router.getsockopt(zmq.LAST_ENDPOINT).decode()
 
     def close(self) -> None:

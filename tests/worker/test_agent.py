@@ -8,9 +8,11 @@ import signal
 import psutil
 
 from scaler import config
+from scaler.drop_streak import DROPS_BEFORE_STOPPING
 from scaler.protocol import PROTOCOL_VERSION, Goodbye, Role, WorkerDisconnect, WorkerRetire, heartbeat_flags
-from tests.processes import wait_for
+from tests.processes import ScalerProcess, wait_for
 from tests.worker.helpers import wait_exit, wait_heartbeat
+from tests.worker.peer import SchedulerPeer
 
 
 def test_hello_describes_the_worker(worker):
@@ -105,3 +107,29 @@ def test_stopping_the_cluster_disconnects_every_worker(peer, start_cluster):
         identity, _ = peer.wait_for(lambda received: type(received[1]) is WorkerDisconnect)
         identities.remove(identity)
     assert wait_exit(process, peer) == 0
+
+
+def make_bytes(size: int) -> bytes:
+    return b"x" * size
+
+
+def test_a_worker_dropped_again_and_again_for_a_large_frame_stops_and_says_why(tmp_path) -> None:
+    """An older scheduler (it announces no frame limit) drops a worker whose result frame is over its limit; given the
+    task again each time the worker registers again, the worker would loop forever. It stops after a few, saying
+    why."""
+    peer = SchedulerPeer(max_frame_bytes=2 * 1024 * 1024)
+    process = ScalerProcess(
+        "scaler.cluster", ["-n", "1", "--heartbeat-interval", "0.1", peer.address], str(tmp_path / "c.log")
+    )
+    try:
+        for _ in range(DROPS_BEFORE_STOPPING):
+            identity, _ = peer.accept()
+            peer.send(identity, peer.task(make_bytes, 4 * 1024 * 1024))  # its result frame is over the limit
+        process.wait_for_output("closed the connection 3 times in a row", timeout=30)
+        log = process.output()
+        assert "--max-frame-bytes" in log and "Stopping rather than sending it again" in log, log
+        assert process.popen.wait(20) != 0
+        assert "Worker[0] lost" in process.output()
+    finally:
+        process.stop()
+        peer.close()
