@@ -1339,11 +1339,14 @@ class SchedulerCore:
 
     def _on_object_request(self, state, message: ObjectRequest, now: float) -> None:
         peer = state.identity
+        worker = type(state) is WorkerState
         for object_id in message.object_ids:
             stored = self.objects.get(object_id)
             if stored is None or not stored.complete:
                 self._send_message(peer, ObjectResponse(object_id=object_id, found=False))
                 continue
+            if worker:  # a worker asks once for an object it keeps: a list, not a set, and a rare duplicate
+                stored.holders.append(peer)
             for index, chunk in enumerate(stored.chunks):
                 self._send_message(
                     peer,
@@ -1371,10 +1374,16 @@ class SchedulerCore:
             self._free(stored)
 
     def _free(self, stored: StoredObject) -> None:
+        """Forget an object, and tell the workers it was sent to: they would keep it until their retention ran out."""
         self.objects.pop(stored.object_id, None)
         client = self.clients.get(stored.owner)
         if client is not None:
             client.objects.pop(stored.object_id, None)
+        if stored.holders:
+            delete = ObjectDelete(object_ids=[stored.object_id])
+            for holder in set(stored.holders):
+                if holder in self.workers:
+                    self._send_message(holder, delete)
 
     # ---- balancing ---------------------------------------------------------------------------------------------------
 

@@ -155,7 +155,18 @@ class ClientState:
 class StoredObject:
     """An object held for workers and clients: sent by a client, or a task result kept for graph consumers."""
 
-    __slots__ = ("object_id", "owner", "kind", "name", "chunks", "chunk_count", "total_size", "consumers", "released")
+    __slots__ = (
+        "object_id",
+        "owner",
+        "kind",
+        "name",
+        "chunks",
+        "chunk_count",
+        "total_size",
+        "consumers",
+        "released",
+        "holders",
+    )
 
     def __init__(self, object_id: bytes, owner: bytes, kind: int, name: str, chunk_count: int, total_size: int) -> None:
         self.object_id = object_id
@@ -167,6 +178,7 @@ class StoredObject:
         self.total_size = total_size
         self.consumers = 0  # unfinished graph tasks that still need this result
         self.released = True  # False while the owning client still has to fetch it (a reported in-object result)
+        self.holders: List[bytes] = []  # workers it was sent to: told to drop their copies when it is freed
 
     @property
     def complete(self) -> bool:

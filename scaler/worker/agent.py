@@ -33,6 +33,7 @@ from scaler.worker.instructions import (
     DropTasks,
     EndParking,
     Exit,
+    ForgetObjects,
     HandTasks,
     KillProcessor,
     SendHeartbeat,
@@ -291,6 +292,8 @@ class WorkerAgent:
                     self._kill(link)
             elif kind is EndParking:
                 self._order(instruction.number, ProcessorLink.end_parking)
+            elif kind is ForgetObjects:
+                self._order(instruction.number, ProcessorLink.forget, instruction.object_ids)
             elif kind is Connect:
                 self._connect()
             elif kind is Exit:

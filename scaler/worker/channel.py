@@ -63,6 +63,8 @@ class ProcessorOrders(NamedTuple):
     # them all, up to this order, once its blocked task is done, and never reports them (the agent may hand them to it
     # again later); tasks and drops sent after this order are new and handled as usual.
     end_of_parking: bool = False
+    # objects to drop now; sent only to a processor that was handed no task it has not answered (see core.py)
+    forget: Tuple[bytes, ...] = ()
 
 
 class ProcessorResult(NamedTuple):
@@ -96,7 +98,7 @@ def _to_wire(message: Any) -> tuple:
         tasks = message.tasks
         if tasks and type(tasks[0]) is not tuple:  # NamedTuples (tests): as plain tuples, like the agent's own
             tasks = [(*task[:6], [tuple(argument) for argument in task[6]], *task[7:]) for task in tasks]
-        return (_ORDERS, tasks, message.drops, message.end_of_parking)
+        return (_ORDERS, tasks, message.drops, message.end_of_parking, tuple(message.forget))
     if type(message) is ProcessorReport:
         results = [tuple(result) for result in message.results]
         return (_REPORT, results, message.dropped, message.blocked, message.streamed)
@@ -108,7 +110,7 @@ def _from_wire(wire: tuple) -> Any:
     new = tuple.__new__
     if wire[0] == _ORDERS:
         # Tasks and their arguments stay plain tuples: the processor unpacks each once (processor.py).
-        return new(ProcessorOrders, (wire[1], wire[2], wire[3]))
+        return new(ProcessorOrders, (wire[1], wire[2], wire[3], wire[4]))
     return new(ProcessorReport, ([new(ProcessorResult, result) for result in wire[1]], wire[2], wire[3], wire[4]))
 
 

@@ -76,6 +76,7 @@ from scaler.worker.instructions import (
     DropTasks,
     EndParking,
     Exit,
+    ForgetObjects,
     HandTasks,
     KillProcessor,
     SendHeartbeat,
@@ -814,7 +815,9 @@ class WorkerCore:
     def _forget(self, task: WorkerTask, stimulus: str) -> None:
         task.move(stimulus, DONE)
         del self.tasks[task.task_id]
-        self.cache.unpin(task.needs, self._now)
+        dropped = self.cache.unpin(task.needs, self._now)
+        if dropped:
+            self._forget_objects(dropped)
         if self.outputs:
             self.outputs.pop(task.task_id, None)  # not answered (balanced away, scheduler lost): nobody to tell
 
@@ -846,15 +849,30 @@ class WorkerCore:
                 task.move("object arrived", READY)
 
     def _on_object_delete(self, delete: ObjectDelete) -> None:
-        self._forget_objects(self.cache.delete(delete.object_ids))
+        self._forget_objects(self.cache.delete_for_scheduler(delete.object_ids))
 
     def _forget_objects(self, object_ids: List[bytes]) -> None:
         if not object_ids:
             return
         for processor in self.processors.values():
-            processor.forget.extend(object_ids)  # it drops its copies with the next task it is handed
+            if processor.pipe:  # tasks handed before may still use them: it drops its copies with the next task
+                processor.forget.extend(object_ids)
+                continue
+            # Idle: no task it was handed will run after the order, so it drops them at once, with any eviction due.
+            processor.forget.extend(object_ids)
+            self._instructions.append(ForgetObjects(processor.number, self._take_forget(processor)))
         for object_id in object_ids:
             self.durations.pop(object_id, None)
+
+    def _take_forget(self, processor: ProcessorState) -> List[bytes]:
+        """The evictions to send the processor now, no longer counted as held there: forgetting goes first on both
+        sides, so that an object fetched again is sent again."""
+        forget = processor.forget
+        if forget:
+            processor.forget = []
+            forgotten = set(forget)
+            processor.held = {key for key in processor.held if key[1] not in forgotten}
+        return forget
 
     # --- processors -----------------------------------------------------------------------------------------------
 
@@ -1042,12 +1060,7 @@ class WorkerCore:
                 instructions.append(HandTasks(processor.number, handed))
 
     def _processor_task(self, task: WorkerTask, processor: ProcessorState) -> ProcessorTask:
-        forget = processor.forget
-        if forget:
-            # Forgetting goes first on both sides: an evicted object fetched again must be sent again.
-            processor.forget = []
-            forgotten = set(forget)
-            processor.held = {key for key in processor.held if key[1] not in forgotten}
+        forget = self._take_forget(processor)
         message = task.task
         serializer_id = message.serializer_id
         serializer_payload = self._payload_for(processor, b"", serializer_id) if serializer_id else None

@@ -29,6 +29,13 @@ class DropTasks(NamedTuple):
     task_ids: List[bytes]
 
 
+class ForgetObjects(NamedTuple):
+    """Tell an idle processor to drop its copies of these objects now (a busy one drops them with its next task)."""
+
+    number: int
+    object_ids: List[bytes]
+
+
 class EndParking(NamedTuple):
     """Tell a parked processor that every task handed to it before now was taken back."""
 

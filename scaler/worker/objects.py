@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Set
 
 _NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
+_NOTHING_DROPPED: List[bytes] = []  # shared by every unpin that drops nothing: never added to
 
 
 class _PartialObject:
@@ -27,6 +28,7 @@ class ObjectCache:
         self._last_used: Dict[bytes, float] = {}
         self._pins: Dict[bytes, int] = {}
         self._partial: Dict[bytes, _PartialObject] = {}
+        self._doomed: Set[bytes] = set()  # deleted by the scheduler while a task here needed them: dropped after it
 
     def __contains__(self, object_id: bytes) -> bool:
         return object_id in self._payloads
@@ -76,16 +78,23 @@ class ObjectCache:
                 missing.add(object_id)
         return missing
 
-    def unpin(self, object_ids: Iterable[bytes], now: float) -> None:
+    def unpin(self, object_ids: Iterable[bytes], now: float) -> List[bytes]:
+        """One task less needs each object; returns those deleted now (the scheduler had deleted them meanwhile)."""
         pins = self._pins
+        dropped = _NOTHING_DROPPED  # never added to: replaced by a list of its own first
         for object_id in object_ids:
             count = pins[object_id] - 1
             if count:
                 pins[object_id] = count
             else:
                 del pins[object_id]
+                if object_id in self._doomed:
+                    self._doomed.discard(object_id)
+                    dropped = dropped + self.delete([object_id])
+                    continue
             if object_id in self._last_used:
                 self._last_used[object_id] = now
+        return dropped
 
     def evict_unused(self, now: float) -> List[bytes]:
         """Drop unpinned objects unused for the retention time; returns their ids."""
@@ -96,6 +105,15 @@ class ObjectCache:
             if last_used < oldest_kept and object_id not in self._pins
         ]
         return self.delete(evicted)
+
+    def delete_for_scheduler(self, object_ids: Iterable[bytes]) -> List[bytes]:
+        """The scheduler freed these objects: drop them now, or once no task here needs them; returns those dropped
+        now."""
+        pins = self._pins
+        for object_id in object_ids:
+            if object_id in pins and object_id in self._payloads:
+                self._doomed.add(object_id)
+        return self.delete(object_ids)
 
     def delete(self, object_ids: Iterable[bytes]) -> List[bytes]:
         """Drop the given objects unless a task still needs them; returns the ids dropped."""

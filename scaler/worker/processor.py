@@ -15,7 +15,7 @@ import time
 import traceback
 from collections import deque
 from types import TracebackType
-from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 import cloudpickle
 
@@ -161,6 +161,8 @@ def run_processor(
         if after_parking:
             orders, after_parking = after_parking + orders, []
         for order in orders:
+            if order.forget:  # sent only when every task handed before it was answered: none of them needs these
+                runner.forget(order.forget)
             pending.extend(order.tasks)
             to_drop.update(order.drops)
         next_task = None
@@ -353,6 +355,8 @@ def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Option
         for index, order in enumerate(orders):
             if order.end_of_parking:
                 return orders[index + 1 :]
+            if order.forget:
+                runner.forget(order.forget)
             for task in order.tasks:
                 runner.absorb(task)
 
@@ -377,6 +381,13 @@ class TaskRunner:
         self._absorb_head(serializer_id, serializer_payload, function_id, function_payload, forget)
         self._hold_arguments(serializer_id, arguments)
 
+    def forget(self, object_ids: Iterable[bytes]) -> None:
+        """Drop the objects the agent evicted (the values of every serializer)."""
+        forgotten = set(object_ids)
+        values = self._values
+        for key in [key for key in values if key[1] in forgotten]:
+            del values[key]
+
     def _hold_arguments(self, serializer_id: bytes, arguments: List[ProcessorArgument]) -> None:
         values = self._values
         for _, object_id, payload, cacheable in arguments:
@@ -393,9 +404,7 @@ class TaskRunner:
     ) -> None:
         values = self._values
         if forget:
-            forgotten = set(forget)
-            for key in [key for key in values if key[1] in forgotten]:
-                del values[key]
+            self.forget(forget)
         if serializer_payload is not None:
             values[(b"", serializer_id)] = _Serialized(serializer_payload)
         if function_payload is not None:

@@ -52,6 +52,9 @@ class ProcessorLink:
     def drop(self, task_ids: List[bytes]) -> None:
         self._post(ProcessorOrders([], task_ids))
 
+    def forget(self, object_ids: List[bytes]) -> None:
+        self._post(ProcessorOrders([], [], False, object_ids))
+
     def end_parking(self) -> None:
         """Tell a parked processor that every task handed so far was taken back (see processor.py)."""
         self._post(ProcessorOrders([], [], True))

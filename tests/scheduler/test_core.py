@@ -340,9 +340,25 @@ def test_objects_are_stored_chunked_served_and_deleted() -> None:
         (b"big", True, b"cd", 1),
         (b"missing", False, b"", 0),
     ]
-    harness.send(CLIENT, ObjectDelete(object_ids=[b"big"]))
+    out = harness.send(CLIENT, ObjectDelete(object_ids=[b"big"]))
+    assert out.get(WORKER_A) == [ObjectDelete(object_ids=[b"big"])], "the worker it was sent to drops its copy"
     (gone,) = harness.send(WORKER_A, ObjectRequest(object_ids=[b"big"]))[WORKER_A]
     assert gone == ObjectResponse(object_id=b"big", found=False)
+
+
+def test_a_client_that_leaves_has_its_objects_dropped_by_the_workers_that_fetched_them() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A)
+    harness.connect_worker(WORKER_B)
+    put = ObjectPut(
+        object_id=b"kept", kind=ObjectKind.object, payload=b"ab", chunk_index=0, chunk_count=1, total_size=2
+    )
+    harness.send(CLIENT, put, ObjectPut(object_id=b"unused", kind=ObjectKind.object, payload=b"c", total_size=1))
+    harness.send(WORKER_A, ObjectRequest(object_ids=[b"kept"]))
+    out = harness.send(CLIENT, ClientDisconnect())
+    assert out.get(WORKER_A) == [ObjectDelete(object_ids=[b"kept"])]
+    assert WORKER_B not in out, "told only to the workers that fetched it"
 
 
 def test_out_of_order_chunk_is_rejected() -> None:

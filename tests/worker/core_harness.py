@@ -41,6 +41,7 @@ from scaler.worker.instructions import (
     DropTasks,
     EndParking,
     Exit,
+    ForgetObjects,
     HandTasks,
     KillProcessor,
     SendHeartbeat,
@@ -67,6 +68,7 @@ class SimProcessor:
         self.skipping = False  # its parked task ended: it skips orders up to the end-of-parking one
         self.alive = True
         self.ran: List[bytes] = []  # every task id it started, in order
+        self.forgotten: List[bytes] = []  # object ids it was told to drop on their own, not with a task
 
     def read_orders(self) -> None:
         if self.skipping:
@@ -79,6 +81,9 @@ class SimProcessor:
                 return
         while self.inbox:
             order = self.inbox.popleft()
+            if order.forget:  # dropped at once: no task it was handed may still need them
+                assert not self.pending and self.running is None, f"forget {order.forget} reached a busy processor"
+                self.forgotten.extend(order.forget)
             self.pending.extend(order.tasks)
             self.to_drop.update(order.drops)
 
@@ -253,6 +258,10 @@ class Harness:
                 self.processors[instruction.number].inbox.append(ProcessorOrders([], list(instruction.task_ids)))
             elif kind is EndParking:
                 self.processors[instruction.number].inbox.append(ProcessorOrders([], [], True))
+            elif kind is ForgetObjects:
+                self.processors[instruction.number].inbox.append(
+                    ProcessorOrders([], [], False, list(instruction.object_ids))
+                )
             elif kind is KillProcessor:
                 self.processors[instruction.number].alive = False
                 self.killed.append(instruction.number)

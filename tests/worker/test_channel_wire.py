@@ -39,6 +39,7 @@ ORDERS = ProcessorOrders(
     ],
     drops=[b"d" * 16],
     end_of_parking=True,
+    forget=(b"gone",),
 )
 REPORTS = [
     ProcessorReport(

@@ -325,24 +325,50 @@ def test_object_not_found_fails_the_tasks_that_wait_for_it():
     assert not harness.core.tasks
 
 
-def test_evicted_objects_are_forgotten_by_processors_with_the_next_task():
+def test_evicted_objects_are_forgotten_at_once_by_an_idle_processor_and_sent_again_when_needed():
     harness = connected(object_retention_seconds=60, garbage_collect_interval_seconds=30)
     task = harness.task(b"o" * 32)
     harness.send(task)
     harness.serve(b"o" * 32)
     harness.run(1)
-    harness.send(ObjectDelete(object_ids=[b"o" * 32]))
+    harness.send(ObjectDelete(object_ids=[b"o" * 32]))  # the scheduler freed it: its client deleted it or left
+    sim = harness.active
+    sim.read_orders()
+    assert sim.forgotten == [b"o" * 32], "dropped now, not when the next task comes (maybe never)"
     for _ in range(50):  # the function is evicted too: unused for the retention time
         harness.send(HeartbeatEcho(sent_at_us=0))
         harness.tick(2)
+    sim.read_orders()
+    assert sim.forgotten == [b"o" * 32, FUNCTION]
     again = harness.task(b"o" * 32)
     sent = harness.send(again)
     assert sorted(of_type(sent, ObjectRequest)[0].object_ids) == sorted([FUNCTION, b"o" * 32])
     harness.serve(FUNCTION)
     harness.serve(b"o" * 32)
     handed = harness.hands[-1].tasks[0]
-    assert set(handed.forget_object_ids) == {FUNCTION, b"o" * 32}
+    assert handed.forget_object_ids == []
     assert handed.function_payload is not None and handed.arguments[1].payload is not None
+
+
+def test_an_object_the_scheduler_deletes_while_a_task_uses_it_is_dropped_once_that_task_is_done():
+    harness = connected()
+    first, second = harness.task(b"o" * 32), harness.task(b"p" * 32)
+    harness.send(first)
+    harness.serve(b"o" * 32)
+    sim = harness.active
+    sim.read_orders()
+    sim.start_next()  # running: it needs the object
+    harness.send(ObjectDelete(object_ids=[b"o" * 32]))
+    assert b"o" * 32 in harness.core.cache
+    harness.send(second)
+    harness.serve(b"p" * 32)
+    sim.read_orders()
+    assert sim.forgotten == []
+    sim.finish()
+    harness.report(1)
+    assert b"o" * 32 not in harness.core.cache, "not kept for the retention time once nothing needs it"
+    sim.read_orders()
+    assert sim.forgotten == [b"o" * 32] or harness.hands[-1].tasks[0].forget_object_ids == [b"o" * 32]
 
 
 def test_a_large_result_travels_as_an_object_before_its_task_result():
