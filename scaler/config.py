@@ -12,7 +12,7 @@ with nothing but the standard library, since the scheduler imports it.
 
 from typing import Dict, Optional
 
-from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, at_least, positive
+from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, at_least, fields_module, positive
 
 EVENT_LOOPS = ("builtin", "uvloop")
 LOGGING_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -284,3 +284,17 @@ def default_monitor_address(address: str) -> str:
     if address.startswith("ipc://"):
         return address + "_monitor"
     raise ValueError(f"address must start with tcp:// or ipc://, got {address!r}")
+
+
+# --- the attributes of the settings objects, for mypy and IDEs --------------------------------------------------------
+FIELDS_PATH = "scaler/settings_fields.py"  # from the repository's root
+
+
+def settings_fields_source() -> str:
+    """scaler/settings_fields.py as scripts/settings_fields.py writes it from the declarations above."""
+    header = (
+        "Internal: the attributes of SchedulerSettings and WorkerSettings, for mypy and IDEs.\n\n"
+        "Generated from the declarations in scaler/config.py by `python scripts/settings_fields.py`; do not edit.\n"
+        "tests/test_settings.py fails when this file differs from what that script writes.\n"
+    )
+    return fields_module(SETTINGS, {"SchedulerFields": SCHEDULER, "WorkerFields": WORKER}, header)

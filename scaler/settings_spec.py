@@ -381,6 +381,24 @@ def fill_option_tables(text: str, registry: Registry) -> str:
     return OPTION_TABLE.sub(table, text)
 
 
+_KIND_NAMES = {int: "int", float: "float", str: "str", bool: "bool"}
+
+
+def fields_module(registry: Registry, classes: Mapping[str, str], header: str) -> str:
+    """The source of a module of annotation-only classes, one per component (`classes`: class name -> component),
+    which give mypy and IDEs the attributes that a DeclaredSettings subclass fills from the declarations. `header` is
+    the module's docstring."""
+    lines = [f'"""{header}"""', "", "from __future__ import annotations", "", "from typing import Optional, Tuple"]
+    for class_name, component in classes.items():
+        lines += ["", "", f"class {class_name}:", "    __slots__ = ()  # annotations only", ""]
+        for setting in registry.of(component):
+            kind = "Tuple[str, ...]" if setting.many else _KIND_NAMES[setting.kind]
+            if setting.default_in(component) is None:
+                kind = f"Optional[{kind}]"
+            lines.append(f"    {setting.name}: {kind}")
+    return "\n".join(lines) + "\n"
+
+
 class DeclaredSettings:
     """Base of the settings objects: one read-only slot per declared setting of COMPONENT, validated at creation.
 
@@ -389,6 +407,7 @@ class DeclaredSettings:
     __slots__ = ()
     COMPONENT = ""
     REGISTRY: Registry
+    address: str  # a slot of each subclass, as are the declared settings (their types: scaler/settings_fields.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
