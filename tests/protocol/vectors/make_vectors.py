@@ -36,9 +36,9 @@ if str(REPO_ROOT) not in sys.path:
 import capnp  # noqa: E402
 
 from scaler.fastpath._messages import FIELDS, MESSAGE_TYPES  # noqa: E402
-from scaler.fastpath.generate import snake_case  # noqa: E402
 from tests.protocol import capnp_bridge  # noqa: E402
 from tests.protocol.wirebuild import scatter  # noqa: E402
+from tools.fastpath_codegen.generate import snake_case  # noqa: E402
 
 VECTOR_DIR = Path(__file__).resolve().parent
 SEED = 20240601

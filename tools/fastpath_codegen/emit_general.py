@@ -7,7 +7,7 @@ within a traversal budget. decode_frame uses it for what the canonical fast read
 
 from __future__ import annotations
 
-from scaler.fastpath.schema import (
+from tools.fastpath_codegen.schema import (
     POINTER_KINDS,
     PRIMITIVES,
     SCHEMA_LABEL,

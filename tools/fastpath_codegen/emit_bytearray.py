@@ -6,9 +6,16 @@ children; lists of structs have a ``_write_list_*``. The layout is the one emit_
 
 from __future__ import annotations
 
-from scaler.fastpath.emit_fast import emit_call, emit_data_values
-from scaler.fastpath.emit_general import Emitter, func_name
-from scaler.fastpath.schema import POINTER_KINDS, Schema, StructModel, data_units, message_prefix, upper_snake_case
+from tools.fastpath_codegen.emit_fast import emit_call, emit_data_values
+from tools.fastpath_codegen.emit_general import Emitter, func_name
+from tools.fastpath_codegen.schema import (
+    POINTER_KINDS,
+    Schema,
+    StructModel,
+    data_units,
+    message_prefix,
+    upper_snake_case,
+)
 
 
 def emit_fill(out: Emitter, model: StructModel) -> None:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from scaler.fastpath.emit_general import Emitter, bool_bits_expression, emit_data_fields, func_name
-from scaler.fastpath.schema import (
+from scaler.fastpath.wire import BLOB_THRESHOLD
+from tools.fastpath_codegen.emit_general import Emitter, bool_bits_expression, emit_data_fields, func_name
+from tools.fastpath_codegen.schema import (
     POINTER_KINDS,
     FieldModel,
     Schema,
@@ -33,7 +34,6 @@ from scaler.fastpath.schema import (
     message_prefix,
     upper_snake_case,
 )
-from scaler.fastpath.wire import BLOB_THRESHOLD
 
 Models = dict[str, StructModel]  # every struct of the schema by name
 

@@ -1,7 +1,7 @@
 """The schema as the generator sees it: structs, fields and their compiled layout, read from scaler.capnp by pycapnp.
 
 Only the schema features Scaler uses are supported; anything else fails here, loudly, rather than producing a wrong
-codec. Used by the build tool (scaler.fastpath.generate) only, never at run time.
+codec. Used by the build tool (tools.fastpath_codegen.generate) only, never at run time.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # tools/fastpath_codegen/schema.py
 SCHEMA_PATH = REPO_ROOT / "scaler" / "protocol" / "scaler.capnp"
 SCHEMA_LABEL = "scaler/protocol/scaler.capnp"
 ROOT_STRUCT = "Message"
