@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 import sys
 from enum import IntEnum
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from scaler.fastpath.wire import (
     NULL_POINTER,
@@ -2170,6 +2170,8 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 
 
 def _decode_hello(frame: bytes, pos: int) -> Hello:
+    el1: Any
+    items1: list
     segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
@@ -2261,6 +2263,9 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
 
 
 def _encode_hello(msg: Hello, parts: list) -> int:
+    el1: Any
+    items1: list
+    v: Any
     v = msg.task_policies
     u2 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
@@ -2388,6 +2393,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
 
 
 def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
+    v: Any
     if (
         msg.accepted is False
         and msg.forwards_task_output is False
@@ -2550,6 +2556,8 @@ def _encode_heartbeat_echo(msg: HeartbeatEcho, parts: list) -> int:
 
 
 def _decode_task(frame: bytes, pos: int) -> Task:
+    el1: Any
+    items1: list
     segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, tail = _HEADER_TASK.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK:
         raise NotCanonical
@@ -2800,6 +2808,8 @@ def _decode_task(frame: bytes, pos: int) -> Task:
 
 
 def _decode_task_for_routing(frame: bytes, pos: int) -> Task:
+    el1: Any
+    items1: list
     segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, tail = _HEADER_TASK.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK:
         raise NotCanonical
@@ -2908,7 +2918,7 @@ def _decode_task_for_routing(frame: bytes, pos: int) -> Task:
                     raise NotCanonical
     elif a2:
         raise NotCanonical
-    obj.args = None
+    obj.args = None  # type: ignore[assignment]
     if tail == _NULL_TAIL_TASK:
         obj.dependencies = []
         obj.parent_task_id = b""
@@ -3029,6 +3039,10 @@ def _decode_task_for_routing(frame: bytes, pos: int) -> Task:
 
 
 def _encode_task(msg: Task, parts: list) -> int:
+    el1: Any
+    items1: list
+    v: Any
+    words1: list
     if msg.profiling is False and msg.report_result is True and msg.stream_output is False:
         u0 = 0
     else:
@@ -3335,6 +3349,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
 
 
 def _encode_task_result(msg: TaskResult, parts: list) -> int:
+    v: Any
     v = msg.in_object
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
@@ -3409,6 +3424,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
 
 
 def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
+    items1: list
     segments, words, head, a0, b0 = _MESSAGE_TASK_CANCEL.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_CANCEL:
         raise NotCanonical
@@ -3459,6 +3475,9 @@ def _decode_task_cancel(frame: bytes, pos: int) -> TaskCancel:
 
 
 def _encode_task_cancel(msg: TaskCancel, parts: list) -> int:
+    items1: list
+    v: Any
+    words1: list
     base = len(parts)
     parts.append(b"")
     c = 40
@@ -3564,6 +3583,7 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
 
 
 def _encode_object_put(msg: ObjectPut, parts: list) -> int:
+    v: Any
     base = len(parts)
     parts.append(b"")
     c = 80
@@ -3634,6 +3654,7 @@ def _encode_object_put(msg: ObjectPut, parts: list) -> int:
 
 
 def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
+    items1: list
     segments, words, head, a0, b0 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_REQUEST:
         raise NotCanonical
@@ -3684,6 +3705,9 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
 
 
 def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
+    items1: list
+    v: Any
+    words1: list
     base = len(parts)
     parts.append(b"")
     c = 40
@@ -3790,6 +3814,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
 
 
 def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
+    v: Any
     v = msg.found
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
@@ -3863,6 +3888,7 @@ def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
 
 
 def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
+    items1: list
     segments, words, head, a0, b0 = _MESSAGE_OBJECT_DELETE.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_DELETE:
         raise NotCanonical
@@ -3913,6 +3939,9 @@ def _decode_object_delete(frame: bytes, pos: int) -> ObjectDelete:
 
 
 def _encode_object_delete(msg: ObjectDelete, parts: list) -> int:
+    items1: list
+    v: Any
+    words1: list
     base = len(parts)
     parts.append(b"")
     c = 40
@@ -3976,6 +4005,7 @@ def _encode_balance_request(msg: BalanceRequest, parts: list) -> int:
 
 
 def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
+    items1: list
     segments, words, head, a0, b0 = _MESSAGE_BALANCE_RESPONSE.unpack_from(frame, pos)
     if segments or head != _HEAD_BALANCE_RESPONSE:
         raise NotCanonical
@@ -4026,6 +4056,9 @@ def _decode_balance_response(frame: bytes, pos: int) -> BalanceResponse:
 
 
 def _encode_balance_response(msg: BalanceResponse, parts: list) -> int:
+    items1: list
+    v: Any
+    words1: list
     base = len(parts)
     parts.append(b"")
     c = 40
@@ -4084,6 +4117,7 @@ def _decode_client_disconnect(frame: bytes, pos: int) -> ClientDisconnect:
 
 
 def _encode_client_disconnect(msg: ClientDisconnect, parts: list) -> int:
+    v: Any
     v = msg.shutdown_cluster
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     parts.append(_MESSAGE_CLIENT_DISCONNECT.pack(0, 4, _HEAD_CLIENT_DISCONNECT, u0))
@@ -4121,6 +4155,7 @@ def _decode_disconnect_reply(frame: bytes, pos: int) -> DisconnectReply:
 
 
 def _encode_disconnect_reply(msg: DisconnectReply, parts: list) -> int:
+    v: Any
     v = msg.accepted
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
@@ -4173,6 +4208,7 @@ def _decode_worker_disconnect(frame: bytes, pos: int) -> WorkerDisconnect:
 
 
 def _encode_worker_disconnect(msg: WorkerDisconnect, parts: list) -> int:
+    v: Any
     base = len(parts)
     parts.append(b"")
     c = 40
@@ -4229,6 +4265,7 @@ def _decode_goodbye(frame: bytes, pos: int) -> Goodbye:
 
 
 def _encode_goodbye(msg: Goodbye, parts: list) -> int:
+    v: Any
     if msg.reconnect is False and msg.retired is False:
         u0 = 0
     else:
@@ -4257,6 +4294,10 @@ def _encode_goodbye(msg: Goodbye, parts: list) -> int:
 
 
 def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
+    el1: Any
+    el2: Any
+    items1: list
+    items2: list
     segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
@@ -4638,6 +4679,11 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
 
 
 def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
+    el1: Any
+    el2: Any
+    items1: list
+    items2: list
+    v: Any
     base = len(parts)
     parts.append(b"")
     c = 200
@@ -4948,6 +4994,7 @@ def _decode_task_output(frame: bytes, pos: int) -> TaskOutput:
 
 
 def _encode_task_output(msg: TaskOutput, parts: list) -> int:
+    v: Any
     base = len(parts)
     parts.append(b"")
     c = 56
@@ -5021,6 +5068,7 @@ def _decode_worker_retire(frame: bytes, pos: int) -> WorkerRetire:
 
 
 def _encode_worker_retire(msg: WorkerRetire, parts: list) -> int:
+    v: Any
     base = len(parts)
     parts.append(b"")
     c = 48
@@ -5059,6 +5107,7 @@ def _write_list_resource(buf: bytearray, blobs: Blobs, at: int, items: list[Reso
 
 
 def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
+    v: Any
     v = obj.task_policies
     u2 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_HELLO.pack_into(
@@ -5077,6 +5126,7 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
+    v: Any
     if (
         obj.accepted is False
         and obj.forwards_task_output is False
@@ -5141,6 +5191,7 @@ def _write_list_argument(buf: bytearray, blobs: Blobs, at: int, items: list[Argu
 
 
 def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
+    v: Any
     if obj.profiling is False and obj.report_result is True and obj.stream_output is False:
         u0 = 0
     else:
@@ -5161,6 +5212,7 @@ def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
 
 
 def _fill_task_result(buf: bytearray, blobs: Blobs, start: int, obj: TaskResult) -> None:
+    v: Any
     v = obj.in_object
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_TASK_RESULT.pack_into(
@@ -5200,6 +5252,7 @@ def _fill_object_request(buf: bytearray, blobs: Blobs, start: int, obj: ObjectRe
 
 
 def _fill_object_response(buf: bytearray, blobs: Blobs, start: int, obj: ObjectResponse) -> None:
+    v: Any
     v = obj.found
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_OBJECT_RESPONSE.pack_into(buf, start, u0, obj.kind, obj.chunk_index, obj.chunk_count ^ 1, obj.total_size)
@@ -5221,12 +5274,14 @@ def _fill_balance_response(buf: bytearray, blobs: Blobs, start: int, obj: Balanc
 
 
 def _fill_client_disconnect(buf: bytearray, blobs: Blobs, start: int, obj: ClientDisconnect) -> None:
+    v: Any
     v = obj.shutdown_cluster
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_CLIENT_DISCONNECT.pack_into(buf, start, u0)
 
 
 def _fill_disconnect_reply(buf: bytearray, blobs: Blobs, start: int, obj: DisconnectReply) -> None:
+    v: Any
     v = obj.accepted
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_DISCONNECT_REPLY.pack_into(buf, start, u0)
@@ -5243,6 +5298,7 @@ def _fill_worker_retire(buf: bytearray, blobs: Blobs, start: int, obj: WorkerRet
 
 
 def _fill_goodbye(buf: bytearray, blobs: Blobs, start: int, obj: Goodbye) -> None:
+    v: Any
     if obj.reconnect is False and obj.retired is False:
         u0 = 0
     else:
@@ -5272,6 +5328,7 @@ def _write_list_counter(buf: bytearray, blobs: Blobs, at: int, items: list[Count
 
 
 def _fill_worker_status(buf: bytearray, blobs: Blobs, start: int, obj: WorkerStatus) -> None:
+    v: Any
     v = obj.retiring
     u8 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_WORKER_STATUS.pack_into(
@@ -5647,7 +5704,7 @@ ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
 
 # Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out
 # the same way, byte for byte; each is the faster one on its interpreter (see scaler.fastpath.writers).
-PARTS_ENCODERS: dict[type, Callable[[object, list], int]] = {
+PARTS_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     Hello: _encode_hello,
     HelloReply: _encode_hello_reply,
     ClientHeartbeat: _encode_client_heartbeat,
@@ -5670,7 +5727,7 @@ PARTS_ENCODERS: dict[type, Callable[[object, list], int]] = {
     TaskOutput: _encode_task_output,
     WorkerRetire: _encode_worker_retire,
 }
-BYTEARRAY_ENCODERS: dict[type, Callable[[object, list], int]] = {
+BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     Hello: _build_hello,
     HelloReply: _build_hello_reply,
     ClientHeartbeat: _build_client_heartbeat,

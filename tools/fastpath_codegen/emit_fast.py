@@ -35,6 +35,10 @@ from tools.fastpath_codegen.schema import (
     upper_snake_case,
 )
 
+# What the routing readers store for a field they leave unread; the class annotates the field with the type it has
+# when read, which is what every other reader of the field needs to see.
+UNREAD = "None  # type: ignore[assignment]"
+
 Models = dict[str, StructModel]  # every struct of the schema by name
 
 
@@ -202,7 +206,7 @@ def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: 
             if tail and f is tail[0]:
                 out(f"if tail == _NULL_TAIL_{name}:", 1)
                 for g in tail:
-                    out(f"obj.{g.attr} = {'None' if g.capnp_name in unread else EMPTY_VALUES[g.kind]}", 2)
+                    out(f"obj.{g.attr} = {UNREAD if g.capnp_name in unread else EMPTY_VALUES[g.kind]}", 2)
                 out("else:", 1)
                 tail_words = [word for g in tail for word in pointer_names[g.offset]]
                 out(f"{', '.join(tail_words)} = _TAIL_{name}.unpack(tail)", 2)
@@ -212,7 +216,7 @@ def emit_fast_reader(out: Emitter, schema: Schema, model: StructModel, by_name: 
             target = None if f.capnp_name in unread else "obj." + f.attr + " = {}"
             emit_read_pointer(out, f, a, b, pointers.plus(8 * f.offset), target, 1, indent, by_name)
             if target is None:
-                out(f"obj.{f.attr} = None", indent)
+                out(f"obj.{f.attr} = {UNREAD}", indent)
         if blobs:
             out("if blobs is not None:", 1)
             out("c = end_of_blobs(blobs, c)", 2)

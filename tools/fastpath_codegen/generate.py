@@ -73,7 +73,7 @@ def emit_header(out: Emitter, schema: Schema) -> None:
     out("import struct")
     out("import sys")
     out("from enum import IntEnum")
-    out("from typing import Callable, Optional")
+    out("from typing import Any, Callable, Optional")
     out()
     out("from scaler.fastpath.wire import (")
     for name in sorted(WIRE_IMPORTS, key=lambda name: (not name.isupper(), name.lower())):
@@ -134,11 +134,11 @@ def emit_tables(out: Emitter, schema: Schema, top_level: list[StructModel]) -> N
     out()
     out("# Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out")
     out("# the same way, byte for byte; each is the faster one on its interpreter (see scaler.fastpath.writers).")
-    out("PARTS_ENCODERS: dict[type, Callable[[object, list], int]] = {")
+    out("PARTS_ENCODERS: dict[type, Callable[[Any, list], int]] = {")
     for model in top_level:
         out(f"{model.name}: {func_name('encode', model.name)},", 1)
     out("}")
-    out("BYTEARRAY_ENCODERS: dict[type, Callable[[object, list], int]] = {")
+    out("BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {")
     for model in top_level:
         out(f"{model.name}: {func_name('build', model.name)},", 1)
     out("}")
