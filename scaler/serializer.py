@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import abc
 import pickle
-from typing import Any, Union
+from typing import Any, Type, Union
 
 import cloudpickle
 
@@ -50,7 +50,7 @@ class DefaultSerializer(Serializer):
         return pickle.loads(payload)
 
 
-SerializerLike = Union[Serializer, type]
+SerializerLike = Union[Serializer, Type[Serializer]]  # an instance, or the class: its methods are static
 
 
 def check_serializer(serializer: Any) -> SerializerLike:

@@ -212,7 +212,7 @@ class Setting:
 
     # ---- argparse ----------------------------------------------------------------------------------------------------
 
-    def add_to(self, parser: argparse.ArgumentParser, component: str) -> None:
+    def add_to(self, parser: argparse._ActionsContainer, component: str) -> None:  # a parser, or a group of one
         help_text = self.help_text(component).replace("%", "%%")  # argparse %-formats help strings
         if self.kind is bool:
             parser.add_argument(*self.flags, action=_Toggle, dest=self.name, default=self.default_in(component),
@@ -225,7 +225,7 @@ class Setting:
                 options["nargs"] = "+"
             parser.add_argument(*self.flags, default=self.default_in(component), help=help_text, **options)
         if self.old_flags:
-            hidden = dict(dest=self.name, help=argparse.SUPPRESS, default=argparse.SUPPRESS)
+            hidden: Dict[str, Any] = dict(dest=self.name, help=argparse.SUPPRESS, default=argparse.SUPPRESS)
             if self.kind is bool:
                 parser.add_argument(*self.old_flags, action=_Toggle, **hidden)
             else:
@@ -436,13 +436,13 @@ class DeclaredSettings:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self.address == other.address and self.as_keywords() == other.as_keywords()  # type: ignore[attr-defined]
+        return self.address == other.address and self.as_keywords() == other.as_keywords()
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         values = ", ".join(f"{name}={value!r}" for name, value in self.as_keywords().items())
-        return f"{type(self).__name__}(address={self.address!r}, {values})"  # type: ignore[attr-defined]
+        return f"{type(self).__name__}(address={self.address!r}, {values})"
 
 
 def _rebuild(cls: type, address: str, keywords: Dict[str, Any]) -> DeclaredSettings:

@@ -95,7 +95,7 @@ class SchedulerClusterCombo:
             self.shutdown()
             raise
         # at exit, without keeping this object alive until then
-        self._exit_hook = _shutdown_at_exit(weakref.ref(self))
+        self._exit_hook: Optional[Callable[[], None]] = _shutdown_at_exit(weakref.ref(self))
         atexit.register(self._exit_hook)
 
     def get_address(self) -> str:

@@ -75,7 +75,7 @@ class LocalBackend(Backend):
         return jobs
 
     def start(self, count: int, now: float) -> List[str]:
-        started = []
+        started: List[str] = []
         for _ in range(count):
             try:
                 popen = subprocess.Popen(self._command, stdin=subprocess.DEVNULL)

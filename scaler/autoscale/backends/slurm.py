@@ -105,7 +105,7 @@ class SlurmBackend(Backend):
                     logger.warning("job %s: ended without being retired (%s)", job_id, state.lower())
                 continue
             job.state = state
-            if retiring and now >= job.retire_deadline:
+            if job.retire_deadline is not None and now >= job.retire_deadline:  # retiring
                 logger.warning("job %s: still %s %gs after SIGTERM, cancelling it", job_id, state, self._retire_timeout)
                 _try_run(["scancel", job_id])
                 job.retire_deadline = now + self._retire_timeout
