@@ -146,7 +146,7 @@ def _flush_standard_streams() -> None:
     global _c_fflush, _c_fflush_looked_up
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()  # type: ignore[union-attr]
+            stream.flush()
         except Exception:  # None, closed, or replaced by something odd: nothing of ours to flush
             pass
     if not _c_fflush_looked_up:

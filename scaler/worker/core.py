@@ -35,7 +35,7 @@ again.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import cloudpickle
 
@@ -480,7 +480,7 @@ class WorkerCore:
         """Object ids requested from the scheduler, or to be, and not received yet."""
         return self._requested | self._to_request
 
-    def take_instructions(self) -> List[object]:
+    def take_instructions(self) -> List[Any]:
         instructions = self._instructions
         self._instructions = []
         return instructions
@@ -637,7 +637,7 @@ class WorkerCore:
         # The worker never forwards a Task's bytes, nor reads its dependencies or resources: they go now, while they
         # are in the CPU's caches, not with the task once it is done, when a full queue (a thousand tasks) has pushed
         # them out (freeing them then cost 0.5 us per task: bench/worker_core.py --queued 1000, core stage).
-        message.raw = message.dependencies = message.resources = None
+        message.raw = message.dependencies = message.resources = None  # type: ignore[assignment]  # freed, unread
         task = WorkerTask(message, tuple(needs), missing)
         self.tasks[task.task_id] = task
         self.queue.add(task)
@@ -656,9 +656,11 @@ class WorkerCore:
                 self.queue.remove(task)
                 self._answer(task, "cancel", TaskStatus.canceled)
             elif state == PARKED:
+                assert task.processor is not None  # parked and handed tasks have one
                 self._cancel_running(task.processor, task)
             elif state == HANDED:
                 processor = task.processor
+                assert processor is not None
                 if task.seq <= processor.done:
                     continue  # it finished: its result is on its way, and answers the cancel
                 if task.seq == processor.started:
@@ -926,6 +928,7 @@ class WorkerCore:
             if task.task_id not in self.timed:
                 continue  # stopped with another one's processor: back in the queue
             processor = task.processor
+            assert processor is not None  # timed tasks are handed or parked
             if task.seq <= processor.done:
                 continue  # it finished in time: its result is on its way
             if task.state == HANDED and processor.started < task.seq:

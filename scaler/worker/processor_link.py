@@ -35,7 +35,7 @@ class ProcessorLink:
         self.output = OutputReader(*forked.output_fds, forked.output_nonce, output_limit_bytes)
         self._output_read: List[OutputChunk] = []  # read while an order waited for room in the channel
         try:
-            self._process = psutil.Process(self.pid)
+            self._process: psutil.Process | None = psutil.Process(self.pid)
         except psutil.Error:
             self._process = None
 

@@ -46,7 +46,7 @@ class TaskOutputBuffer:
                 due = self.since[stream]
         return due + OUTPUT_DELAY_SECONDS
 
-    def take(self, now: float, messages: List[Tuple[TaskOutput, int]]) -> None:
+    def take(self, now: float, messages: List[Tuple[object, int]]) -> None:
         """Append the messages due now."""
         for stream, pending in enumerate(self.pending):
             if not pending:
@@ -62,7 +62,7 @@ class TaskOutputBuffer:
                 del pending[:cut]
                 self.since[stream] = now
 
-    def finish(self, messages: List[Tuple[TaskOutput, int]]) -> None:
+    def finish(self, messages: List[Tuple[object, int]]) -> None:
         """Append everything left, then the count of what was dropped: the task is about to be answered."""
         for stream, pending in enumerate(self.pending):
             if pending:
@@ -72,5 +72,5 @@ class TaskOutputBuffer:
             self._send(_STDERR, b"[... %d bytes of output dropped]\n" % self.dropped, messages)
             self.dropped = 0
 
-    def _send(self, stream: int, data: bytes, messages: List[Tuple[TaskOutput, int]]) -> None:
+    def _send(self, stream: int, data: bytes, messages: List[Tuple[object, int]]) -> None:
         messages.append((TaskOutput(task_id=self.task_id, stream=stream, data=data), len(data)))

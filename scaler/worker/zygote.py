@@ -23,7 +23,7 @@ import select
 import signal
 import socket
 import time
-from typing import Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Dict, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.logs import flush_logs
@@ -200,7 +200,8 @@ def _serve(control: socket.socket, agent_pid: int) -> None:
     signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a Python handler is what makes the wakeup fd fire
     while True:
-        readable = select.select([control, wake_read], [], [], config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS)[0]
+        watched: List[Union[socket.socket, int]] = [control, wake_read]
+        readable = select.select(watched, [], [], config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS)[0]
         if not parent_alive(agent_pid):
             return
         if wake_read in readable:
