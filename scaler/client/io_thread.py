@@ -22,7 +22,7 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -202,7 +202,7 @@ class IOThread:
 
     def _read_events(self) -> None:
         events = self._events
-        while events.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        while cast(int, events.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
             event = recv_monitor_message(events, zmq.NOBLOCK)["event"]
             if event == zmq.EVENT_DISCONNECTED:
                 self._connected = False
@@ -237,6 +237,7 @@ class IOThread:
             return False
         send = self._socket.send
         batch: List[Any] = []
+        item: Any
         messages = 0  # items of the batch still to encode; Encoded ones (submit's tasks) are joined as they are
         for item in items:
             kind = item.__class__
