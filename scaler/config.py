@@ -1,4 +1,4 @@
-"""Every setting and every default of Scaler, each declared once.
+"""Internal: every setting and every default of Scaler, each declared once.
 
 A declaration below is the only description of a setting: scaler.settings_spec derives from it the options of
 scaler_scheduler, scaler_cluster, scaler_top and scaler_ui (flags, help, default, checks), the keywords of `Cluster` and

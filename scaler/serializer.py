@@ -1,4 +1,6 @@
-"""How functions, arguments and results become bytes: the Serializer API, and cloudpickle as the default.
+"""Internal: how functions, arguments and results become bytes, and cloudpickle as the default.
+
+The Serializer class is public, as `from scaler import Serializer`.
 
 Shared by the client (which serializes) and the worker's processors (which deserialize), so it belongs to neither.
 """

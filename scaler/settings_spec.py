@@ -1,4 +1,4 @@
-"""The machinery behind scaler.config: one declaration per setting, and everything derived from it.
+"""Internal: the machinery behind scaler.config: one declaration per setting, and everything derived from it.
 
 A `Setting` says once what a setting is (name, type, default, help, validation, CLI flags, which components use it).
 From the declarations come the argparse options of every CLI, the keywords of `Cluster` and `SchedulerClusterCombo`

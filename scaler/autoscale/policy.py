@@ -1,4 +1,5 @@
-"""The autoscaler's policy, sans IO: `step(now, demand, jobs)` in, decisions out. No sockets, processes or clocks.
+"""Internal: the autoscaler's policy, sans IO: `step(now, demand, jobs)` in, decisions out. No sockets, processes or
+clocks.
 
 How it keeps the pool between min and max workers without flapping:
 

@@ -1,4 +1,7 @@
-"""`SchedulerClusterCombo`: a scheduler and its workers on this machine, started and stopped from Python."""
+"""Internal: `SchedulerClusterCombo`, a scheduler and its workers on this machine, started and stopped from Python.
+
+The class is public, as `from scaler import SchedulerClusterCombo`.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Frame-level API: encode messages to Cap'n Proto stream framing and decode frames holding one or more messages."""
+"""Internal: frame-level API: encode messages to Cap'n Proto stream framing and decode frames holding one or more
+messages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cap'n Proto wire-level helpers shared by the generated message code.
+"""Internal: Cap'n Proto wire-level helpers shared by the generated message code.
 
 The general reader's positions are absolute byte offsets into the frame. Its readers take the bounds ``lo``/``hi``
 of the segment the pointer lives in, so one flat ``bytes`` object serves every segment without slicing. The encoder

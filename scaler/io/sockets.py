@@ -1,4 +1,4 @@
-"""ZeroMQ socket set-up shared by the scheduler, clients, workers and monitors.
+"""Internal: zeroMQ socket set-up shared by the scheduler, clients, workers and monitors.
 
 Every socket made here has TCP keepalive on (unless told otherwise, see TcpKeepalive). Heartbeats keep connections
 busy at the default interval of 1 s, but a connection can go quiet for longer than a firewall's or NAT's idle timeout

@@ -1,4 +1,4 @@
-"""What a monitor shows of a SchedulerStatus, formatted once for both scaler_top and scaler_ui.
+"""Internal: what a monitor shows of a SchedulerStatus, formatted once for both scaler_top and scaler_ui.
 
 Pure functions and small classes over the protocol's SchedulerStatus: no sockets, no terminal, no web server.
 """

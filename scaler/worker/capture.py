@@ -1,4 +1,4 @@
-"""What a task with streamOutput writes to file descriptors 1 and 2, from its processor to its agent.
+"""Internal: what a task with streamOutput writes to file descriptors 1 and 2, from its processor to its agent.
 
 Every processor gets two pipes when it is forked (zygote.py), one per stream. While a task with the flag runs, the
 processor points fds 1 and 2 at them (dup2), so everything written there is captured: `print` and

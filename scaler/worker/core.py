@@ -1,4 +1,4 @@
-"""The worker's sans-IO core: decoded messages, processor reports and the time in; messages and commands out.
+"""Internal: the worker's sans-IO core: decoded messages, processor reports and the time in; messages and commands out.
 
 No sockets, processes, psutil or clocks here. The shell (agent.py) feeds the stimuli: `receive` (messages from the
 scheduler), `processor_report`, `processor_output` (what tasks with streamOutput wrote), `observe` (a processor's

@@ -1,5 +1,5 @@
-"""What a worker sends the scheduler, batched: every message of one loop turn leaves in one ZeroMQ frame; and the
-encoding of the message it sends most, a short task's TaskResult."""
+"""Internal: what a worker sends the scheduler, batched: every message of one loop turn leaves in one ZeroMQ frame; and
+the encoding of the message it sends most, a short task's TaskResult."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Worker settings: one read-only slot per setting declared for workers in scaler.config."""
+"""Internal: worker settings: one read-only slot per setting declared for workers in scaler.config."""
 
 from __future__ import annotations
 

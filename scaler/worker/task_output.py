@@ -1,4 +1,5 @@
-"""A task's captured output, batched into TaskOutput messages: the worker core's side (capture.py reads the pipes).
+"""Internal: A task's captured output, batched into TaskOutput messages: the worker core's side (capture.py reads the
+pipes).
 
 Output leaves in whole lines: what ends in a newline is sent OUTPUT_DELAY_SECONDS after it arrived (so a chatty task
 costs one message per stream every few tens of milliseconds, not one per line), at once when OUTPUT_BATCH_BYTES are

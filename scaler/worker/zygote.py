@@ -1,4 +1,5 @@
-"""Starting processors: a small fork server ("zygote") that the worker forks before it creates any ZeroMQ context.
+"""Internal: starting processors: a small fork server ("zygote") that the worker forks before it creates any ZeroMQ
+context.
 
 Why: fork() is the fastest way to start a processor (no interpreter start-up, modules already imported), but forking
 the agent itself once it runs ZeroMQ would copy a process whose libzmq threads, locks and sockets the child must never

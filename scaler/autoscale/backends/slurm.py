@@ -1,4 +1,5 @@
-"""The `slurm` backend: each job is a Slurm batch job (`sbatch`) that runs `scaler_cluster` on its allocated node.
+"""Internal: the `slurm` backend: each job is a Slurm batch job (`sbatch`) that runs `scaler_cluster` on its allocated
+node.
 
 A job is retired through SIGTERM, which `scaler_cluster` answers by retiring its workers (the scheduler sends them no
 new task, their running tasks finish, then they exit): `scancel --batch --signal=TERM JOB` signals the batch step's own

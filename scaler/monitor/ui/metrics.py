@@ -1,4 +1,4 @@
-"""Prometheus metrics of a scheduler's status, served by `scaler_ui --metrics` at /metrics.
+"""Internal: prometheus metrics of a scheduler's status, served by `scaler_ui --metrics` at /metrics.
 
 Needs the `metrics` extra (prometheus-client): `pip install "scaler[metrics]"`. Every number comes from the newest
 SchedulerStatus that scaler_ui already reads from the monitor address; nothing here talks to the scheduler.
