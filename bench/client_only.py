@@ -106,7 +106,7 @@ def measure(peer_python: str, workload: str, tasks: int, results_per_frame: int)
     from scaler import Client
 
     sys.path.insert(0, str(ROOT))
-    from tests.processes import free_tcp_address
+    from scaler.testing.processes import free_tcp_address
 
     address = free_tcp_address()
     peer = subprocess.Popen(

@@ -4,9 +4,9 @@
 
 Starts, under the interpreter named, a bare ROUTER that does only what heartbeats need (accepts Hello, decodes each
 heartbeat, and with --echo, the default, answers HeartbeatEcho as the protocol asks), connects the same simulated
-workers as bench/scale_sim.py (tests/sim_peers.py, one heartbeat a second each), and reports the CPU that process used
-while they idle, next to the real scheduler's. Nothing in the router is Scaler's: what it costs is libzmq's I/O thread,
-the kernel's loopback TCP and pyzmq's calls.
+workers as bench/scale_sim.py (scaler/testing/sim_peers.py, one heartbeat a second each), and reports the CPU that
+process used while they idle, next to the real scheduler's. Nothing in the router is Scaler's: what it costs is libzmq's
+I/O thread, the kernel's loopback TCP and pyzmq's calls.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import psutil  # noqa: E402
 from localcluster import PYPY  # noqa: E402
 
-from tests.processes import free_tcp_address  # noqa: E402
-from tests.sim_peers import PeerHost  # noqa: E402
+from scaler.testing.processes import free_tcp_address  # noqa: E402
+from scaler.testing.sim_peers import PeerHost  # noqa: E402
 
 
 def router(address: str, echo: bool, interval: float) -> None:

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from localcluster import PYPY  # noqa: E402
 from scale_sim import WORKERS_PER_HOST, Scheduler  # noqa: E402
 
-from tests.sim_peers import PeerHost  # noqa: E402
+from scaler.testing.sim_peers import PeerHost  # noqa: E402
 
 HOPS = ["client->sched", "task until flush", "sched->worker", "worker->sched", "result until flush", "sched->client"]
 _LONG_EVENT_SECONDS = 0.001

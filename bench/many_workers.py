@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import psutil  # noqa: E402
 from localcluster import PYPY, interpreter_label  # noqa: E402
 
-from tests.e2e.many_workers import ManyWorkers  # noqa: E402
+from scaler.testing.many_workers import ManyWorkers  # noqa: E402
 
 
 def main() -> None:

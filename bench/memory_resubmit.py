@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scaler import Client  # noqa: E402
-from tests.client.peer import ProtocolPeer  # noqa: E402
-from tests.processes import wait_for  # noqa: E402
+from scaler.testing.processes import wait_for  # noqa: E402
+from scaler.testing.protocol_peer import ProtocolPeer  # noqa: E402
 
 
 def noop(value: int) -> int:

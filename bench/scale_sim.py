@@ -7,10 +7,10 @@
 
 The scheduler runs its real CLI (`python -m scaler.scheduler`) under the interpreter named, in a scratch directory so
 that interpreter's own installation of Scaler is what runs, on real ZeroMQ sockets. Its peers are simulated by
-tests/sim_peers.py, thousands to a process: every simulated worker and client has its own DEALER socket and identity,
-does the real handshake and heartbeats at the real cadence; workers announce a capacity and answer each task at once
-(`--task-ms 0`) or after an exponential time (`--task-ms 10`: mean 10 ms, one task at a time per worker); clients
-submit frames of 256 tasks, as the real client does, and check that every result comes back exactly once. The
+scaler/testing/sim_peers.py, thousands to a process: every simulated worker and client has its own DEALER socket and
+identity, does the real handshake and heartbeats at the real cadence; workers announce a capacity and answer each task
+at once (`--task-ms 0`) or after an exponential time (`--task-ms 10`: mean 10 ms, one task at a time per worker);
+clients submit frames of 256 tasks, as the real client does, and check that every result comes back exactly once. The
 capacity shares out `--slots` (65,536), at least 64 a worker, so cells hold about the same work in flight: from 64 up
 the scheduler refills a full worker 32 tasks at a time, as it does for the real default of 1,000.
 
@@ -65,8 +65,8 @@ from localcluster import PYPY, interpreter_label, median  # noqa: E402
 from scaler.protocol import SchedulerStatus, decode_frame  # noqa: E402
 from scaler.scheduler.cadence import Cadence  # noqa: E402
 from scaler.scheduler.settings import SchedulerSettings  # noqa: E402
-from tests.processes import free_tcp_address  # noqa: E402
-from tests.sim_peers import PeerHost  # noqa: E402
+from scaler.testing.processes import free_tcp_address  # noqa: E402
+from scaler.testing.sim_peers import PeerHost  # noqa: E402
 
 WORKERS_PER_HOST = 4096
 DEFAULT_WORKERS = "2,16,128,1024,4096"

@@ -4,12 +4,12 @@
     .venv/bin/python bench/scheduler_only.py --tasks 50000 --repeat 3 --scheduler-python .venv-pypy/bin/python
     .venv/bin/python bench/scheduler_only.py --workers 1024         # any number: the workers share one process
 
-The scheduler runs its real CLI under each interpreter, on real ZeroMQ sockets. The synthetic workers are the
-simulated workers of tests/sim_peers.py, all in one process, each with its own socket and identity (Hello, heartbeats):
+The scheduler runs its real CLI under each interpreter, on real ZeroMQ sockets. The synthetic workers are the simulated
+workers of scaler/testing/sim_peers.py, all in one process, each with its own socket and identity (Hello, heartbeats):
 they answer every Task at once with a TaskResult spliced from a template, never decoding a task. The synthetic client
 (this process) sends pre-encoded frames of 256 tasks, as the real client batches them, and checks that every task's
-result came back exactly once. Reported: routed tasks/s (a task in, to a worker, its result back to the client), and
-the scheduler's own CPU time per task, which stays meaningful on a machine shared with other work. A warm-up round runs
+result came back exactly once. Reported: routed tasks/s (a task in, to a worker, its result back to the client), and the
+scheduler's own CPU time per task, which stays meaningful on a machine shared with other work. A warm-up round runs
 first (PyPy's JIT). bench/scale_sim.py measures the same with thousands of workers and dozens of clients.
 """
 
@@ -39,7 +39,7 @@ from scaler.protocol import (  # noqa: E402
     decode_frame,
     encode,
 )
-from tests.sim_peers import RESULT_PREFIX, RESULT_SUFFIX, TASK_PREFIX, TASK_SUFFIX, PeerHost  # noqa: E402
+from scaler.testing.sim_peers import RESULT_PREFIX, RESULT_SUFFIX, TASK_PREFIX, TASK_SUFFIX, PeerHost  # noqa: E402
 
 _SEGMENT_HEADER = struct.Struct("<II")  # segment count - 1, words of the only segment
 TASKS_PER_FRAME = 256

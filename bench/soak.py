@@ -53,7 +53,7 @@ import zmq  # noqa: E402
 from scaler import Client  # noqa: E402
 from scaler.io.sockets import create_subscriber  # noqa: E402
 from scaler.protocol import SchedulerStatus, decode_frame  # noqa: E402
-from tests.processes import ScalerProcess, free_tcp_address, wait_for  # noqa: E402
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this file
 

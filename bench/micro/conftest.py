@@ -6,4 +6,4 @@ They measure; they assert only correctness, never speed (pytest-benchmark's own 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests.scheduler.harness`, when run from elsewhere
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # scaler.testing, when run from elsewhere

@@ -636,7 +636,7 @@ class WorkerCore:
         missing = self.cache.pin(needs)
         # The worker never forwards a Task's bytes, nor reads its dependencies or resources: they go now, while they
         # are in the CPU's caches, not with the task once it is done, when a full queue (a thousand tasks) has pushed
-        # them out (freeing them then cost 0.5 us per task: bench/worker_core.py --queued 1000, core stage).
+        # them out (freeing them then cost 0.5 us per task: bench/throughput/worker_core.py --queued 1000, core stage).
         message.raw = message.dependencies = message.resources = None  # type: ignore[assignment]  # freed, unread
         task = WorkerTask(message, tuple(needs), missing)
         self.tasks[task.task_id] = task

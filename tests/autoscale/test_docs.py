@@ -10,7 +10,7 @@ from scaler import config
 from scaler.autoscale.backends.base import WorkerCommand
 from scaler.autoscale.backends.slurm import SlurmBackend
 from scaler.autoscale.cli import build_parser
-from tests.processes import ROOT
+from scaler.testing.processes import ROOT
 
 README = (Path(ROOT) / "README.md").read_text()
 

@@ -19,9 +19,9 @@ from typing import Iterator
 
 import pytest
 
+from scaler.testing.processes import ROOT, wait_for
 from tests.autoscale.local_slurm import LocalSlurm, slurm_available
 from tests.autoscale.scenario import Scenario
-from tests.processes import ROOT, wait_for
 
 INTERVAL = 0.5  # the scheduler's status interval, and the autoscaler's
 IDLE = 3.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.many_workers import ManyWorkers, scheduler_python_or_none
+from scaler.testing.many_workers import ManyWorkers, scheduler_python_or_none
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -16,6 +16,7 @@ import pytest
 from scaler import Client
 from scaler.errors import ScalerError
 from scaler.protocol import Task, TaskResult, TaskStatus
+from scaler.testing.protocol_peer import ProtocolPeer
 from scaler.utility import exceptions
 from scaler.utility.exceptions import (
     ClientCancelledException,
@@ -28,7 +29,6 @@ from scaler.utility.exceptions import (
     TaskNotFoundError,
     WorkerDiedError,
 )
-from tests.client.peer import ProtocolPeer
 from tests.e2e.live_cluster import LiveCluster
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers need not import this module

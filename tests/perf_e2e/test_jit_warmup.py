@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
+from scaler.testing.processes import ROOT, stop_process_group
 from tests.perf_e2e.test_pypy_scheduler import SCHEDULER_PYTHON, require_scheduler_python
-from tests.processes import ROOT, stop_process_group
 
 pytestmark = pytest.mark.timeout(210)  # the tool's 150 s, then 20 s to stop it
 

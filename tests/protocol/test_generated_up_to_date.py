@@ -14,7 +14,7 @@ import pytest
 if sys.implementation.name != "cpython":
     pytest.skip("pycapnp is CPython only", allow_module_level=True)
 
-from tests.processes import ROOT  # noqa: E402
+from scaler.testing.processes import ROOT  # noqa: E402
 from tools.fastpath_codegen import generate  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)

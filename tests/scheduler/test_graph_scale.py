@@ -12,7 +12,7 @@ from typing import List
 import pytest
 
 from scaler.protocol import Task, decode_frame_for_routing, encode_many
-from tests.scheduler.harness import CLIENT, WORKER_A, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, Harness, of_type, result
 
 
 def chain(harness: Harness, length: int) -> List[Task]:

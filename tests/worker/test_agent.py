@@ -9,7 +9,7 @@ import psutil
 
 from scaler import config
 from scaler.protocol import PROTOCOL_VERSION, Goodbye, Role, WorkerDisconnect, WorkerRetire, heartbeat_flags
-from tests.processes import wait_for
+from scaler.testing.processes import wait_for
 from tests.worker.helpers import wait_exit, wait_heartbeat
 
 

@@ -1,4 +1,4 @@
-"""Starting Scaler's CLIs as real processes for tests, and making sure none outlives its test."""
+"""Internal: Scaler's CLIs as real processes for tests and benchmarks, and making sure none outlives its test."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Callable, List, Optional, Sequence
 
 import psutil
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the repository's root, when run from a checkout (as the tests are): the processes' working directory
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def stop_process_group(popen: subprocess.Popen) -> None:

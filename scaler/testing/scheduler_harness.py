@@ -1,4 +1,4 @@
-"""Drives the sans-IO scheduler core with real encoded messages, no sockets: the core's own test bench.
+"""Internal: drives the sans-IO scheduler core with real encoded messages, no sockets: the core's own test bench.
 
 After every step the core's invariants are asserted (`SchedulerCore.validate`)."""
 
@@ -66,7 +66,7 @@ class Harness:
 
     def connect_client(self, peer: bytes = CLIENT) -> HelloReply:
         (reply,) = self.send(peer, Hello(protocol_version=PROTOCOL_VERSION, role=Role.client, name="client"))[peer]
-        assert reply.accepted, reply.reason
+        assert isinstance(reply, HelloReply) and reply.accepted, reply
         return reply
 
     def connect_worker(

@@ -1,4 +1,4 @@
-"""A protocol test peer: a real ROUTER speaking the Scaler protocol, playing scheduler and worker for client tests.
+"""Internal: a real ROUTER speaking the Scaler protocol, playing scheduler and worker for client tests.
 
 It answers the handshake, heartbeats, objects and disconnects like the scheduler, and runs tasks itself like a worker
 (deserializing functions and arguments with cloudpickle or the client's shipped serializer). It records every message
@@ -135,7 +135,12 @@ class ProtocolPeer:
 
     def send_to_all(self, message: Any) -> None:
         """Send `message` to every peer that said Hello."""
-        self._commands.put(lambda: [self._send(identity, message) for identity in self._hellos])
+
+        def send() -> None:
+            for identity in self._hellos:
+                self._send(identity, message)
+
+        self._commands.put(send)
 
     def release(self, task_id: bytes) -> None:
         """Run a task held because execute=False, even if the client canceled it meanwhile (a crossing result)."""
@@ -265,7 +270,11 @@ class ProtocolPeer:
                 value = serializer.loads(stored.payload)
                 self.finished[dependency] = (TaskStatus.success, value, stored.payload, "")
             with self._finished_changed:
-                self._finished_changed.wait_for(lambda d=dependency: d in self.finished, timeout=20)
+
+                def finished(dependency: bytes = dependency) -> bool:
+                    return dependency in self.finished
+
+                self._finished_changed.wait_for(finished, timeout=20)
             status, _, payload, error_text = self.finished[dependency]
             if status != TaskStatus.success:
                 self._finish(identity, task, status, None, payload, error_text)
@@ -297,7 +306,7 @@ class ProtocolPeer:
             self._finished_changed.notify_all()
         if not task.report_result:
             return
-        profiling = dict(duration_us=1500, cpu_time_us=1000, peak_memory=4096) if task.profiling else {}
+        profiling: Dict[str, Any] = dict(duration_us=1500, cpu_time_us=1000, peak_memory=4096) if task.profiling else {}
         if status == TaskStatus.success and len(payload) > DEFAULT_INLINE_LIMIT_BYTES:
             put = ObjectPut(object_id=task.task_id, kind=ObjectKind.result, payload=payload, total_size=len(payload))
             self._handle(identity, put)  # as the scheduler stores a worker's result object

@@ -1,7 +1,7 @@
-"""Simulated Scaler workers and clients, thousands per process, each on its own ZeroMQ DEALER socket.
+"""Internal: simulated Scaler workers and clients, thousands per process, each on its own ZeroMQ DEALER socket.
 
-    python -m tests.sim_peers workers ADDRESS --count 4096 --capacity 16      # one process holding 4,096 workers
-    python -m tests.sim_peers clients ADDRESS --count 32 --scheduler-pid PID  # one process holding 32 clients
+    python -m scaler.testing.sim_peers workers ADDRESS --count 4096 --capacity 16      # one process, 4,096 workers
+    python -m scaler.testing.sim_peers clients ADDRESS --count 32 --scheduler-pid PID  # one process, 32 clients
 
 Every simulated peer speaks the real protocol to a real scheduler: its own routing identity and connection, Hello and
 HelloReply, heartbeats at the interval the scheduler names (a random phase each, so they do not arrive in step; each
@@ -16,7 +16,8 @@ spliced in, and a worker answers by splicing the id into a result template, neve
 context (its socket limit raised past ZeroMQ's default 1,023) and one epoll over their ZMQ_FDs.
 
 A host is driven by JSON lines on stdin and answers on stdout (see `WorkerHost.command` and `ClientHost.command`);
-`PeerHost` starts and drives one, for bench/scale_sim.py, bench/scheduler_only.py and tests/e2e/test_many_peers.py.
+`PeerHost` starts and drives one, for bench/scale/scale_sim.py, bench/throughput/scheduler_only.py and
+tests/e2e/test_many_peers.py.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import time
 from array import array
 from collections import deque
 from pathlib import Path
-from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
+from typing import IO, Any, Deque, Dict, Iterator, List, Optional, Tuple, cast
 
 import psutil
 import zmq
@@ -62,7 +63,7 @@ from scaler.protocol import (
     encode,
 )
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]  # where `python -m scaler.testing.sim_peers` finds this checkout
 TASKS_PER_FRAME = 256  # scaler.config.DEFAULT_TASKS_PER_FRAME: what the real client puts in one frame
 FUNCTION_ID = bytes(range(16))
 _HEADER = struct.Struct("<II")  # Cap'n Proto stream framing: segment count - 1, words of the first segment
@@ -167,12 +168,12 @@ class Host:
         sock.setsockopt(zmq.RCVHWM, 0)
         sock.connect(self.address)
         peer.socket = sock
-        fd = sock.getsockopt(zmq.FD)
+        fd = sock.fileno()
         self.by_fd[fd] = peer
         self.epoll.register(fd, select.EPOLLIN)
         sock.send(hello)
         # Arms ZMQ_FD: libzmq signals it only for a reader that found its queue empty once.
-        if sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        if cast(int, sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
             self.read(peer)
 
     def run(self) -> None:
@@ -343,6 +344,7 @@ class WorkerHost(Host):
         finishing = self.finishing
         while finishing and finishing[0][0] <= now:
             _, _, worker = heapq.heappop(finishing)
+            assert worker.running is not None  # a finishing worker runs a task
             self.answer(worker, worker.running)
             worker.running = None
             self.start_next(worker, now)
@@ -370,6 +372,7 @@ class WorkerHost(Host):
         instant = self.mean_seconds <= 0 and not self.hold
         trace = self.trace
         read_at = time.monotonic() if trace is not None else 0.0
+        assert sock is not None  # read only while open
         while True:
             try:
                 frame = sock.recv(zmq.NOBLOCK)
@@ -494,7 +497,7 @@ class ClientHost(Host):
         the warm-up: results/s, latency percentiles, CPU seconds of the scheduler and of the peers.
     {"cmd": "open", "rate": R, "warmup": S, "seconds": S}: all clients together submit R tasks/s, paced every ms.
         With "trace": true in either, {"cmd": "dump", "path": P} then writes each measured task's id, when it was
-        sent and its latency to P (bench/latency_trace.py).
+        sent and its latency to P (bench/latency/latency_trace.py).
     {"cmd": "burst", "tasks": N}: submit N tasks now (spread over the clients) and answer once sent.
     {"cmd": "drain", "timeout": S}: wait until every submitted task is answered; fails if any is missing.
     {"cmd": "exit"}
@@ -568,6 +571,7 @@ class ClientHost(Host):
 
     def read(self, client: SimClient) -> None:
         sock = client.socket
+        assert sock is not None  # read only while open
         prefix = RESULT_PREFIX + client.prefix
         number_at = len(prefix)
         result_size = RESULT_SIZE
@@ -768,27 +772,29 @@ class ClientHost(Host):
 
 
 class PeerHost:
-    """A process of simulated peers (`python -m tests.sim_peers ROLE ...`), driven by JSON lines: `ask` a command and
-    get its acknowledgement, `expect` the events that come later."""
+    """A process of simulated peers (`python -m scaler.testing.sim_peers ROLE ...`), driven by JSON lines: `ask` a
+    command and get its acknowledgement, `expect` the events that come later."""
 
     def __init__(self, python: str, args: List[str], log_path: Path) -> None:
         self._log = open(log_path, "wb")
         self.log_path = log_path
         self.popen = subprocess.Popen(
-            [python, "-m", "tests.sim_peers", *args],
+            [python, "-m", "scaler.testing.sim_peers", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
             cwd=_ROOT,
         )
         self.pid = self.popen.pid
+        self._stdin = cast(IO[bytes], self.popen.stdin)  # both pipes, as asked
+        self._stdout = cast(IO[bytes], self.popen.stdout)
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self.popen.stdout, selectors.EVENT_READ)
+        self._selector.register(self._stdout, selectors.EVENT_READ)
         self._buffer = b""
 
     def send(self, command: Dict[str, Any]) -> None:
-        self.popen.stdin.write((json.dumps(command) + "\n").encode())
-        self.popen.stdin.flush()
+        self._stdin.write((json.dumps(command) + "\n").encode())
+        self._stdin.flush()
 
     def expect(self, event: str, timeout: float) -> Dict[str, Any]:
         """The next message of kind `event`; raises on an error event, an exit or the timeout."""
@@ -805,7 +811,7 @@ class PeerHost:
             if left <= 0:
                 raise TimeoutError(f"no {event!r} from simulated peers (pid {self.pid}) within {timeout}s")
             if self._selector.select(min(left, 1.0)):
-                chunk = os.read(self.popen.stdout.fileno(), 65536)
+                chunk = os.read(self._stdout.fileno(), 65536)
                 if not chunk:
                     self.popen.wait(5)
                     raise RuntimeError(

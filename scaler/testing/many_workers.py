@@ -1,6 +1,7 @@
-"""Many real workers, several clients at once: a scheduler, several `scaler_cluster -n N`, and client processes each
-submitting a `map` and a graph while the others do. Every result is checked. tests/e2e/test_many_workers.py runs it
-small in CI; bench/many_workers.py runs it full size (several clusters of 32 workers) and times it."""
+"""Internal: many real workers, several clients at once: a scheduler, several `scaler_cluster -n N`, and client
+processes each submitting a `map` and a graph while the others do. Every result is checked.
+tests/e2e/test_many_workers.py runs it small in CI; bench/scale/many_workers.py runs it full size (several clusters of
+32 workers) and times it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from scaler import Client
-from tests.processes import ScalerProcess, free_tcp_address, wait_for
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 
 
 def square(value: int) -> int:
@@ -123,7 +124,7 @@ class ManyWorkers:
         ]
         for child in children:
             child.start()
-        figures = []
+        figures: List[Dict[str, Any]] = []
         try:
             deadline = time.monotonic() + timeout
             while len(figures) < clients:
