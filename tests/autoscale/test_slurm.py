@@ -4,7 +4,7 @@
   through Slurm jobs (squeue), every result is right, no task runs twice, the pool shrinks back to --min-workers;
 - the fixed pool: README's `sbatch deploy/slurm/scaler-pool.sbatch ADDRESS`, stopped with `scancel --signal=TERM`.
 
-Set SCALER_SLURM_TIMELINE=FILE to keep the elastic scenario's timeline (bench/plot_autoscale.py draws it).
+Set SCALER_SLURM_TIMELINE=FILE to keep the elastic scenario's timeline (bench/scale/plot_autoscale.py draws it).
 """
 
 from __future__ import annotations

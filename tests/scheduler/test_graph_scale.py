@@ -1,7 +1,7 @@
 """A graph's cost in the scheduler core is linear in its size, and nothing of it stays once it ran.
 
 Measured with tracemalloc on the core alone, at two sizes four times apart; the 100,000-node run is in the report and
-bench/graph_tree.py, too slow for a unit test."""
+bench/throughput/graph_tree.py, too slow for a unit test."""
 
 from __future__ import annotations
 
