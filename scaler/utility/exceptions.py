@@ -8,18 +8,19 @@ concurrent.futures.CancelledError), so `except MissingObjects:` catches what it 
 | `MissingObjects`           | `scaler.errors.MissingObjectError`  | a task names an object that clear() deleted      |
 | `WorkerDiedError`          | `scaler.errors.WorkerDiedError`     | the task's workers died (retry cap reached)      |
 | `ProcessorDiedError`       | `scaler.errors.ProcessorDiedError`  | the process running the task died                |
-| `TaskNotFoundError`        | `scaler.errors.TaskNotFoundError`   | the scheduler does not know the task             |
-| `NoWorkerError`            | `scaler.errors.TaskRefusedError`    | the scheduler refused the task (too many waiting) |
+| `TaskNotFoundError`        | `scaler.errors.TaskNotFoundError`   | the scheduler answers that it does not know it   |
+| `NoWorkerError`            | `scaler.errors.TaskRefusedError`    | the scheduler refused it (too many tasks wait)   |
 | `DisconnectedError`        | `scaler.errors.DisconnectedError`   | a call on a client that is disconnected          |
-| `ClientQuitException`      | `scaler.errors.DisconnectedError`   | the same: the seed system raised this name for it |
-| `ClientShutdownException`  | `scaler.errors.DisconnectedError`   | a call on a client after it shut the cluster down |
-| `ClientCancelledException` | `concurrent.futures.CancelledError` | result() of a task the client canceled           |
+| `ClientQuitException`      | `concurrent.futures.CancelledError` | result() of a task its client disconnected from  |
+| `ClientShutdownException`  | `concurrent.futures.CancelledError` | result() of a task of a client that shut down    |
+| `ClientCancelledException` | `concurrent.futures.CancelledError` | result() of a task canceled (clear(), cancel())  |
 | `DeserializeObjectError`   | a ScalerError of its own            | never: see below                                 |
 | `ObjectStorageException`   | a ScalerError of its own            | never: see below                                 |
 
-Where the seed system failed a task's future with ClientQuitException, ClientShutdownException or DisconnectedError
-because its client disconnected, shut the cluster down or had the task canceled, Scaler cancels the future, as
-concurrent.futures does: result() raises CancelledError (ClientCancelledException here) and cancelled() is True.
+Where the seed system failed a task's future with ClientQuitException or ClientShutdownException, because its client
+disconnected or shut the cluster down, Scaler cancels the future, as concurrent.futures does: result() raises
+CancelledError and cancelled() is True. A call on a client after that raises DisconnectedError, which the seed system
+called ClientQuitException too: `except ClientQuitException` does not catch it there.
 DeserializeObjectError was a worker missing the client's serializer, which Scaler sends with the tasks that need it
 (a serializer that fails raises its own error); ObjectStorageException was the seed system's connection to a separate
 object storage server, which Scaler does not have (objects live in the scheduler). Both remain for `except` clauses.
@@ -55,8 +56,8 @@ __all__ = [
 
 MissingObjects = MissingObjectError
 NoWorkerError = TaskRefusedError
-ClientQuitException = DisconnectedError
-ClientShutdownException = DisconnectedError
+ClientQuitException = CancelledError
+ClientShutdownException = CancelledError
 ClientCancelledException = CancelledError
 
 

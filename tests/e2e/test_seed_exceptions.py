@@ -123,19 +123,22 @@ def test_a_disconnected_client(scheduler) -> None:
     client = Client(address, timeout_seconds=20)
     pending = client.submit(noop_sleep, 0)
     client.disconnect()
-    with pytest.raises(ClientCancelledException):
+    with pytest.raises(ClientQuitException):
         pending.result(30)
-    for name in (DisconnectedError, ClientQuitException):
-        with pytest.raises(name):
-            client.submit(noop_sleep, 0)
+    assert pending.cancelled()
+    with pytest.raises(DisconnectedError):
+        client.submit(noop_sleep, 0)
 
 
 def test_a_client_that_shut_the_cluster_down(scheduler) -> None:
-    address, process = scheduler  # unprotected
+    address, process = scheduler  # unprotected; no workers: the task stays pending
     client = Client(address, timeout_seconds=20)
+    pending = client.submit(noop_sleep, 0)
     client.shutdown()
     assert process.popen.wait(20) == 0
     with pytest.raises(ClientShutdownException):
+        pending.result(30)
+    with pytest.raises(DisconnectedError):
         client.submit(noop_sleep, 0)
 
 
