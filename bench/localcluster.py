@@ -15,14 +15,13 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+import psutil
+import zmq
+
+from scaler.protocol import SchedulerStatus, decode_frame
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import psutil  # noqa: E402
-import zmq  # noqa: E402
-
-from scaler.protocol import SchedulerStatus, decode_frame  # noqa: E402
-from tests.processes import ScalerProcess, free_tcp_address, wait_for  # noqa: E402
 
 CPYTHON = sys.executable  # the client's interpreter: workers run on it too
 # tox sets SCALER_PYPY to the PyPy environment it builds; by hand, the one scripts/test.sh builds

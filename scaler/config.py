@@ -1,4 +1,4 @@
-"""Every setting and every default of Scaler, each declared once.
+"""Internal: every setting and every default of Scaler, each declared once.
 
 A declaration below is the only description of a setting: scaler.settings_spec derives from it the options of
 scaler_scheduler, scaler_cluster, scaler_top and scaler_ui (flags, help, default, checks), the keywords of `Cluster` and
@@ -12,7 +12,7 @@ with nothing but the standard library, since the scheduler imports it.
 
 from typing import Dict, Optional
 
-from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, at_least, positive
+from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, at_least, fields_module, positive
 
 EVENT_LOOPS = ("builtin", "uvloop")
 LOGGING_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -309,3 +309,17 @@ def default_monitor_address(address: str) -> str:
     if address.startswith("ipc://"):
         return address + "_monitor"
     raise ValueError(f"address must start with tcp:// or ipc://, got {address!r}")
+
+
+# --- the attributes of the settings objects, for mypy and IDEs --------------------------------------------------------
+FIELDS_PATH = "scaler/settings_fields.py"  # from the repository's root
+
+
+def settings_fields_source() -> str:
+    """scaler/settings_fields.py as scripts/settings_fields.py writes it from the declarations above."""
+    header = (
+        "Internal: the attributes of SchedulerSettings and WorkerSettings, for mypy and IDEs.\n\n"
+        "Generated from the declarations in scaler/config.py by `python scripts/settings_fields.py`; do not edit.\n"
+        "tests/test_settings.py fails when this file differs from what that script writes.\n"
+    )
+    return fields_module(SETTINGS, {"SchedulerFields": SCHEDULER, "WorkerFields": WORKER}, header)

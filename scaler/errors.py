@@ -48,6 +48,10 @@ class SchedulerGoneError(ScalerError, TimeoutError):
     A TimeoutError, as the seed system raises for a scheduler that does not come back."""
 
 
+class TaskNotFoundError(ScalerError, LookupError):
+    """The scheduler does not know the task: a graph node named a dependency it never received."""
+
+
 class MissingObjectError(ScalerError, LookupError):
     """An ObjectReference names an object the scheduler no longer holds for this client (clear() deleted it)."""
 

@@ -1,5 +1,5 @@
-"""CPython's cyclic garbage collector, made cheap for our own long-running loops (the worker agent, a scheduler on
-CPython); never called in a user's process (the client, processors running tasks keep the defaults).
+"""Internal: CPython's cyclic garbage collector, made cheap for our own long-running loops (the worker agent, a
+scheduler on CPython); never called in a user's process (the client, processors running tasks keep the defaults).
 
 Per message such a loop allocates short-lived objects that reference counting frees, but enough of them live a few
 turns (queued tasks, tasks held until their result) to drive the collector, and each full collection walks every

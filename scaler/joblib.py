@@ -114,7 +114,7 @@ class ScalerBackend(AutoBatchingMixin, ParallelBackendBase):
         if callback is not None:
             callbacks = self._callbacks
             assert callbacks is not None
-            future.add_done_callback(lambda done: callbacks.put(callback, done))
+            future.add_done_callback(lambda _: callbacks.put(callback, future))
         return future
 
     def retrieve_result_callback(self, out: ScalerFuture) -> Any:

@@ -1,4 +1,4 @@
-"""Log set-up shared by every CLI: `[INFO]2023-03-19 12:16:10-0400: message`, as in the docs.
+"""Internal: log set-up shared by every CLI: `[INFO]2023-03-19 12:16:10-0400: message`, as in the docs.
 
 Logging never blocks the thread that logs, whatever the output does. A record is formatted where it is logged and
 offered to each output's bounded queue without waiting; a daemon thread per output writes the lines. An output that

@@ -1,4 +1,4 @@
-"""Rate limits for warnings that peers cause, so that no peer, and no crowd of peers, can flood a log.
+"""Internal: rate limits for warnings that peers cause, so that no peer, and no crowd of peers, can flood a log.
 
 `RateLimiter` is sans-IO: the caller passes `now` (any monotonic clock, in seconds), so the scheduler's and the
 worker's cores stay clock-free. Within each interval it allows the first `per_key` events of each key (a peer, or a

@@ -1,4 +1,6 @@
-"""How functions, arguments and results become bytes: the Serializer API, and cloudpickle as the default.
+"""Internal: how functions, arguments and results become bytes, and cloudpickle as the default.
+
+The Serializer class is public, as `from scaler import Serializer`.
 
 Shared by the client (which serializes) and the worker's processors (which deserialize), so it belongs to neither.
 """
@@ -7,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import pickle
-from typing import Any, Union
+from typing import Any, Type, Union
 
 import cloudpickle
 
@@ -50,7 +52,7 @@ class DefaultSerializer(Serializer):
         return pickle.loads(payload)
 
 
-SerializerLike = Union[Serializer, type]
+SerializerLike = Union[Serializer, Type[Serializer]]  # an instance, or the class: its methods are static
 
 
 def check_serializer(serializer: Any) -> SerializerLike:

@@ -1,4 +1,4 @@
-"""The machinery behind scaler.config: one declaration per setting, and everything derived from it.
+"""Internal: the machinery behind scaler.config: one declaration per setting, and everything derived from it.
 
 A `Setting` says once what a setting is (name, type, default, help, validation, CLI flags, which components use it).
 From the declarations come the argparse options of every CLI, the keywords of `Cluster` and `SchedulerClusterCombo`
@@ -212,7 +212,7 @@ class Setting:
 
     # ---- argparse ----------------------------------------------------------------------------------------------------
 
-    def add_to(self, parser: argparse.ArgumentParser, component: str) -> None:
+    def add_to(self, parser: argparse._ActionsContainer, component: str) -> None:  # a parser, or a group of one
         help_text = self.help_text(component).replace("%", "%%")  # argparse %-formats help strings
         if self.kind is bool:
             parser.add_argument(*self.flags, action=_Toggle, dest=self.name, default=self.default_in(component),
@@ -225,7 +225,7 @@ class Setting:
                 options["nargs"] = "+"
             parser.add_argument(*self.flags, default=self.default_in(component), help=help_text, **options)
         if self.old_flags:
-            hidden = dict(dest=self.name, help=argparse.SUPPRESS, default=argparse.SUPPRESS)
+            hidden: Dict[str, Any] = dict(dest=self.name, help=argparse.SUPPRESS, default=argparse.SUPPRESS)
             if self.kind is bool:
                 parser.add_argument(*self.old_flags, action=_Toggle, **hidden)
             else:
@@ -381,6 +381,24 @@ def fill_option_tables(text: str, registry: Registry) -> str:
     return OPTION_TABLE.sub(table, text)
 
 
+_KIND_NAMES = {int: "int", float: "float", str: "str", bool: "bool"}
+
+
+def fields_module(registry: Registry, classes: Mapping[str, str], header: str) -> str:
+    """The source of a module of annotation-only classes, one per component (`classes`: class name -> component),
+    which give mypy and IDEs the attributes that a DeclaredSettings subclass fills from the declarations. `header` is
+    the module's docstring."""
+    lines = [f'"""{header}"""', "", "from __future__ import annotations", "", "from typing import Optional, Tuple"]
+    for class_name, component in classes.items():
+        lines += ["", "", f"class {class_name}:", "    __slots__ = ()  # annotations only", ""]
+        for setting in registry.of(component):
+            kind = "Tuple[str, ...]" if setting.many else _KIND_NAMES[setting.kind]
+            if setting.default_in(component) is None:
+                kind = f"Optional[{kind}]"
+            lines.append(f"    {setting.name}: {kind}")
+    return "\n".join(lines) + "\n"
+
+
 class DeclaredSettings:
     """Base of the settings objects: one read-only slot per declared setting of COMPONENT, validated at creation.
 
@@ -389,6 +407,7 @@ class DeclaredSettings:
     __slots__ = ()
     COMPONENT = ""
     REGISTRY: Registry
+    address: str  # a slot of each subclass, as are the declared settings (their types: scaler/settings_fields.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -417,13 +436,13 @@ class DeclaredSettings:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self.address == other.address and self.as_keywords() == other.as_keywords()  # type: ignore[attr-defined]
+        return self.address == other.address and self.as_keywords() == other.as_keywords()
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         values = ", ".join(f"{name}={value!r}" for name, value in self.as_keywords().items())
-        return f"{type(self).__name__}(address={self.address!r}, {values})"  # type: ignore[attr-defined]
+        return f"{type(self).__name__}(address={self.address!r}, {values})"
 
 
 def _rebuild(cls: type, address: str, keywords: Dict[str, Any]) -> DeclaredSettings:

@@ -1,4 +1,4 @@
-"""What a running task can know about itself: the processor sets this around each call.
+"""Internal: what a running task can know about itself: the processor sets this around each call.
 
 A module of its own, outside client/ and worker/, because both use it and neither should import the other.
 

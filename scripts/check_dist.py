@@ -1,8 +1,9 @@
 """Build the sdist and the wheel as a release would, and check them: `python scripts/check_dist.py`.
 
 Fails when the build warns of something deprecated (a pyproject field setuptools will refuse one day), when
-`twine check --strict` finds the metadata or README unfit for PyPI, or when a file the package needs at run time (the
-Cap'n Proto schema, scaler_ui's page) or a console script is missing from the wheel. Needs the `release` extra.
+`twine check --strict` finds the metadata or README unfit for PyPI, when a file the package needs at run time (the
+Cap'n Proto schema, scaler_ui's page, the py.typed marker) or a console script is missing from the wheel, or when the
+wheel ships what is not the package (the code generator in tools/, the tests). Needs the `release` extra.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def check_wheel(path: str) -> List[str]:
         metadata = wheel.read(metadata_name).decode()
         entry_points = configparser.ConfigParser()
         entry_points.read_string(wheel.read(metadata_name.replace("METADATA", "entry_points.txt")).decode())
-    needed = ["scaler/protocol/scaler.capnp", "scaler/fastpath/_messages.py"]
+    needed = ["scaler/protocol/scaler.capnp", "scaler/fastpath/_messages.py", "scaler/py.typed"]
     needed += [os.path.relpath(file, ROOT) for file in glob.glob(os.path.join(ROOT, "scaler/monitor/ui/static/*"))]
     problems += [f"the wheel lacks {name}" for name in needed if name not in names]
     if not any(name.endswith(".dist-info/licenses/LICENSE") for name in names):
@@ -63,6 +64,7 @@ def check_wheel(path: str) -> List[str]:
         problems.append("the wheel's METADATA has no 'License-Expression: Apache-2.0'")
     scripts = set(entry_points["console_scripts"]) if entry_points.has_section("console_scripts") else set()
     problems += [f"the wheel lacks the console script {name}" for name in SCRIPTS if name not in scripts]
+    problems += [f"the wheel ships {name}" for name in sorted(names) if name.startswith(("tools/", "tests/", "bench/"))]
     return problems
 
 

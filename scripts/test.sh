@@ -15,6 +15,13 @@ ensure_cpython_venv .venv ".[test,bench,uvloop,ui,release,plot,docs]"  # plot: t
 # tests/deploy renders deploy/kubernetes with `kubectl kustomize` (offline); Debian's kubectl is too old for it
 command -v kubectl >/dev/null || echo "== no kubectl on PATH: tests/deploy skips the kustomize renderings"
 
+# ruff and mypy before the builds and the tests: they fail in a minute, the rest takes twenty
+echo "== ruff check, ruff format --check, mypy (settings in pyproject.toml)"
+.venv/bin/python -m pip install -q -e ".[lint]"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+
 echo "== sdist and wheel, built and checked as a release would be (scripts/check_dist.py: build, twine check)"
 .venv/bin/python scripts/check_dist.py
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.processes import ROOT
+from scaler.testing.processes import ROOT
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from scaler.logs import EXIT_FLUSH_SECONDS, QUEUED_LINES
-from tests.processes import ROOT, fill_pipe
+from scaler.testing.processes import ROOT, fill_pipe
 
 LINES = 3 * QUEUED_LINES
 

@@ -10,6 +10,7 @@ import pickle
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -196,3 +197,21 @@ def test_every_console_script_help_reads_well(command: str) -> None:
         component = next(component for component in components if component in setting.used_by)
         assert f"{setting.help} (default: {setting.default_text(component)})" in joined, setting.name
         assert joined.count(f"{setting.help} (default:") == 1, setting.name
+
+
+def test_settings_fields_are_the_declarations() -> None:
+    """scaler/settings_fields.py gives mypy the settings objects' attributes: a new or changed setting fails here until
+    `python scripts/settings_fields.py` rewrites it."""
+    assert (ROOT / config.FIELDS_PATH).read_text() == config.settings_fields_source(), (
+        "run: python scripts/settings_fields.py"
+    )
+    # every slot a settings object fills is an attribute mypy sees, of the type the object holds
+    for cls, component in ((SchedulerSettings, SCHEDULER), (WorkerSettings, WORKER)):
+        hints = typing.get_type_hints(cls)
+        settings = cls(ADDRESS)
+        for name in (*config.SETTINGS.names(component), "address"):
+            value = getattr(settings, name)
+            kind = hints[name]
+            union = typing.get_args(kind) if typing.get_origin(kind) is typing.Union else (kind,)  # Optional[X]
+            allowed = tuple(typing.get_origin(each) or each for each in union)  # Tuple[str, ...] -> tuple
+            assert isinstance(value, allowed), (cls.__name__, name, value, kind)

@@ -2,8 +2,3 @@
 
 They measure; they assert only correctness, never speed (pytest-benchmark's own comparison options are for that).
 """
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests.scheduler.harness`, when run from elsewhere

@@ -22,7 +22,7 @@ from scaler.protocol import (
     encode,
     encode_many,
 )
-from tests.scheduler.harness import CLIENT, WORKER_A, WORKER_B, Harness
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness
 
 BATCH = 256
 

@@ -1,4 +1,5 @@
-"""`scaler_autoscale`: keeps a pool of workers sized to the scheduler's demand, on this host, Slurm or Kubernetes.
+"""Internal: `scaler_autoscale`: keeps a pool of workers sized to the scheduler's demand, on this host, Slurm or
+Kubernetes.
 
 cli.py       the command line
 runner.py    the loop, at the edge: status subscription, backend calls, log and timeline

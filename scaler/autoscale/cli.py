@@ -1,4 +1,5 @@
-"""`scaler_autoscale ADDRESS --max-workers N [options] [-- scaler_cluster options]`; or `python -m scaler.autoscale`."""
+"""Internal: `scaler_autoscale ADDRESS --max-workers N [options] [-- scaler_cluster options]`; or `python -m
+scaler.autoscale`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one place that reads the scheduler's SchedulerStatus for the autoscaler: status in, `Demand` out.
+"""Internal: the one place that reads the scheduler's SchedulerStatus for the autoscaler: status in, `Demand` out.
 
 The status carries the demand the scheduler keeps as tasks and workers change (docs/protocol.md, Monitoring): tasks
 ready and held on no worker, tasks assigned to workers, tasks running there. An extra worker could start the ready

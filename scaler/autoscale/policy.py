@@ -1,4 +1,5 @@
-"""The autoscaler's policy, sans IO: `step(now, demand, jobs)` in, decisions out. No sockets, processes or clocks.
+"""Internal: the autoscaler's policy, sans IO: `step(now, demand, jobs)` in, decisions out. No sockets, processes or
+clocks.
 
 How it keeps the pool between min and max workers without flapping:
 
@@ -122,7 +123,7 @@ class ScalingPolicy:
             )
             decisions.append(Retire(job.job_id, reason, failed=True))
             self._fail(now)
-        failed = {decision.job_id for decision in decisions}
+        failed = {decision.job_id for decision in decisions if isinstance(decision, Retire)}  # all are, so far
         live = [job for job in live if job.job_id not in self._retired and job.job_id not in failed]
 
         if len(live) > wanted_jobs:

@@ -1,4 +1,4 @@
-"""What the autoscaler's policy reads and decides: plain immutable records, no IO.
+"""Internal: what the autoscaler's policy reads and decides: plain immutable records, no IO.
 
 `Demand` is what the scheduler's status says about the work (built in demand.py, the one place that reads the status),
 `Job` is what a backend says about one group of workers it started, and `Start` / `Retire` are the policy's decisions.

@@ -1,4 +1,5 @@
-"""The autoscaler's loop: the newest status and the backend's jobs in, the policy's decisions out to the backend.
+"""Internal: the autoscaler's loop: the newest status and the backend's jobs in, the policy's decisions out to the
+backend.
 
 All the deciding is in policy.py; this file is the edge: clocks, the status subscription, the backend's commands, the
 log and the timeline. Every log line it writes is driven by a change (a decision, the pool's size, an error that

@@ -17,7 +17,7 @@ from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import Argument, Task, Template, make_template
 
 _SHAPES_PER_ENCODER = 256  # argument lengths remembered per encoder; past that it starts over
-_NOT_MADE = object()
+_NOT_MADE: Any = object()
 
 
 class CallEncoder:

@@ -165,7 +165,8 @@ class Client:
             state["serializer"],
             state["profiling"],
             state["timeout_seconds"],
-            *state["curve_files"],
+            state["curve_files"][0],
+            state["curve_files"][1],
             state.get("stream_output", False),
             state.get("reconnect_seconds"),
         )

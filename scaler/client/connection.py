@@ -406,7 +406,7 @@ class Connection:
         pending = self._pending
         extra: List[Outgoing] = []
         if resumed:
-            kept = (TaskCancel, ObjectDelete, ClientDisconnect)
+            kept: tuple = (TaskCancel, ObjectDelete, ClientDisconnect)
             for task_id, fetch in self._fetches.items():
                 fetch.chunks = []
                 extra.append(ObjectRequest(object_ids=[task_id]))
@@ -472,8 +472,9 @@ class Connection:
 
     def _on_encode_failure(self, message: Any, error: Exception) -> None:
         """`message` could not be sent (it did not encode, or its frame was over the scheduler's limit)."""
+        task_id: Any = getattr(message, "task_id", None)  # None: not a task, nothing to pop
         with self._lock:
-            future = self._pending.pop(getattr(message, "task_id", None), None)
+            future = self._pending.pop(task_id, None)
         if future is not None:
             _answered(future)
             failure = error if isinstance(error, ScalerError) else ScalerError(f"task could not be encoded: {error}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import pickle
 import threading
 import time
 from _thread import allocate_lock
@@ -92,14 +93,14 @@ class ScalerFuture(concurrent.futures.Future):
         "_graph",
         "_retries",
     )
-    _condition = _LOCK  # what the base class and concurrent.futures.wait() lock
+    _condition = _LOCK  # type: ignore[assignment]  # what the base class and concurrent.futures.wait() lock
 
     def __init__(
         self,
         task_id: bytes,
         canceller: Optional[TaskCanceller] = None,
         profiling: bool = False,
-        deserialize: Optional[Callable[[bytes], Any]] = None,
+        deserialize: Callable[[bytes], Any] = pickle.loads,  # the default serializer's
     ) -> None:
         # Future.__init__ is not called: it would build the Condition this class does without.
         self._state = RUNNING  # submitted: see the class docstring
@@ -142,8 +143,8 @@ class ScalerFuture(concurrent.futures.Future):
 
     # ---- concurrent.futures.Future, without a condition per future ---------------------------------------------------
 
-    @property  # type: ignore[override]
-    def _waiters(self) -> List[Any]:  # only touched with _LOCK held
+    @property
+    def _waiters(self) -> List[Any]:  # type: ignore[override]  # only touched with _LOCK held
         self._before_blocking()  # concurrent.futures.wait() and as_completed() install waiters before they block
         if self._waiter_list is None:
             self._waiter_list = []

@@ -32,7 +32,7 @@ _SHARED_CONSTANT_MIN_BYTES = 1024  # a constant used by several nodes travels as
 # graph even when each node holds its own copy, like the chunk shapes and keys of dask's nodes.
 _PLAIN_SCALARS = frozenset({str, bytes, int, bool, type(None)})
 _PLAIN_TUPLE_MAX = 16
-_NOT_MADE = object()
+_NOT_MADE: Any = object()
 
 
 def submit_plan(

@@ -22,7 +22,7 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -208,7 +208,7 @@ class IOThread:
 
     def _read_events(self) -> None:
         events = self._events
-        while events.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        while cast(int, events.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
             event = recv_monitor_message(events, zmq.NOBLOCK)["event"]
             if event == zmq.EVENT_DISCONNECTED:
                 self._connected = False
@@ -247,6 +247,7 @@ class IOThread:
         if not items:
             return False
         batch: List[Any] = []
+        item: Any
         messages = 0  # items of the batch still to encode; Encoded ones (submit's tasks) are joined as they are
         for item in items:
             kind = item.__class__
@@ -298,7 +299,7 @@ class IOThread:
         """Send a frame, unless it is over the scheduler's frame limit: ZeroMQ would then drop the connection, and
         the frame would go again with every reconnection. Its tasks fail instead, saying why."""
         if len(frame) <= self.max_frame_bytes:
-            self._socket.send(frame, copy=len(frame) < _COPY_THRESHOLD)
+            self._socket.send(frame, 0, copy=len(frame) < _COPY_THRESHOLD)
             self.drops.sent(len(frame))
             return
         error = FrameTooLargeError(

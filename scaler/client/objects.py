@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Iterator, List, Union
+from typing import Any, Iterator, List, Union, cast
 
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import Encoded, ObjectPut, encode
@@ -70,7 +70,10 @@ class LargeObject:
                     object_id=self.object_id,
                     kind=self.kind,
                     name=self.name,
-                    payload=view[index * chunk_bytes : (index + 1) * chunk_bytes] if count > 1 else payload,
+                    # a view, not a copy: the encoder reads any buffer
+                    payload=cast(bytes, view[index * chunk_bytes : (index + 1) * chunk_bytes])
+                    if count > 1
+                    else payload,
                     chunk_index=index,
                     chunk_count=count,
                     total_size=total,

@@ -61,7 +61,7 @@ class TaskOptions:
         unknown = set(changes) - set(_CHECKS)
         if unknown:
             raise TypeError(f"unknown task options: {', '.join(sorted(unknown))} (known: {', '.join(_CHECKS)})")
-        fields = {
+        fields: Dict[str, Any] = {
             field: getattr(self, field) if changes.get(keyword, UNSET) is UNSET else check(changes[keyword])
             for keyword, (field, check) in _CHECKS.items()
         }

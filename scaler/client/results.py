@@ -10,7 +10,14 @@ from concurrent.futures._base import CANCELLED_AND_NOTIFIED
 from typing import Any, List, Optional
 
 from scaler.client.future import ProfilingInfo, ScalerFuture
-from scaler.errors import RemoteTraceback, ScalerError, TaskRefusedError, TaskTimeoutError, WorkerDiedError
+from scaler.errors import (
+    RemoteTraceback,
+    ScalerError,
+    TaskNotFoundError,
+    TaskRefusedError,
+    TaskTimeoutError,
+    WorkerDiedError,
+)
 from scaler.protocol import TaskResult, TaskStatus
 from scaler.serializer import load_exception
 
@@ -64,7 +71,9 @@ def _failure(result: TaskResult) -> BaseException:
     if status == _REFUSED:
         return TaskRefusedError(text or "the scheduler refused the task")
     if status == _NOT_FOUND:
-        return ScalerError(f"the scheduler does not know task {result.task_id.hex()}" + (f": {text}" if text else ""))
+        return TaskNotFoundError(
+            f"the scheduler does not know task {result.task_id.hex()}" + (f": {text}" if text else "")
+        )
     return ScalerError(f"task {result.task_id.hex()} ended with unknown status {status}")
 
 

@@ -1,4 +1,4 @@
-"""`scaler_cluster -n N ADDRESS` (alias `scaler_worker`), also `python -m scaler.cluster ADDRESS`."""
+"""Internal: `scaler_cluster -n N ADDRESS` (alias `scaler_worker`), also `python -m scaler.cluster ADDRESS`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`Cluster`: the Python API for starting workers, as the scheduler/cluster combo does."""
+"""Internal: `Cluster`, the Python API for starting workers, public as `from scaler import Cluster`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""`SchedulerClusterCombo`: a scheduler and its workers on this machine, started and stopped from Python."""
+"""Internal: `SchedulerClusterCombo`, a scheduler and its workers on this machine, started and stopped from Python.
+
+The class is public, as `from scaler import SchedulerClusterCombo`.
+"""
 
 from __future__ import annotations
 
@@ -95,7 +98,7 @@ class SchedulerClusterCombo:
             self.shutdown()
             raise
         # at exit, without keeping this object alive until then
-        self._exit_hook = _shutdown_at_exit(weakref.ref(self))
+        self._exit_hook: Optional[Callable[[], None]] = _shutdown_at_exit(weakref.ref(self))
         atexit.register(self._exit_hook)
 
     def get_address(self) -> str:

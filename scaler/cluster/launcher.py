@@ -1,4 +1,4 @@
-"""The cluster process: forks N workers, supervises them, and takes them all down with it.
+"""Internal: the cluster process: forks N workers, supervises them, and takes them all down with it.
 
 Forking is safe here because the launcher never creates a ZeroMQ context, and its only other thread, the log writer
 (scaler.logs), holds no lock a child could inherit (the child starts with log queues of its own); each worker forks

@@ -1,4 +1,5 @@
-"""Frame-level API: encode messages to Cap'n Proto stream framing and decode frames holding one or more messages."""
+"""Internal: frame-level API: encode messages to Cap'n Proto stream framing and decode frames holding one or more
+messages."""
 
 from __future__ import annotations
 
@@ -127,8 +128,8 @@ def decode_frame_for_routing(frame: bytes) -> list[Any]:
     """decode_frame for a peer that forwards messages' bytes (``.raw``) untouched: the scheduler.
 
     It accepts and refuses exactly the messages decode_frame does, but the fast readers leave the fields that such
-    a peer never reads (emit_fast.UNREAD_WHEN_ROUTING: a Task's args) None; decode ``.raw`` again to read them. A
-    message the general reader handles (another layout) has every field.
+    a peer never reads (UNREAD_WHEN_ROUTING in tools/fastpath_codegen/emit_fast.py: a Task's args) None; decode
+    ``.raw`` again to read them. A message the general reader handles (another layout) has every field.
     """
     return _decode(frame, ROUTING_READERS)
 

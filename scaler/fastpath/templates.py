@@ -1,4 +1,4 @@
-"""Messages that differ only in the content of some of their Data fields, encoded by filling a template.
+"""Internal: messages that differ only in the content of some of their Data fields, encoded by filling a template.
 
 Cap'n Proto lays a message out by the sizes of its fields, never by their content: two messages whose variable Data
 fields have the same lengths (and whose other fields are equal) encode to the same bytes except inside those fields.

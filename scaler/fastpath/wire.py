@@ -1,11 +1,11 @@
-"""Cap'n Proto wire-level helpers shared by the generated message code.
+"""Internal: Cap'n Proto wire-level helpers shared by the generated message code.
 
 The general reader's positions are absolute byte offsets into the frame. Its readers take the bounds ``lo``/``hi``
 of the segment the pointer lives in, so one flat ``bytes`` object serves every segment without slicing. The encoder
 only ever produces a single segment, laid out in pre-order: a struct's body first, then its children in field order.
 That is the layout pycapnp produces when fields are set in that order, which lets tests compare our bytes with
 pycapnp's byte for byte. The one exception is big Data (see BLOB_THRESHOLD). The fast readers take exactly that
-layout (see emit_fast).
+layout (see tools/fastpath_codegen/emit_fast.py).
 """
 
 from __future__ import annotations

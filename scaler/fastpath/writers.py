@@ -1,7 +1,8 @@
-"""Helpers of the bytearray encoders, the variant generated for PyPy (see emit_bytearray).
+"""Internal: helpers of the bytearray encoders, the variant generated for PyPy (see
+tools/fastpath_codegen/emit_bytearray.py).
 
 PyPy's JIT turns ``pack_into`` at known offsets and ``+=`` on one bytearray into a few machine instructions, where
-CPython pays for each call: there the parts encoders (emit_fast) are faster. Both lay a message out the same way,
+CPython pays for each call: there the parts encoders (emit_fast.py) are faster. Both lay a message out the same way,
 byte for byte; tests/protocol/test_encoder_variants.py checks that on both interpreters.
 """
 

@@ -1,1 +1,1 @@
-"""The edge: ZeroMQ sockets and peer identities. Nothing here knows about scheduling."""
+"""Internal: the edge: ZeroMQ sockets and peer identities. Nothing here knows about scheduling."""

@@ -1,4 +1,4 @@
-"""CurveZMQ: authenticated, encrypted connections between the scheduler and its clients, workers and monitors.
+"""Internal: curveZMQ: authenticated, encrypted connections between the scheduler and its clients, workers and monitors.
 
 Keys are pyzmq's certificate files, written by `scaler_keygen`: `NAME.key` holds the public key (safe to copy
 around), `NAME.key_secret` the key pair (keep it private). The scheduler is the CURVE server: it holds its own key pair

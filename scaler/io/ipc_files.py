@@ -1,4 +1,4 @@
-"""The socket files of the ipc:// addresses a process bound, removed when it stops: libzmq leaves them behind.
+"""Internal: the socket files of the ipc:// addresses a process bound, removed when it stops: libzmq leaves them behind.
 
 Only the file that this process's bind created is removed. Its identity (device, inode and change time) is taken right
 after the bind; if the path was unlinked or bound again by someone else since, it is another file and stays where it

@@ -1,4 +1,5 @@
-"""`scaler_keygen DIRECTORY NAME...`: CurveZMQ key pairs for a scheduler, its workers, clients and monitors."""
+"""Internal: `scaler_keygen DIRECTORY NAME...`: CurveZMQ key pairs for a scheduler, its workers, clients and
+monitors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How many peers a process can hold, and what it does at the limit.
+"""Internal: how many peers a process can hold, and what it does at the limit.
 
 Every TCP connection costs a process one file descriptor, and Linux starts a process with a soft limit on them that is
 often 1,024 (the hard limit, which an unprivileged process may raise its soft limit to, is usually far higher). A

@@ -1,4 +1,4 @@
-"""ZeroMQ socket set-up shared by the scheduler, clients, workers and monitors.
+"""Internal: zeroMQ socket set-up shared by the scheduler, clients, workers and monitors.
 
 Every socket made here has TCP keepalive on (unless told otherwise, see TcpKeepalive). Heartbeats keep connections
 busy at the default interval of 1 s, but a connection can go quiet for longer than a firewall's or NAT's idle timeout
@@ -34,7 +34,7 @@ class TcpKeepalive(NamedTuple):
     enabled: bool = TCP_KEEPALIVE.default
     idle_seconds: int = TCP_KEEPALIVE_IDLE.default
     interval_seconds: int = TCP_KEEPALIVE_INTERVAL.default
-    count: int = TCP_KEEPALIVE_COUNT.default
+    probes: int = TCP_KEEPALIVE_COUNT.default  # not `count`, which would hide tuple.count
 
     @classmethod
     def of(cls, settings: Any) -> TcpKeepalive:
@@ -47,13 +47,13 @@ class TcpKeepalive(NamedTuple):
         )
 
     @classmethod
-    def checked(cls, enabled: Any, idle_seconds: Any, interval_seconds: Any, count: Any) -> TcpKeepalive:
+    def checked(cls, enabled: Any, idle_seconds: Any, interval_seconds: Any, probes: Any) -> TcpKeepalive:
         """From keywords (a Client's), each checked as its declaration says: TypeError or ValueError naming it."""
         return cls(
             TCP_KEEPALIVE.validate(enabled),
             TCP_KEEPALIVE_IDLE.validate(idle_seconds),
             TCP_KEEPALIVE_INTERVAL.validate(interval_seconds),
-            TCP_KEEPALIVE_COUNT.validate(count),
+            TCP_KEEPALIVE_COUNT.validate(probes),
         )
 
     def apply(self, sock: zmq.Socket) -> None:
@@ -62,7 +62,7 @@ class TcpKeepalive(NamedTuple):
         if self.enabled:
             sock.setsockopt(zmq.TCP_KEEPALIVE_IDLE, self.idle_seconds)
             sock.setsockopt(zmq.TCP_KEEPALIVE_INTVL, self.interval_seconds)
-            sock.setsockopt(zmq.TCP_KEEPALIVE_CNT, self.count)
+            sock.setsockopt(zmq.TCP_KEEPALIVE_CNT, self.probes)
 
 
 DEFAULT_KEEPALIVE = TcpKeepalive()

@@ -1,11 +1,11 @@
-"""What a monitor shows of a SchedulerStatus, formatted once for both scaler_top and scaler_ui.
+"""Internal: what a monitor shows of a SchedulerStatus, formatted once for both scaler_top and scaler_ui.
 
 Pure functions and small classes over the protocol's SchedulerStatus: no sockets, no terminal, no web server.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from scaler.protocol import Counter, SchedulerStatus, WorkerStatus, heartbeat_flags
 
@@ -128,7 +128,7 @@ class WorkerColumn(NamedTuple):
     key: str  # the single-key sort shortcut; also the column's id in scaler_ui
     header: str
     width: int  # of the widest value scaler_top expects; the worker name column takes what is left
-    value: Callable[[WorkerStatus], object]  # what the column sorts by
+    value: Callable[[WorkerStatus], Any]  # what the column sorts by
     text: Callable[[WorkerStatus], str]
 
 

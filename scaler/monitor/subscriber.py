@@ -1,4 +1,5 @@
-"""The monitor side of the scheduler's status feed: a ZeroMQ SUB socket that keeps only the newest SchedulerStatus."""
+"""Internal: the monitor side of the scheduler's status feed: a ZeroMQ SUB socket that keeps only the newest
+SchedulerStatus."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`scaler_top MONITOR_ADDRESS`: a top-like terminal view of a scheduler and its workers.
+"""Internal: `scaler_top MONITOR_ADDRESS`: a top-like terminal view of a scheduler and its workers.
 
 render() turns what is known into lines of text and is all the layout there is; the curses loop below only draws
 those lines, reads keys and follows resizes, so the screen can be tested without a terminal.

@@ -1,4 +1,5 @@
-"""The bits of `WorkerHeartbeat.flags` (scaler.capnp declares the field as UInt8; this is what each bit means).
+"""Internal: the bits of `WorkerHeartbeat.flags` (scaler.capnp declares the field as UInt8; this is what each bit
+means).
 
 Plain ints, not an IntFlag: the scheduler tests a bit per heartbeat under PyPy, and `int & IntFlag` is a Python call.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, cast
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -19,7 +19,7 @@ from zmq.utils.monitor import recv_monitor_message
 from scaler.io.limits import ConnectionBudget
 from scaler.rate_limit import LimitedLog
 
-_HANDSHAKE_FAILURES = {
+_HANDSHAKE_FAILURES: Dict[int, str] = {
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "the handshake failed",
     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "the peer does not speak CurveZMQ with this scheduler's key",
 }  # a refused key (EVENT_HANDSHAKE_FAILED_AUTH) is logged by the ZAP handler, with the key
@@ -67,18 +67,18 @@ class ConnectionWatch:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        loop.add_reader(self._events.getsockopt(zmq.FD), self.read_events)
+        loop.add_reader(self._events.fileno(), self.read_events)
         self.read_events()
 
     def close(self, loop: asyncio.AbstractEventLoop) -> None:
-        loop.remove_reader(self._events.getsockopt(zmq.FD))
+        loop.remove_reader(self._events.fileno())
         self._events.close(linger=0)
 
     def read_events(self) -> None:
         events = self._events
         budget = self._budget
         for _ in range(_EVENTS_PER_TURN):
-            if not events.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not cast(int, events.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
                 return
             message = recv_monitor_message(events, zmq.NOBLOCK)
             event = message["event"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
@@ -188,6 +188,8 @@ class SchedulerCore:
         )
         self._client_handlers: List[Optional[Handler]] = [None] * _N_TYPES
         self._worker_handlers: List[Optional[Handler]] = [None] * _N_TYPES
+        message_type: Any  # a message class, with its WHICH
+        handler: Handler
         for message_type, handler in (
             (ClientHeartbeat, self._on_client_heartbeat),
             (Task, self._on_task),
@@ -347,7 +349,8 @@ class SchedulerCore:
         stall = now - self._last_call
         if stall > _STALL_SECONDS:
             logger.warning("the scheduler did not run for %.1fs: peer timeouts extended by as much", stall)
-            for peer in [*self.workers.values(), *self.clients.values()]:
+            peers: List[Peer] = [*self.workers.values(), *self.clients.values()]
+            for peer in peers:
                 peer.last_seen += stall
         if now > self._last_call:
             self._last_call = now
@@ -418,7 +421,8 @@ class SchedulerCore:
         )
         self._validate_status_rows()
         cadence = self.cadence
-        for peer in [*self.workers.values(), *self.clients.values()]:
+        peers: List[Peer] = [*self.workers.values(), *self.clients.values()]
+        for peer in peers:
             clock = peer.clock
             assert clock.allowed_ms >= cadence.base_ms, f"{peer.name} may heartbeat faster than configured"
             configured = cadence.worker_timeout if type(peer) is WorkerState else cadence.client_timeout
@@ -715,6 +719,7 @@ class SchedulerCore:
     def _advance_retirements(self, now: float) -> None:
         """Let go of retiring workers that hold nothing any more, or whose deadline passed."""
         for worker in list(self.retiring.values()):
+            assert worker.retire_deadline is not None  # retiring workers have one
             if worker.assigned and now < worker.retire_deadline:
                 continue
             if worker.assigned:
@@ -1118,6 +1123,7 @@ class SchedulerCore:
         """What a task with streamOutput printed: to its client as the worker encoded it, like results."""
         task = self.tasks.get(message.task_id)
         if task is not None and task.worker == worker.identity and task.client in self.clients:
+            assert message.raw is not None  # a received message has its bytes
             self._send(task.client, TaskOutput.WHICH, message.raw)
 
     def _finish_locally(self, task: TaskState, status: int, payload: bytes, error_text: str) -> None:
@@ -1211,6 +1217,7 @@ class SchedulerCore:
 
     def _release_dependents(self, task: TaskState) -> None:
         tasks = self.tasks
+        assert task.dependents is not None  # called for tasks that have some
         for dependent_id in task.dependents:
             dependent = tasks.get(dependent_id)
             if dependent is None:
@@ -1262,6 +1269,7 @@ class SchedulerCore:
         """Every task downstream of a failed or canceled one finishes the same way, without running.
 
         Iterative, since a graph may be a chain of 100,000 nodes."""
+        assert task.dependents is not None  # called for tasks that have some
         pending = list(task.dependents)
         tasks = self.tasks
         while pending:
@@ -1288,6 +1296,7 @@ class SchedulerCore:
 
     def _cancel(self, task: TaskState) -> None:
         if task.state == ASSIGNED:
+            assert task.worker is not None  # assigned tasks have one
             self._set_state(task, CANCELING)
             self._send_message(task.worker, TaskCancel(task_ids=[task.task_id]))
         elif task.state in (WAITING, READY):

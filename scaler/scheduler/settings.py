@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from scaler.config import SETTINGS, default_monitor_address
-from scaler.io.curve import load_server_keys
+from scaler.io.curve import CurveServerKeys, load_server_keys
+from scaler.settings_fields import SchedulerFields
 from scaler.settings_spec import SCHEDULER, DeclaredSettings
 
 
-class SchedulerSettings(DeclaredSettings):
+class SchedulerSettings(DeclaredSettings, SchedulerFields):
     """SchedulerSettings(address, **settings): every keyword is a scheduler setting of scaler.config, checked here.
 
     The monitor address defaults to one derived from `address`; `curve_keys` holds the CurveZMQ keys, loaded now so
@@ -18,6 +19,8 @@ class SchedulerSettings(DeclaredSettings):
     COMPONENT = SCHEDULER
     REGISTRY = SETTINGS
     __slots__ = ("address", *SETTINGS.names(SCHEDULER), "curve_keys")
+    monitor_address: str  # None is given, and __init__ puts the derived address in its place
+    curve_keys: Optional[CurveServerKeys]
 
     def __init__(self, address: str, **settings: Any) -> None:
         super().__init__(address, **settings)

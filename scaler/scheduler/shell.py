@@ -110,7 +110,7 @@ class SchedulerShell:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         self._stopped = loop.create_future()
-        fd = self.router.getsockopt(zmq.FD)
+        fd = self.router.fileno()
         loop.add_reader(fd, self._on_readable)
         if self._zap is not None:
             self._zap.start(loop)
@@ -182,7 +182,7 @@ class SchedulerShell:
                 # another waits costs a fifth of the zmq.Again an empty recv raises under PyPy (about 4 us vs 18 us);
                 # a long drain (under load) asks once and pays that Again once, not a look per frame. Looking before
                 # more frames helps drains of 2 to 8 and costs long ones (bench/drain_loop.py compares the ways).
-                if 0 < frames < _EVENTS_LOOKS and not router.getsockopt(_EVENTS) & _POLLIN:
+                if 0 < frames < _EVENTS_LOOKS and not router.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]  # ZMQ_EVENTS is an int
                     break
                 try:
                     peer = router.recv(_NOBLOCK)
@@ -205,7 +205,7 @@ class SchedulerShell:
             sent = self._flush()
         # input that arrived after the last look: _flush looked again if it sent (sending can consume the edge);
         # otherwise the last look was the ZMQ_EVENTS or recv above, and anything later raises the edge anew
-        if frames >= _MAX_FRAMES_PER_DRAIN or (not sent and router.getsockopt(_EVENTS) & _POLLIN):
+        if frames >= _MAX_FRAMES_PER_DRAIN or (not sent and router.getsockopt(_EVENTS) & _POLLIN):  # type: ignore[operator]  # ZMQ_EVENTS is an int
             self._schedule_drain()
         if self._ticker_idle and core.holds_work():  # work arrived: its timers (balancing...) at the busy pace
             self._book_tick(now)
@@ -230,7 +230,7 @@ class SchedulerShell:
             except zmq.Again:
                 logger.warning("dropped %d message(s) to %r: its queue is full", len(chunks), peer)
         # sending can consume the edge that announced new input; look again
-        if router.getsockopt(_EVENTS) & _POLLIN:
+        if router.getsockopt(_EVENTS) & _POLLIN:  # type: ignore[operator]  # ZMQ_EVENTS is an int
             self._schedule_drain()
         return True
 
@@ -262,6 +262,7 @@ class SchedulerShell:
             delay = _TICK_SECONDS
         if self._ticker is not None:
             self._ticker.cancel()
+        assert self._loop is not None  # set by run()
         self._ticker = self._loop.call_later(delay, self._tick)
         self._ticker_idle = idle
 

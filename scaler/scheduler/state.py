@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from scaler.protocol import WorkerStatus
 from scaler.scheduler.cadence import PeerClock
+
+if TYPE_CHECKING:
+    from scaler.scheduler.ready import ReadyQueue  # which imports this module
 
 # Task states, small ints so the hot path branches cheaply. A finished task is forgotten, not kept in a final state.
 WAITING = 0  # has unfinished dependencies
@@ -48,7 +51,7 @@ class TaskState:
         parent_task_id: bytes,
         dependency_ids: List[bytes],
         ready_since: float,
-        queue: Any,
+        queue: ReadyQueue,
         priority: int,
         max_retries: int,
     ) -> None:

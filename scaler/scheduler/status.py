@@ -17,7 +17,7 @@ section out anew, at the next status, once however many came and went.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Union
 
 from scaler.fastpath.wire import POINTER, SEGMENT_HEADER
 from scaler.protocol import SchedulerStatus, WorkerStatus, encode
@@ -79,7 +79,7 @@ def _patch(layout: _Layout, section: bytearray, changed: List[tuple]) -> None:
         source += step
 
 
-def _compose(layout: _Layout, head: bytes, section: bytes, count: int) -> bytes:
+def _compose(layout: _Layout, head: bytes, section: Union[bytes, bytearray], count: int) -> bytes:
     """An encoded status with no rows (`head`), completed by the rows' section."""
     if not count:
         return head

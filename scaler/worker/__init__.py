@@ -1,1 +1,1 @@
-"""The worker side: an agent process talks to the scheduler, a processor process runs user code."""
+"""Internal: the worker side: an agent process talks to the scheduler, a processor process runs user code."""

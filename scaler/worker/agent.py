@@ -142,6 +142,7 @@ class WorkerAgent:
         signal.set_wakeup_fd(-1)
         self._wake_read.close()
         wake_write.close()
+        assert self._exit is not None  # the loop ends, or failed, with one
         self._close_dealer(linger=_DISCONNECT_LINGER_MS if self._exit.disconnect else 0)
         self._context.term()
 
@@ -208,6 +209,7 @@ class WorkerAgent:
 
     def _read_scheduler(self, now: float) -> None:
         messages: List[object] = []
+        assert self._dealer is not None  # read only while connected
         for _ in range(_MAX_FRAMES_PER_READ):
             try:
                 frame = self._dealer.recv(zmq.NOBLOCK)
@@ -222,6 +224,7 @@ class WorkerAgent:
 
     def _read_dealer_events(self, now: float) -> None:
         dropped = False
+        assert self._dealer_events is not None  # read only while connected
         while True:
             try:
                 event = recv_monitor_message(self._dealer_events, zmq.NOBLOCK)
@@ -269,6 +272,7 @@ class WorkerAgent:
     # --- the core's instructions --------------------------------------------------------------------------------------
 
     def _execute(self) -> None:
+        link: Optional[ProcessorLink]  # one started, or one to kill
         for instruction in self._core.take_instructions():
             kind = type(instruction)
             if kind is HandTasks:
@@ -348,6 +352,7 @@ class WorkerAgent:
         self._poller.unregister(self._dealer)
         self._poller.unregister(self._dealer_events)
         self._dealer.disable_monitor()
+        assert self._dealer_events is not None  # made with the dealer
         self._dealer_events.close(linger=0)
         self._dealer.close(linger=linger)
         self._dealer = self._dealer_events = None
@@ -360,6 +365,7 @@ class WorkerAgent:
         link = self._links.get(instruction.active)
         if link is not None:
             heartbeat.processor_cpu, heartbeat.processor_rss = link.usage()
+        assert self._outbox is not None  # the core sends heartbeats once connected
         self._outbox.add(heartbeat)
 
     def _flush(self) -> None:

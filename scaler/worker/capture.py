@@ -1,4 +1,4 @@
-"""What a task with streamOutput writes to file descriptors 1 and 2, from its processor to its agent.
+"""Internal: what a task with streamOutput writes to file descriptors 1 and 2, from its processor to its agent.
 
 Every processor gets two pipes when it is forked (zygote.py), one per stream. While a task with the flag runs, the
 processor points fds 1 and 2 at them (dup2), so everything written there is captured: `print` and
@@ -146,7 +146,7 @@ def _flush_standard_streams() -> None:
     global _c_fflush, _c_fflush_looked_up
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()  # type: ignore[union-attr]
+            stream.flush()
         except Exception:  # None, closed, or replaced by something odd: nothing of ours to flush
             pass
     if not _c_fflush_looked_up:

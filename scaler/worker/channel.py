@@ -95,7 +95,7 @@ _PICKLE_FIRST_BYTE = 0x80
 
 def _to_wire(message: Any) -> tuple:
     if type(message) is ProcessorOrders:
-        tasks = message.tasks
+        tasks: list = message.tasks
         if tasks and type(tasks[0]) is not tuple:  # NamedTuples (tests): as plain tuples, like the agent's own
             tasks = [(*task[:6], [tuple(argument) for argument in task[6]], *task[7:]) for task in tasks]
         return (_ORDERS, tasks, message.drops, message.end_of_parking, tuple(message.forget))
@@ -246,7 +246,7 @@ class SharedProgress:
         return self._WORD.unpack_from(self._memory, self._POSTED)[0]
 
     # the agent's side
-    def read(self) -> tuple:
+    def read(self) -> Tuple[int, int]:
         """(seq of the task started last, seq of the task finished last)."""
         started, finished, _ = self._WORDS.unpack_from(self._memory)
         return started, finished

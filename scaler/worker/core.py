@@ -1,4 +1,4 @@
-"""The worker's sans-IO core: decoded messages, processor reports and the time in; messages and commands out.
+"""Internal: the worker's sans-IO core: decoded messages, processor reports and the time in; messages and commands out.
 
 No sockets, processes, psutil or clocks here. The shell (agent.py) feeds the stimuli: `receive` (messages from the
 scheduler), `processor_report`, `processor_output` (what tasks with streamOutput wrote), `observe` (a processor's
@@ -35,7 +35,7 @@ again.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import cloudpickle
 
@@ -495,7 +495,7 @@ class WorkerCore:
         """Object ids requested from the scheduler, or to be, and not received yet."""
         return self._requested | self._to_request
 
-    def take_instructions(self) -> List[object]:
+    def take_instructions(self) -> List[Any]:
         instructions = self._instructions
         self._instructions = []
         return instructions
@@ -653,8 +653,8 @@ class WorkerCore:
         missing = self.cache.pin(needs)
         # The worker never forwards a Task's bytes, nor reads its dependencies or resources: they go now, while they
         # are in the CPU's caches, not with the task once it is done, when a full queue (a thousand tasks) has pushed
-        # them out (freeing them then cost 0.5 us per task: bench/worker_core.py --queued 1000, core stage).
-        message.raw = message.dependencies = message.resources = None
+        # them out (freeing them then cost 0.5 us per task: bench/throughput/worker_core.py --queued 1000, core stage).
+        message.raw = message.dependencies = message.resources = None  # type: ignore[assignment]  # freed, unread
         task = WorkerTask(message, tuple(needs), missing)
         self.tasks[task.task_id] = task
         self.queue.add(task)
@@ -673,9 +673,11 @@ class WorkerCore:
                 self.queue.remove(task)
                 self._answer(task, "cancel", TaskStatus.canceled)
             elif state == PARKED:
+                assert task.processor is not None  # parked and handed tasks have one
                 self._cancel_running(task.processor, task)
             elif state == HANDED:
                 processor = task.processor
+                assert processor is not None
                 if task.seq <= processor.done:
                     continue  # it finished: its result is on its way, and answers the cancel
                 if task.seq == processor.started:
@@ -965,6 +967,7 @@ class WorkerCore:
             if task.task_id not in self.timed:
                 continue  # stopped with another one's processor: back in the queue
             processor = task.processor
+            assert processor is not None  # timed tasks are handed or parked
             if task.seq <= processor.done:
                 continue  # it finished in time: its result is on its way
             if task.state == HANDED and processor.started < task.seq:

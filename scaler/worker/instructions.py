@@ -1,4 +1,5 @@
-"""What the worker core asks its shell to do, in order: plain records, no behaviour (see core.py and agent.py)."""
+"""Internal: what the worker core asks its shell to do, in order: plain records, no behaviour (see core.py and
+agent.py)."""
 
 from __future__ import annotations
 

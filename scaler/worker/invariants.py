@@ -1,4 +1,5 @@
-"""What must hold between any two stimuli of WorkerCore: its tests check it after every step (core.validate())."""
+"""Internal: what must hold between any two stimuli of WorkerCore: its tests check it after every step
+(core.validate())."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Keeping process trees from outliving their parents: launcher -> worker agent -> fork server -> processor.
+"""Internal: keeping process trees from outliving their parents: launcher -> worker agent -> fork server -> processor.
 
 Each child asks Linux for SIGKILL when its parent dies (PR_SET_PDEATHSIG), so even a SIGKILLed launcher takes its
 whole tree down at once. The death signal fires when the *thread* that forked the child exits, so every fork in this

@@ -1,4 +1,4 @@
-"""The worker's cache of functions, serializers and objects fetched from the scheduler, each fetched once.
+"""Internal: the worker's cache of functions, serializers and objects fetched from the scheduler, each fetched once.
 
 No clock here: every call that records a use is told the time (see core.py)."""
 

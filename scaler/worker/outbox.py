@@ -1,9 +1,9 @@
-"""What a worker sends the scheduler, batched: every message of one loop turn leaves in one ZeroMQ frame; and the
-encoding of the message it sends most, a short task's TaskResult."""
+"""Internal: what a worker sends the scheduler, batched: every message of one loop turn leaves in one ZeroMQ frame; and
+the encoding of the message it sends most, a short task's TaskResult."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import zmq
 
@@ -12,7 +12,7 @@ from scaler.protocol import Encoded, TaskResult, TaskStatus, encode, encode_many
 
 _SUCCESS = TaskStatus.success
 _RESULT_SHAPES = 256  # (task id, payload) lengths remembered; past that the cache starts over
-_NOT_MADE = object()
+_NOT_MADE: Any = object()
 
 _ZERO_COPY_SEND_BYTES = 64 * 1024  # pyzmq copies smaller frames anyway
 
@@ -40,7 +40,7 @@ class Outbox:
         frame = encode(messages[0]) if len(messages) == 1 else encode_many(messages)
         self._messages = []
         self._payload_bytes = 0
-        self._dealer.send(frame, copy=len(frame) < _ZERO_COPY_SEND_BYTES)
+        self._dealer.send(frame, 0, copy=len(frame) < _ZERO_COPY_SEND_BYTES)
         if len(frame) > self.largest:
             self.largest = len(frame)
 
@@ -58,7 +58,7 @@ class SuccessResults:
 
     def __init__(self) -> None:
         # (task id, payload) lengths -> the template's three constant pieces around them, or None: encoded in full
-        self._pieces: Dict[tuple, Optional[Tuple[bytes, bytes, bytes]]] = {}
+        self._pieces: Dict[tuple, Optional[Tuple[bytes, ...]]] = {}  # the three pieces, when not None
         self._parts: List[bytes] = []
         self._payload_bytes = 0
         self.count = 0  # results added since the last take
@@ -72,7 +72,7 @@ class SuccessResults:
             template = make_template(_success, key)
             # Both values in place (an empty one has none: such a shape is rare, encoded in full)
             usable = template is not None and template.order == (0, 1)
-            pieces = self._pieces[key] = template.constants if usable else None  # type: ignore[union-attr]
+            pieces = self._pieces[key] = template.constants if template is not None and usable else None
         if pieces is None:
             self._parts.append(encode(TaskResult(task_id=task_id, status=_SUCCESS, payload=payload)))
         else:

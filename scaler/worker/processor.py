@@ -165,7 +165,7 @@ def run_processor(
                 runner.forget(order.forget)
             pending.extend(order.tasks)
             to_drop.update(order.drops)
-        next_task = None
+        next_task: Any = None  # a ProcessorTask, indexed by position
         while pending and next_task is None:
             task = pending.popleft()
             task_id = task[_TASK_ID]
@@ -305,6 +305,7 @@ class _Reporter:
         """The flusher thread: send the waiting results once the task after them has run for the delay, unless the
         main thread sent them first; park once nothing waited for a while."""
         wake = self._flusher_wake
+        assert wake is not None  # made before this thread starts
         idle_wakes = 0
         while True:
             with self._lock:

@@ -35,7 +35,7 @@ class ProcessorLink:
         self._unsent: Deque[Tuple[memoryview, bool]] = deque()  # (bytes not yet written, whether they end an order)
         self._order_started = False  # the first of the unsent bytes was written, and the processor told so
         try:
-            self._process = psutil.Process(self.pid)
+            self._process: psutil.Process | None = psutil.Process(self.pid)
         except psutil.Error:
             self._process = None
 
@@ -53,7 +53,7 @@ class ProcessorLink:
         self._post(ProcessorOrders([], task_ids))
 
     def forget(self, object_ids: List[bytes]) -> None:
-        self._post(ProcessorOrders([], [], False, object_ids))
+        self._post(ProcessorOrders([], [], False, tuple(object_ids)))
 
     def end_parking(self) -> None:
         """Tell a parked processor that every task handed so far was taken back (see processor.py)."""

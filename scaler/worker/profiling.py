@@ -1,4 +1,4 @@
-"""Profiling of one task call: wall time, CPU time and peak memory growth."""
+"""Internal: profiling of one task call: wall time, CPU time and peak memory growth."""
 
 from __future__ import annotations
 

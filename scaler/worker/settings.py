@@ -1,15 +1,16 @@
-"""Worker settings: one read-only slot per setting declared for workers in scaler.config."""
+"""Internal: worker settings: one read-only slot per setting declared for workers in scaler.config."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from scaler.config import SETTINGS
-from scaler.io.curve import load_peer_keys
+from scaler.io.curve import CurvePeerKeys, load_peer_keys
+from scaler.settings_fields import WorkerFields
 from scaler.settings_spec import WORKER, DeclaredSettings
 
 
-class WorkerSettings(DeclaredSettings):
+class WorkerSettings(DeclaredSettings, WorkerFields):
     """WorkerSettings(address, **settings): every keyword is a worker setting of scaler.config, checked here.
 
     `curve_keys` holds the CurveZMQ keys, loaded now so that a missing or wrong key file is an error at start, in the
@@ -18,6 +19,7 @@ class WorkerSettings(DeclaredSettings):
     COMPONENT = WORKER
     REGISTRY = SETTINGS
     __slots__ = ("address", *SETTINGS.names(WORKER), "curve_keys")
+    curve_keys: Optional[CurvePeerKeys]
 
     def __init__(self, address: str, **settings: Any) -> None:
         super().__init__(address, **settings)

@@ -1,4 +1,4 @@
-"""What the worker core knows of each task and each processor, and every way a task's state may change.
+"""Internal: what the worker core knows of each task and each processor, and every way a task's state may change.
 
 A task has one state field. Everything that can happen to it is in TRANSITIONS, which the core checks on every change
 (an impossible change raises InvalidTransition with the task's story, the states it went through), and which

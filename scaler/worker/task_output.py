@@ -1,4 +1,5 @@
-"""A task's captured output, batched into TaskOutput messages: the worker core's side (capture.py reads the pipes).
+"""Internal: A task's captured output, batched into TaskOutput messages: the worker core's side (capture.py reads the
+pipes).
 
 Output leaves in whole lines: what ends in a newline is sent OUTPUT_DELAY_SECONDS after it arrived (so a chatty task
 costs one message per stream every few tens of milliseconds, not one per line), at once when OUTPUT_BATCH_BYTES are
@@ -46,7 +47,7 @@ class TaskOutputBuffer:
                 due = self.since[stream]
         return due + OUTPUT_DELAY_SECONDS
 
-    def take(self, now: float, messages: List[Tuple[TaskOutput, int]]) -> None:
+    def take(self, now: float, messages: List[Tuple[object, int]]) -> None:
         """Append the messages due now."""
         for stream, pending in enumerate(self.pending):
             if not pending:
@@ -62,7 +63,7 @@ class TaskOutputBuffer:
                 del pending[:cut]
                 self.since[stream] = now
 
-    def finish(self, messages: List[Tuple[TaskOutput, int]]) -> None:
+    def finish(self, messages: List[Tuple[object, int]]) -> None:
         """Append everything left, then the count of what was dropped: the task is about to be answered."""
         for stream, pending in enumerate(self.pending):
             if pending:
@@ -72,5 +73,5 @@ class TaskOutputBuffer:
             self._send(_STDERR, b"[... %d bytes of output dropped]\n" % self.dropped, messages)
             self.dropped = 0
 
-    def _send(self, stream: int, data: bytes, messages: List[Tuple[TaskOutput, int]]) -> None:
+    def _send(self, stream: int, data: bytes, messages: List[Tuple[object, int]]) -> None:
         messages.append((TaskOutput(task_id=self.task_id, stream=stream, data=data), len(data)))

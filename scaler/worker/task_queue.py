@@ -1,5 +1,5 @@
-"""Tasks a worker holds but is not running: highest Task.priority first; within a priority, those whose objects have
-all arrived run first in, first out, except that tasks submitted from tasks go first, newest first.
+"""Internal: tasks a worker holds but is not running: highest Task.priority first; within a priority, those whose
+objects have all arrived run first in, first out, except that tasks submitted from tasks go first, newest first.
 
 Why newest first: a parent waits on its children on a parked processor (see core.py). Depth-first order finishes a
 subtree before opening the next, so parked processors stay near the nesting depth; first in, first out would open

@@ -1,4 +1,5 @@
-"""Starting processors: a small fork server ("zygote") that the worker forks before it creates any ZeroMQ context.
+"""Internal: starting processors: a small fork server ("zygote") that the worker forks before it creates any ZeroMQ
+context.
 
 Why: fork() is the fastest way to start a processor (no interpreter start-up, modules already imported), but forking
 the agent itself once it runs ZeroMQ would copy a process whose libzmq threads, locks and sockets the child must never
@@ -24,7 +25,7 @@ import select
 import signal
 import socket
 import time
-from typing import Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Dict, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.logs import flush_logs
@@ -205,7 +206,8 @@ def _serve(control: socket.socket, agent_pid: int) -> None:
     signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a Python handler is what makes the wakeup fd fire
     while True:
-        readable = select.select([control, wake_read], [], [], config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS)[0]
+        watched: List[Union[socket.socket, int]] = [control, wake_read]
+        readable = select.select(watched, [], [], config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS)[0]
         if not parent_alive(agent_pid):
             return
         if wake_read in readable:

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 import psutil
 
-from tests.processes import wait_for
+from scaler.testing.processes import wait_for
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 

@@ -18,8 +18,8 @@ import zmq
 from scaler import Client
 from scaler.io.sockets import create_subscriber
 from scaler.protocol import SchedulerStatus, decode_frame
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 from tests.autoscale.tasks import record_and_square
-from tests.processes import ScalerProcess, free_tcp_address, wait_for
 
 
 @dataclass

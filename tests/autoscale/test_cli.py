@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from scaler.testing.processes import ROOT, ScalerProcess, wait_for
 from tests.autoscale.scenario import Scenario
-from tests.processes import ROOT, ScalerProcess, wait_for
 
 
 def _run(*arguments: str, env=None) -> subprocess.CompletedProcess:

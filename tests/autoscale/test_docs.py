@@ -9,7 +9,7 @@ from pathlib import Path
 from scaler import config
 from scaler.autoscale.backends.base import WorkerCommand
 from scaler.autoscale.backends.slurm import SlurmBackend
-from tests.processes import ROOT
+from scaler.testing.processes import ROOT
 
 DOCS = Path(ROOT) / "docs" / "deployment"
 

@@ -23,9 +23,9 @@ pytest.importorskip("kubernetes")
 
 from scaler.autoscale.backends.base import BackendError  # noqa: E402
 from scaler.autoscale.backends.kubernetes import KubernetesBackend  # noqa: E402
+from scaler.testing.processes import ROOT, wait_for  # noqa: E402
 from tests.autoscale.fake_kubernetes import FakeKubernetes  # noqa: E402
 from tests.autoscale.scenario import Scenario  # noqa: E402
-from tests.processes import ROOT, wait_for  # noqa: E402
 
 TOKEN = "scaler-autoscaler-token"
 KEY = ("scaler", "scaler-workers")

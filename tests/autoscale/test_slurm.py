@@ -4,7 +4,7 @@
   through Slurm jobs (squeue), every result is right, no task runs twice, the pool shrinks back to --min-workers;
 - the fixed pool: README's `sbatch deploy/slurm/scaler-pool.sbatch ADDRESS`, stopped with `scancel --signal=TERM`.
 
-Set SCALER_SLURM_TIMELINE=FILE to keep the elastic scenario's timeline (bench/plot_autoscale.py draws it).
+Set SCALER_SLURM_TIMELINE=FILE to keep the elastic scenario's timeline (bench/scale/plot_autoscale.py draws it).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Iterator
 
 import pytest
 
+from scaler.testing.processes import ROOT, wait_for
 from tests.autoscale.local_slurm import LocalSlurm, slurm_available
 from tests.autoscale.scenario import Scenario
-from tests.processes import ROOT, wait_for
 
 INTERVAL = 0.5  # the scheduler's status interval, and the autoscaler's
 IDLE = 3.0

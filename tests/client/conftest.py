@@ -5,7 +5,7 @@ from typing import Iterator
 import pytest
 
 from scaler.client import Client
-from tests.client.peer import ProtocolPeer
+from scaler.testing.protocol_peer import ProtocolPeer
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from scaler.client import Client
 from scaler.client.dask_graph import evaluate_task, flatten_keys, shape_like
 from scaler.protocol import ArgumentKind, ObjectKind
 from scaler.protocol import Task as TaskMessage
-from tests.client.peer import ProtocolPeer
+from scaler.testing.protocol_peer import ProtocolPeer
 
 
 def inc(value: int) -> int:

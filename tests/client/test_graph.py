@@ -11,7 +11,7 @@ from scaler.client import Client, ScalerFuture
 from scaler.client.graph import gather_list, identity
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import ArgumentKind, ObjectKind, Task
-from tests.client.peer import ProtocolPeer
+from scaler.testing.protocol_peer import ProtocolPeer
 
 
 def inc(i):

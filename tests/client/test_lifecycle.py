@@ -25,8 +25,8 @@ from scaler.protocol import (
     Task,
     TaskCancel,
 )
-from tests.client.peer import ProtocolPeer
-from tests.processes import wait_for
+from scaler.testing.processes import wait_for
+from scaler.testing.protocol_peer import ProtocolPeer
 
 
 def inc(value: int) -> int:

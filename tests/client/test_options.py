@@ -15,7 +15,7 @@ from scaler.client import Client
 from scaler.client.results import failure_of
 from scaler.errors import ScalerError, TaskPoliciesUnsupportedError, TaskRefusedError, TaskTimeoutError
 from scaler.protocol import Resource, Task, TaskResult, TaskStatus
-from tests.client.peer import ProtocolPeer
+from scaler.testing.protocol_peer import ProtocolPeer
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -14,8 +14,8 @@ from scaler.client import Client, Serializer
 from scaler.drop_streak import DROPS_BEFORE_STOPPING
 from scaler.errors import SchedulerGoneError
 from scaler.protocol import Goodbye, Hello, ObjectKind, ObjectPut, Task, TaskCancel
-from tests.client.peer import ProtocolPeer
-from tests.processes import wait_for
+from scaler.testing.processes import wait_for
+from scaler.testing.protocol_peer import ProtocolPeer
 
 pytestmark = pytest.mark.timeout(60)
 

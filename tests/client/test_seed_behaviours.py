@@ -15,8 +15,8 @@ import pytest
 from scaler.client import Client
 from scaler.errors import MissingObjectError, ProfilingInfoError, ScalerError
 from scaler.protocol import Task
-from tests.client.peer import ProtocolPeer
-from tests.processes import wait_for
+from scaler.testing.processes import wait_for
+from scaler.testing.protocol_peer import ProtocolPeer
 
 
 def add(a, b):

@@ -25,8 +25,8 @@ from scaler.protocol import (
     TaskResult,
     TaskStatus,
 )
-from tests.client.peer import ProtocolPeer
-from tests.processes import free_tcp_address, wait_for
+from scaler.testing.processes import free_tcp_address, wait_for
+from scaler.testing.protocol_peer import ProtocolPeer
 
 
 def inc(value: int) -> int:

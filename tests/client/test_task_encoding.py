@@ -10,7 +10,7 @@ from scaler.client.options import DEFAULT_OPTIONS
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import Argument, ArgumentKind, Task, encode, encode_many, make_template
 from scaler.serializer import Serializer
-from tests.client.peer import ProtocolPeer
+from scaler.testing.protocol_peer import ProtocolPeer
 
 
 def describe(*args, **kwargs):

@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple
 
 import yaml
 
-from tests.processes import ROOT, ScalerProcess, free_tcp_address
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 
 MANIFESTS = Path(ROOT) / "deploy" / "kubernetes"
 Object = Dict[str, Any]

@@ -20,8 +20,8 @@ from typing import Dict, List, NamedTuple, Tuple
 import dockerfile
 import pytest
 
+from scaler.testing.processes import ROOT
 from tests.deploy.kube import base_objects, image_name, of_kind, only_container
-from tests.processes import ROOT
 
 DOCKER = Path(ROOT) / "deploy" / "docker"
 IMAGES = {"scaler-scheduler": DOCKER / "Dockerfile.scheduler", "scaler-worker": DOCKER / "Dockerfile.worker"}

@@ -10,8 +10,8 @@ from typing import Any, Dict, Iterator, List
 
 import promql_parser
 
+from scaler.testing.processes import ROOT
 from tests.monitor.samples import exported, full_status, names
-from tests.processes import ROOT
 
 DASHBOARD = Path(ROOT) / "deploy" / "grafana" / "scaler.json"
 # Grafana's variables are replaced before a query reaches Prometheus; these stand in for them

@@ -14,9 +14,9 @@ from typing import Callable, Iterator, List
 import pytest
 
 from scaler import Client
+from scaler.testing.processes import wait_for
 from tests.deploy.kube import ContainerProcess, LocalPods, base_objects, env_values, find, render
 from tests.monitor.samples import Samples, parse, value, worker_labels
-from tests.processes import wait_for
 
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl renders the kustomization")
 

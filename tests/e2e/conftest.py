@@ -5,7 +5,7 @@ from typing import Iterator, Tuple
 
 import pytest
 
-from tests.processes import ScalerProcess, free_tcp_address
+from scaler.testing.processes import ScalerProcess, free_tcp_address
 
 
 @pytest.fixture

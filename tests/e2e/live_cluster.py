@@ -11,8 +11,8 @@ from typing import Dict, List, Optional, Sequence
 import psutil
 
 from scaler.protocol import SchedulerStatus
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 from tests.e2e.monitor import counters, wait_for_status
-from tests.processes import ScalerProcess, free_tcp_address, wait_for
 
 UNFINISHED_STATES = ("waiting", "ready", "assigned", "canceling")
 

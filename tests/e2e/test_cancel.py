@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from scaler import Client
+from scaler.testing.processes import wait_for
 from tests.e2e.live_cluster import LiveCluster, unfinished
-from tests.processes import wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

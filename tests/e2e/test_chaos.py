@@ -15,8 +15,8 @@ import cloudpickle
 
 from scaler import Client
 from scaler.client.future import ScalerFuture
+from scaler.testing.processes import wait_for
 from tests.e2e.live_cluster import LiveCluster
-from tests.processes import wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

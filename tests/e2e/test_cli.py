@@ -14,7 +14,7 @@ import pytest
 
 from scaler import Client, config
 from scaler.scheduler.cli import gc_environment
-from tests.processes import ROOT, ScalerProcess, free_tcp_address
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 
 BIN = Path(sys.executable).parent
 PYPY = Path(ROOT) / ".venv-pypy" / "bin" / "python"

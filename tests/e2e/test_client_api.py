@@ -9,8 +9,8 @@ import pytest
 
 from scaler import Client, ObjectReference, ScalerFuture, Serializer
 from scaler.errors import DisconnectedError, MissingObjectError, ProcessorDiedError, RemoteTraceback
+from scaler.testing.processes import wait_for
 from tests.e2e.monitor import counters, wait_for_status
-from tests.processes import wait_for
 
 
 def _fail(message: str) -> None:

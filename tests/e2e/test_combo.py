@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from scaler import Client, SchedulerClusterCombo
-from tests.processes import ROOT, free_tcp_address, wait_for
+from scaler.testing.processes import ROOT, free_tcp_address, wait_for
 
 
 def _tree(pid: int) -> List[psutil.Process]:

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from tests.processes import ROOT
+from scaler.testing.processes import ROOT
 
 
 def test_the_demo_shows_a_progress_bar_and_a_short_summary() -> None:

@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List, Sequence
 
 import pytest
 
-from tests.processes import ROOT, ScalerProcess, free_tcp_address
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 
 EXAMPLES = Path(ROOT) / "examples"
 README_ADDRESS = "tcp://127.0.0.1:2345"

@@ -18,8 +18,8 @@ import pytest
 
 from scaler import Client
 from scaler.errors import ProcessorDiedError, WorkerDiedError
+from scaler.testing.processes import ROOT, wait_for
 from tests.e2e.live_cluster import LiveCluster, unfinished
-from tests.processes import ROOT, wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -111,8 +111,7 @@ def test_vanished_client_has_its_tasks_canceled_and_objects_freed(live, tmp_path
     live.wait_workers(1)
     script = textwrap.dedent(
         f"""
-        import sys, time
-        sys.path.insert(0, {ROOT!r})
+        import time
         from scaler import Client
         client = Client({live.address!r})
         reference = client.send_object(list(range(1000)), name="big")
@@ -121,7 +120,7 @@ def test_vanished_client_has_its_tasks_canceled_and_objects_freed(live, tmp_path
         time.sleep(600)
         """
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=ROOT)
     try:
         assert select.select([child.stdout], [], [], 30)[0], "the child client did not submit within 30 s"
         assert child.stdout.readline().strip() == b"submitted"

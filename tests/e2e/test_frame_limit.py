@@ -14,7 +14,7 @@ import pytest
 
 from scaler import Client
 from scaler.errors import FrameTooLargeError
-from tests.processes import ScalerProcess, free_tcp_address
+from scaler.testing.processes import ScalerProcess, free_tcp_address
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

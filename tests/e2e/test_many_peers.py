@@ -1,6 +1,7 @@
 """A scheduler with more peers than its open-files limit allowed: it raises the limit itself, or, past the hard limit,
-says so, keeps serving the peers it holds and does not spin. Simulated workers (tests/sim_peers.py: a real socket,
-handshake and heartbeats each, a thousand in one process) against the PyPy scheduler, where it is meant to run."""
+says so, keeps serving the peers it holds and does not spin. Simulated workers (scaler/testing/sim_peers.py: a real
+socket, handshake and heartbeats each, a thousand in one process) against the PyPy scheduler, where it is meant to
+run."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from typing import Tuple
 import psutil
 import pytest
 
-from tests.processes import ROOT, ScalerProcess, free_tcp_address, wait_for
-from tests.sim_peers import PeerHost
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address, wait_for
+from scaler.testing.sim_peers import PeerHost
 
 PYPY = Path(ROOT) / ".venv-pypy" / "bin" / "python"
 

@@ -1,12 +1,12 @@
 """Several `scaler_cluster` processes and four clients at once, each with a map and a graph: every result checked.
 
-The full size (clusters of 32 workers) is bench/many_workers.py; here two clusters of six, so CI stays quick."""
+The full size (clusters of 32 workers) is bench/scale/many_workers.py; here two clusters of six, so CI stays quick."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.e2e.many_workers import ManyWorkers, scheduler_python_or_none
+from scaler.testing.many_workers import ManyWorkers, scheduler_python_or_none
 
 pytestmark = pytest.mark.timeout(180)
 

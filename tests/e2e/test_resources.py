@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from scaler import Client
+from scaler.testing.processes import ROOT
 from tests.e2e.live_cluster import LiveCluster
-from tests.processes import ROOT
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from scaler import Client
-from tests.processes import ScalerProcess, wait_for
+from scaler.testing.processes import ScalerProcess, wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

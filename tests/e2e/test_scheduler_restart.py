@@ -25,9 +25,9 @@ import pytest
 from scaler import Client
 from scaler.client.future import ScalerFuture
 from scaler.errors import SchedulerGoneError
+from scaler.testing.processes import ScalerProcess, free_tcp_address
 from tests.e2e.monitor import wait_for_status
 from tests.perf_e2e.test_pypy_scheduler import SCHEDULER_PYTHON
-from tests.processes import ScalerProcess, free_tcp_address
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -10,8 +10,8 @@ import psutil
 import pytest
 
 from scaler import Client, SchedulerClusterCombo
+from scaler.testing.processes import wait_for
 from tests.e2e.live_cluster import LiveCluster
-from tests.processes import wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

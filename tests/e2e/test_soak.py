@@ -1,27 +1,19 @@
-"""Three minutes of bench/soak.py, as CI runs it: a mixed load with workers killed and added and the scheduler SIGKILLed
-and restarted halfway; every future must resolve once with the right value and no process may grow by more than 10%
-after warm-up (the first minute here). Samples every 4 s instead of 30, so the judgement has enough of them."""
+"""Three minutes of bench/memory/soak.py, as CI runs it: a mixed load with workers killed and added and the scheduler
+SIGKILLed and restarted halfway; every future must resolve once with the right value and no process may grow by more
+than 10% after warm-up (the first minute here). Samples every 4 s instead of 30, so the judgement has enough of them."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-import os
-import sys
 
 import pytest
-
-from tests.processes import ROOT
 
 pytestmark = pytest.mark.timeout(600)
 
 
 def load_soak():
-    spec = importlib.util.spec_from_file_location("soak", os.path.join(ROOT, "bench", "soak.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["soak"] = module  # it ships its own functions to the workers by value, found by module name
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("bench.memory.soak")  # on first use: it registers itself with cloudpickle
 
 
 def test_three_minutes_of_soak_lose_nothing_and_grow_nothing(tmp_path, capsys) -> None:

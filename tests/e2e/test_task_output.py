@@ -13,8 +13,8 @@ from typing import Iterator, Tuple
 
 import pytest
 
+from scaler.testing.processes import ROOT
 from tests.e2e.test_examples import _cli_cluster
-from tests.processes import ROOT
 
 pytestmark = pytest.mark.timeout(120)
 

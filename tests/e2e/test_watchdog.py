@@ -15,8 +15,8 @@ import pytest
 
 from scaler import Client
 from scaler.monitor.model import status_sections
+from scaler.testing.processes import wait_for
 from tests.e2e.live_cluster import LiveCluster
-from tests.processes import wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

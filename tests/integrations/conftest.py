@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 
 from scaler import Client
-from tests.processes import ScalerProcess, free_tcp_address
+from scaler.testing.processes import ScalerProcess, free_tcp_address
 
 
 class SharedCluster:

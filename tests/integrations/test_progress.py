@@ -12,7 +12,7 @@ import pytest
 import scaler
 from scaler import Client
 from scaler.protocol import Task
-from tests.client.peer import ProtocolPeer
+from scaler.testing.protocol_peer import ProtocolPeer
 
 
 def slow_first(index: int) -> int:

@@ -27,7 +27,7 @@ from scaler.io.sockets import (
 from scaler.monitor import top
 from scaler.monitor.subscriber import StatusSubscriber
 from scaler.monitor.ui import app
-from tests.processes import ROOT, ScalerProcess, free_tcp_address
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 
 OPTIONS = (zmq.TCP_KEEPALIVE, zmq.TCP_KEEPALIVE_IDLE, zmq.TCP_KEEPALIVE_INTVL, zmq.TCP_KEEPALIVE_CNT)
 

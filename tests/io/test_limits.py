@@ -22,7 +22,7 @@ from typing import Dict, List
 import pytest
 
 from scaler.io.limits import ConnectionBudget, OpenFiles, SynGate, open_descriptors
-from tests.processes import ROOT
+from scaler.testing.processes import ROOT
 
 pytestmark = [
     pytest.mark.timeout(60),

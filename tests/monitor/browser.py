@@ -11,7 +11,7 @@ import tempfile
 import urllib.request
 from typing import Any, List, Optional
 
-from tests.processes import stop_process_group, wait_for
+from scaler.testing.processes import stop_process_group, wait_for
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [

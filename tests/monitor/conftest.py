@@ -7,8 +7,8 @@ from typing import Iterator, List
 
 import pytest
 
+from scaler.testing.processes import ScalerProcess, free_tcp_address
 from tests.monitor.terminal import Tmux
-from tests.processes import ScalerProcess, free_tcp_address
 
 STATUS_INTERVAL_SECONDS = "0.25"  # four statuses a second keep the live tests short
 

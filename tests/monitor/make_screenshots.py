@@ -25,9 +25,9 @@ from typing import List
 
 from scaler import Client
 from scaler.config import default_monitor_address
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address, wait_for
 from tests.monitor.browser import chromium_command, remove_profile
 from tests.monitor.terminal import Tmux
-from tests.processes import ROOT, ScalerProcess, free_tcp_address, wait_for
 
 TERMINAL_WIDTH, TERMINAL_HEIGHT = 120, 24
 

@@ -11,7 +11,7 @@ from typing import List
 
 import psutil
 
-from tests.processes import ROOT
+from scaler.testing.processes import ROOT
 
 EXIT_MARK = "exited with status"
 

@@ -9,9 +9,9 @@ from typing import Iterator, List
 import pytest
 
 from scaler import Client
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 from tests.monitor.conftest import LiveCluster
 from tests.monitor.samples import Samples, parse, value, worker_labels
-from tests.processes import ScalerProcess, free_tcp_address, wait_for
 
 TASKS = 300
 TASK_SECONDS = 0.02  # 300 tasks on 3 workers: 2 s or more of work, several statuses at 4 a second

@@ -14,8 +14,8 @@ import zmq
 
 from scaler.monitor.subscriber import StatusSubscriber, check_timeout
 from scaler.protocol import HeartbeatEcho, encode
+from scaler.testing.processes import ROOT, wait_for
 from tests.monitor.statuses import status
-from tests.processes import ROOT, wait_for
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import tempfile
 from typing import List
 
 from scaler import Client
+from scaler.testing.processes import wait_for
 from tests.monitor.conftest import LiveCluster
 from tests.monitor.terminal import EXIT_MARK, Tmux
-from tests.processes import wait_for
 
 SECTION_TITLES = ("scheduler", "task_manager", "scheduler_sent", "scheduler_received", "function_tasks")
 

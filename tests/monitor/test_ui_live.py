@@ -10,9 +10,9 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from scaler import Client
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 from tests.monitor.browser import HeadlessChromium
 from tests.monitor.conftest import LiveCluster
-from tests.processes import ScalerProcess, free_tcp_address, wait_for
 
 TASKS = 400
 TASK_SECONDS = 0.025  # 400 tasks on 2 workers keep the cluster busy for 5 s or more: the page refreshes every second

@@ -15,7 +15,7 @@ from typing import Iterator, List, Optional, Tuple
 import pytest
 
 from scaler import Client
-from tests.processes import ROOT, ScalerProcess, free_tcp_address
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 
 DIST = os.path.join(ROOT, "dist")
 TASKS = 40

@@ -17,6 +17,7 @@ from typing import Iterator, List, NamedTuple
 
 import pytest
 
+from scaler.testing.processes import ROOT, wait_for
 from tests.packaging.serving import (
     LISTENING,
     START_TIMEOUT_SECONDS,
@@ -30,7 +31,6 @@ from tests.packaging.serving import (
     scheduler_arguments,
     top_once_arguments,
 )
-from tests.processes import ROOT, wait_for
 
 BUILD = "bash packaging/nuitka/build.sh"
 BARE_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # no VIRTUAL_ENV, PYTHONPATH nor pyenv shims

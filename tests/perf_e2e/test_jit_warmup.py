@@ -1,5 +1,5 @@
 """The PyPy scheduler's JIT warm-up sends what real peers send: after it, a real client connecting and running its
-first graph makes PyPy throw away none of the loops it compiled (bench/jit_phases.py reads PYPYLOG's invalidations).
+first graph makes PyPy throw away none of the loops it compiled (bench/jit/jit_phases.py reads PYPYLOG's invalidations).
 
 Once, the warm-up's client put no object: a real client's first ObjectPut changed what PyPy had guessed of the core's
 objects, and the first graph paid for tracing the core's hottest loops again (docs/performance.md, "The first graph's
@@ -9,14 +9,13 @@ retraced loops"). Counts of what was compiled and thrown away, not timings.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
+from scaler.testing.processes import ROOT, stop_process_group
 from tests.perf_e2e.test_pypy_scheduler import SCHEDULER_PYTHON, require_scheduler_python
-from tests.processes import ROOT, stop_process_group
 
 pytestmark = pytest.mark.timeout(210)  # the tool's 150 s, then 20 s to stop it
 
@@ -24,11 +23,11 @@ pytestmark = pytest.mark.timeout(210)  # the tool's 150 s, then 20 s to stop it
 def test_no_compiled_loop_is_thrown_away_once_a_real_client_comes(tmp_path) -> None:
     require_scheduler_python()
     figures = tmp_path / "phases.json"
-    command = [sys.executable, os.path.join(ROOT, "bench", "jit_phases.py"), "--scheduler-python", SCHEDULER_PYTHON]
+    command = [sys.executable, "-m", "bench.jit.jit_phases", "--scheduler-python", SCHEDULER_PYTHON]
     command += ["--trees", "1", "--leaves", "2000", "--pypylog", str(tmp_path), "--json", str(figures)]
     # its own process group: if it hangs, the cluster it started goes with it (SIGTERM first: it cleans up then)
     tool = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=ROOT
     )  # fmt: skip
     try:
         output, _ = tool.communicate(timeout=150)

@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 
 from scaler import Client
-from tests.processes import ROOT, ScalerProcess, free_tcp_address
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -122,7 +122,8 @@ def test_report_result_default_is_true_on_the_wire(report_result: bool) -> None:
 
 
 # The encoders and fast readers take Task's usually-empty fields and its flags at their defaults in one test each
-# (see emit_fast.USUALLY_EMPTY): each one set alone must leave that shortcut and still match the reference.
+# (see USUALLY_EMPTY in tools/fastpath_codegen/emit_fast.py): each one set alone must leave that shortcut and still
+# match the reference.
 SET_ALONE = {
     "dependencies": [b"d" * 16],
     "parent_task_id": b"p" * 16,

@@ -14,21 +14,21 @@ import pytest
 if sys.implementation.name != "cpython":
     pytest.skip("pycapnp is CPython only", allow_module_level=True)
 
-from scaler.fastpath import generate  # noqa: E402
-from tests.processes import ROOT  # noqa: E402
+from scaler.testing.processes import ROOT  # noqa: E402
+from tools.fastpath_codegen import generate  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def test_committed_messages_module_is_up_to_date() -> None:
     assert generate.OUTPUT_PATH.read_text() == generate.render(), (
-        "scaler/fastpath/_messages.py is stale: run python3 -m scaler.fastpath.generate"
+        "scaler/fastpath/_messages.py is stale: run python3 -m tools.fastpath_codegen.generate"
     )
 
 
 def test_generation_is_deterministic() -> None:
     # another interpreter with another hash seed: in this process, set and dict orders would repeat whatever they are
-    script = "import sys; from scaler.fastpath import generate; sys.stdout.write(generate.render())"
+    script = "import sys; from tools.fastpath_codegen import generate; sys.stdout.write(generate.render())"
     elsewhere = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True, text=True, timeout=60, check=True, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "1"},

@@ -21,9 +21,9 @@ if sys.implementation.name != "cpython":
 
 import capnp  # noqa: E402
 
-from scaler.fastpath import generate  # noqa: E402
 from scaler.fastpath.wire import BLOB_THRESHOLD  # noqa: E402
 from tests.protocol import capnp_bridge  # noqa: E402
+from tools.fastpath_codegen import generate  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -77,7 +77,9 @@ def test_every_message_type_has_vectors_in_union_order() -> None:
 
 def test_vectors_cover_the_current_schema() -> None:
     stale = [doc["type"] for doc in DOCUMENTS if not covers_schema(CLASSES[doc["type"]], doc["vectors"][1]["values"])]
-    assert not stale, f"{stale}: schema changed since the vectors were made, run tests/protocol/vectors/make_vectors.py"
+    assert not stale, (
+        f"{stale}: schema changed since the vectors were made, run python3 -m tests.protocol.vectors.make_vectors"
+    )
 
 
 @pytest.mark.parametrize(("cls", "vector"), CASES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from scaler.protocol import ClientHeartbeat, HeartbeatEcho, WorkerDisconnect, WorkerHeartbeat
 from scaler.scheduler.cadence import Cadence
-from tests.scheduler.harness import CLIENT, Harness
+from scaler.testing.scheduler_harness import CLIENT, Harness
 
 # --- the rule ---------------------------------------------------------------------------------------------------------
 

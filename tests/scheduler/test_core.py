@@ -30,7 +30,7 @@ from scaler.protocol import (
     decode_frame,
     encode_many,
 )
-from tests.scheduler.harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
 
 
 def test_handshake_accepts_client_and_worker_with_timings() -> None:

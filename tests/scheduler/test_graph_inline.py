@@ -12,7 +12,7 @@ from scaler.protocol import (
     TaskStatus,
     WorkerDisconnect,
 )
-from tests.scheduler.harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
 
 
 def graph_node(harness: Harness, *dependencies: bytes, **fields) -> Task:

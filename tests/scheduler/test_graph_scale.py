@@ -1,7 +1,7 @@
 """A graph's cost in the scheduler core is linear in its size, and nothing of it stays once it ran.
 
 Measured with tracemalloc on the core alone, at two sizes four times apart; the 100,000-node run is in the report and
-bench/graph_tree.py, too slow for a unit test."""
+bench/throughput/graph_tree.py, too slow for a unit test."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import List
 import pytest
 
 from scaler.protocol import Task, decode_frame_for_routing, encode_many
-from tests.scheduler.harness import CLIENT, WORKER_A, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, Harness, of_type, result
 
 
 def chain(harness: Harness, length: int) -> List[Task]:

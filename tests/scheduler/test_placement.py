@@ -10,7 +10,7 @@ from typing import Dict, List
 from scaler.protocol import BalanceRequest, ClientHeartbeat, Task, WorkerDisconnect, WorkerHeartbeat
 from scaler.scheduler.placement import WorkerLoads
 from scaler.scheduler.state import WorkerState
-from tests.scheduler.harness import CLIENT, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, Harness, of_type, result
 
 _TASK_LOCK = 4  # WorkerHeartbeat.flags bit: the processor runs a task (not parked)
 

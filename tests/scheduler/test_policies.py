@@ -29,7 +29,7 @@ from scaler.protocol import (
     encode,
 )
 from scaler.scheduler import core as core_module
-from tests.scheduler.harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
 
 GPU_WORKER = b"W|test|7|gpu"
 OTHER_GPU_WORKER = b"W|test|8|gpu2"

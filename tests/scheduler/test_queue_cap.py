@@ -6,7 +6,7 @@ import pytest
 
 from scaler.protocol import Task
 from scaler.scheduler.settings import SchedulerSettings
-from tests.scheduler.harness import CLIENT, WORKER_A, Harness
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, Harness
 
 
 def test_a_worker_gets_no_more_than_the_scheduler_cap() -> None:

@@ -20,7 +20,7 @@ from scaler.protocol import (
     WorkerDisconnect,
     WorkerHeartbeat,
 )
-from tests.scheduler.harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
 
 CLIENT_B = b"C|test|4|other"
 WORKER_C = b"W|test|5|c"

@@ -17,7 +17,7 @@ from scaler.protocol import (
     WorkerHeartbeat,
 )
 from scaler.scheduler.resources import Resources
-from tests.scheduler.harness import CLIENT, WORKER_A, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, Harness, of_type, result
 
 GPU = (("gpu", 1.0),)
 GPU_WORKER = b"W|test|7|gpu"

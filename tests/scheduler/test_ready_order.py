@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import List
 
 from scaler.protocol import Resource, Task, WorkerDisconnect
-from tests.scheduler.harness import CLIENT, WORKER_A, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, Harness, of_type, result
 
 GPU_WORKER = b"W|test|7|gpu"
 BIG_WORKER = b"W|test|8|big"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from scaler.protocol import PROTOCOL_VERSION, ClientHeartbeat, Goodbye, Hello, HelloReply, Role, Task, TaskStatus
-from tests.scheduler.harness import CLIENT, WORKER_A, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, Harness, of_type, result
 
 
 def hello(role: Role, previous_registrations: int = 0, **fields) -> Hello:

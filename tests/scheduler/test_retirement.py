@@ -19,7 +19,7 @@ from scaler.protocol import (
     WorkerHeartbeat,
     WorkerRetire,
 )
-from tests.scheduler.harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
 
 
 def busy_worker(harness: Harness, count: int) -> List[Task]:

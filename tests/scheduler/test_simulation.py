@@ -36,7 +36,7 @@ from scaler.protocol import (
     WorkerHeartbeat,
     WorkerRetire,
 )
-from tests.scheduler.harness import CLIENT, Harness, result
+from scaler.testing.scheduler_harness import CLIENT, Harness, result
 
 SUCCESS, FAILED, CANCELED = TaskStatus.success, TaskStatus.failed, TaskStatus.canceled
 # what workers offer and tasks need when the run plays task policies; every requirement is met by some offer

@@ -10,7 +10,7 @@ import pytest
 
 from scaler.protocol import SchedulerStatus, Task, WorkerDisconnect, WorkerHeartbeat, WorkerRetire, decode_frame, encode
 from scaler.scheduler import status as status_module
-from tests.scheduler.harness import CLIENT, Harness, result
+from scaler.testing.scheduler_harness import CLIENT, Harness, result
 
 
 def _whole(harness: Harness) -> bytes:

@@ -1,4 +1,5 @@
-"""The JIT warm-up (scaler/scheduler/warmup.py): its synthetic peers, and a private scheduler that leaves nothing."""
+"""The JIT warm-up (scaler/scheduler/warmup.py): its synthetic peers (scaler/testing/py), and a
+private scheduler that leaves nothing."""
 
 from __future__ import annotations
 
@@ -18,13 +19,22 @@ from scaler.scheduler import shell, warmup
 from scaler.scheduler.core import SchedulerCore
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.shell import SchedulerShell
+from scaler.testing.synthetic_peers import (
+    CLIENT,
+    FUNCTION,
+    FUNCTION_ID,
+    RESULTS_PER_ROUND,
+    TASKS_PER_ROUND,
+    WORKERS,
+    SyntheticPeers,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def test_the_synthetic_peers_route_a_map_and_a_tree_through_a_core_and_leave_it_empty() -> None:
     """As real peers do: the client puts its function before its tasks, each worker fetches it with its first ones."""
-    peers = warmup.SyntheticPeers()
+    peers = SyntheticPeers()
     core = SchedulerCore(SchedulerSettings("tcp://127.0.0.1:1"), 1000.0)
 
     def send(peer: bytes, frame: bytes) -> None:
@@ -34,36 +44,34 @@ def test_the_synthetic_peers_route_a_map_and_a_tree_through_a_core_and_leave_it_
     for identity, hello in peers.hellos():
         send(identity, hello)
     assert len(core.workers) == 2 and len(core.clients) == 1
-    send(warmup.CLIENT, peers.function())
-    assert list(core.objects) == [warmup.FUNCTION_ID]
+    send(CLIENT, peers.function())
+    assert list(core.objects) == [FUNCTION_ID]
     fetched: Dict[bytes, List[ObjectResponse]] = {}  # worker -> the ObjectResponses it was sent
     for round_number in range(1, 3):  # the second round sends the same bytes: the task ids are free again
         results = 0
         for frame in peers.client_frames:
-            send(warmup.CLIENT, frame)
+            send(CLIENT, frame)
         while True:
             outgoing = core.take_outgoing()
             replies = []
             for peer, chunks in outgoing.items():
-                if peer in warmup.WORKERS:
+                if peer in WORKERS:
                     frame = b"".join(chunks)
                     responses = [m for m in decode_frame_for_routing(frame) if m.WHICH == ObjectResponse.WHICH]
                     fetched.setdefault(peer, []).extend(responses)
                     replies.append((peer, peers.answer(peer, frame)))
-            results += sum(
-                peers.results_in(b"".join(chunks)) for peer, chunks in outgoing.items() if peer == warmup.CLIENT
-            )
+            results += sum(peers.results_in(b"".join(chunks)) for peer, chunks in outgoing.items() if peer == CLIENT)
             if not any(reply for _, reply in replies):
                 break
             for peer, reply in replies:
                 if reply:
                     send(peer, reply)
-        assert results == warmup.RESULTS_PER_ROUND
-        assert core.sent_counts[TaskResult.WHICH] == round_number * warmup.RESULTS_PER_ROUND
-        assert not core.tasks and list(core.objects) == [warmup.FUNCTION_ID]
-    for worker in warmup.WORKERS:
+        assert results == RESULTS_PER_ROUND
+        assert core.sent_counts[TaskResult.WHICH] == round_number * RESULTS_PER_ROUND
+        assert not core.tasks and list(core.objects) == [FUNCTION_ID]
+    for worker in WORKERS:
         [response] = fetched[worker]
-        assert response.found and response.object_id == warmup.FUNCTION_ID and response.payload == warmup.FUNCTION
+        assert response.found and response.object_id == FUNCTION_ID and response.payload == FUNCTION
     for identity, goodbye in peers.goodbyes():
         send(identity, goodbye)
     assert not core.workers and not core.clients and not core.objects
@@ -79,7 +87,7 @@ def test_the_private_scheduler_serves_the_rounds_logs_nothing_and_leaves_nothing
     caplog.set_level(logging.DEBUG)
     before = _warm_up_dirs()
     report = asyncio.run(warmup.warm_up(0.0, SchedulerShell))  # one round, however short the time
-    assert report.rounds == 1 and report.tasks == warmup.TASKS_PER_ROUND
+    assert report.rounds == 1 and report.tasks == TASKS_PER_ROUND
     assert not [record for record in caplog.records if record.name.startswith("scaler")]
     assert _warm_up_dirs() == before, "its ipc endpoints and their directory are gone"
     core_logger = logging.getLogger("scaler.scheduler.core")
@@ -135,7 +143,7 @@ def test_a_sigterm_during_the_warm_up_ends_it_and_then_stops_the_scheduler(monke
         os.kill(os.getpid(), signal.SIGTERM)
         for _ in range(1000):
             if interrupted():
-                return warmup.WarmupReport(1, warmup.TASKS_PER_ROUND, 0.0)
+                return warmup.WarmupReport(1, TASKS_PER_ROUND, 0.0)
             await asyncio.sleep(0.01)
         raise AssertionError("the SIGTERM never reached the warm-up")
 

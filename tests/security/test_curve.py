@@ -15,7 +15,7 @@ from zmq.utils import z85
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import AuthenticationError
 from scaler.io.curve import answer_zap_request, generate_key_pair, load_peer_keys, load_server_keys
-from tests.processes import ScalerProcess, free_tcp_address, wait_for
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 
 BIN = Path(sys.executable).parent
 

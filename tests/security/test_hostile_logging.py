@@ -28,8 +28,8 @@ from scaler.config import (
     DEFAULT_PEER_WARNINGS_PER_PEER,
 )
 from scaler.errors import ProcessorDiedError
+from scaler.testing.processes import ROOT, ScalerProcess, fill_pipe, free_tcp_address, wait_for
 from tests.e2e.monitor import wait_for_status
-from tests.processes import ROOT, ScalerProcess, fill_pipe, free_tcp_address, wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

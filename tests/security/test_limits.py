@@ -12,8 +12,8 @@ import zmq
 from scaler import Client
 from scaler.errors import TaskRefusedError
 from scaler.protocol import PROTOCOL_VERSION, Goodbye, Hello, HelloReply, Role, decode_frame, encode
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 from tests.e2e.monitor import wait_for_status
-from tests.processes import ScalerProcess, free_tcp_address, wait_for
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Dict, Iterator, List
 import pytest
 
 from scaler.io.curve import generate_key_pair
-from tests.processes import ROOT, ScalerProcess, free_tcp_address
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 
 SUBNET = "10.231"  # .1.0/24 links scheduler and workers, .2.0/24 scheduler and client
 

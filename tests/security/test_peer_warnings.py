@@ -13,8 +13,8 @@ from scaler.config import (
     DEFAULT_PEER_WARNINGS_PER_PEER,
 )
 from scaler.protocol import PROTOCOL_VERSION, ClientDisconnect, Hello, ObjectPut, Role
-from tests.scheduler.harness import CLIENT
-from tests.scheduler.harness import Harness as SchedulerHarness
+from scaler.testing.scheduler_harness import CLIENT
+from scaler.testing.scheduler_harness import Harness as SchedulerHarness
 from tests.worker.core_harness import Harness as WorkerHarness
 
 

@@ -5,7 +5,7 @@ from typing import Callable, Iterator, List, NamedTuple
 import pytest
 
 from scaler.protocol import Hello
-from tests.processes import ScalerProcess, wait_for
+from scaler.testing.processes import ScalerProcess, wait_for
 from tests.worker.helpers import all_gone, processor_pids
 from tests.worker.peer import SchedulerPeer
 

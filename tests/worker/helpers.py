@@ -7,7 +7,7 @@ from typing import Callable, List
 import psutil
 
 from scaler.protocol import WorkerHeartbeat
-from tests.processes import ScalerProcess, wait_for
+from scaler.testing.processes import ScalerProcess, wait_for
 from tests.worker.peer import SchedulerPeer
 
 

@@ -10,7 +10,7 @@ import psutil
 from scaler import config
 from scaler.drop_streak import DROPS_BEFORE_STOPPING
 from scaler.protocol import PROTOCOL_VERSION, Goodbye, Role, WorkerDisconnect, WorkerRetire, heartbeat_flags
-from tests.processes import ScalerProcess, wait_for
+from scaler.testing.processes import ScalerProcess, wait_for
 from tests.worker.helpers import wait_exit, wait_heartbeat
 from tests.worker.peer import SchedulerPeer
 

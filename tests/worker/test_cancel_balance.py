@@ -10,7 +10,7 @@ import cloudpickle
 
 from scaler import config
 from scaler.protocol import BalanceRequest, BalanceResponse, TaskCancel, TaskResult, TaskStatus
-from tests.processes import wait_for
+from scaler.testing.processes import wait_for
 from tests.worker.helpers import processor_pids, wait_heartbeat
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

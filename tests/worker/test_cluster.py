@@ -14,7 +14,7 @@ from scaler import config
 from scaler.cluster import Cluster
 from scaler.protocol import WorkerDisconnect
 from scaler.settings_spec import CLUSTER, WORKER
-from tests.processes import ROOT, ScalerProcess, wait_for
+from scaler.testing.processes import ROOT, ScalerProcess, wait_for
 from tests.worker.helpers import all_gone, wait_exit
 
 

@@ -9,7 +9,7 @@ import sys
 import cloudpickle
 
 from scaler.protocol import TaskCancel, TaskResult, TaskStatus, heartbeat_flags
-from tests.processes import wait_for
+from scaler.testing.processes import wait_for
 from tests.worker.helpers import wait_heartbeat
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

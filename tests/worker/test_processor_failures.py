@@ -12,7 +12,7 @@ import pytest
 
 from scaler.errors import ProcessorDiedError
 from scaler.protocol import TaskStatus, heartbeat_flags
-from tests.processes import wait_for
+from scaler.testing.processes import wait_for
 from tests.worker.helpers import all_gone, processor_pids, wait_heartbeat
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

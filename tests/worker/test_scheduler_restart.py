@@ -11,8 +11,8 @@ import cloudpickle
 import psutil
 
 from scaler import Client
+from scaler.testing.processes import ScalerProcess, free_tcp_address
 from tests.e2e.monitor import wait_for_status
-from tests.processes import ScalerProcess, free_tcp_address
 from tests.worker.helpers import processor_pids
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

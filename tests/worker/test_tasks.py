@@ -12,7 +12,7 @@ import pytest
 from scaler import config
 from scaler.errors import ScalerError
 from scaler.protocol import ObjectKind, ObjectPut, TaskResult, TaskStatus
-from tests.processes import wait_for
+from scaler.testing.processes import wait_for
 from tests.worker.peer import Ref, TaskRef
 
 # Functions and classes of this module travel by value, as a client's __main__ would.

@@ -1,0 +1,1 @@
+"""Internal: the autoscaler's backends, one module each (see base.py)."""

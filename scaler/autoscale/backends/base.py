@@ -1,4 +1,4 @@
-"""What every backend does: start jobs of workers, list them, retire them. The policy never sees a backend."""
+"""Internal: what every backend does: start jobs of workers, list them, retire them. The policy never sees a backend."""
 
 from __future__ import annotations
 

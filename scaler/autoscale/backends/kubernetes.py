@@ -1,4 +1,5 @@
-"""The `kubernetes` backend: the workers are a Deployment (each pod runs `scaler_cluster`), scaled through the API.
+"""Internal: the `kubernetes` backend: the workers are a Deployment (each pod runs `scaler_cluster`), scaled through the
+API.
 
 It makes two API calls, with the official `kubernetes` client (`pip install "scaler[kubernetes]"`): read the
 Deployment's scale subresource, and patch its `spec.replicas`. A job is one replica. Kubernetes chooses which pod goes

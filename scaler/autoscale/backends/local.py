@@ -1,4 +1,4 @@
-"""The `local` backend: each job is a `scaler_cluster` process on this host. The test bed of the policy.
+"""Internal: the `local` backend: each job is a `scaler_cluster` process on this host. The test bed of the policy.
 
 A job is retired with SIGTERM to its `scaler_cluster`, which retires its workers: they take no new task, their queued
 tasks go to other workers and the running ones finish within `retire_timeout` (then run elsewhere); a job still running
@@ -75,7 +75,7 @@ class LocalBackend(Backend):
         return jobs
 
     def start(self, count: int, now: float) -> List[str]:
-        started = []
+        started: List[str] = []
         for _ in range(count):
             try:
                 popen = subprocess.Popen(self._command, stdin=subprocess.DEVNULL)

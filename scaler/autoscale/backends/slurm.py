@@ -1,4 +1,5 @@
-"""The `slurm` backend: each job is a Slurm batch job (`sbatch`) that runs `scaler_cluster` on its allocated node.
+"""Internal: the `slurm` backend: each job is a Slurm batch job (`sbatch`) that runs `scaler_cluster` on its allocated
+node.
 
 A job is retired through SIGTERM, which `scaler_cluster` answers by retiring its workers (the scheduler sends them no
 new task, their running tasks finish, then they exit): `scancel --batch --signal=TERM JOB` signals the batch step's own
@@ -105,7 +106,7 @@ class SlurmBackend(Backend):
                     logger.warning("job %s: ended without being retired (%s)", job_id, state.lower())
                 continue
             job.state = state
-            if retiring and now >= job.retire_deadline:
+            if job.retire_deadline is not None and now >= job.retire_deadline:  # retiring
                 logger.warning("job %s: still %s %gs after SIGTERM, cancelling it", job_id, state, self._retire_timeout)
                 _try_run(["scancel", job_id])
                 job.retire_deadline = now + self._retire_timeout

@@ -1,1 +1,1 @@
-"""scaler_ui: the web monitor. Needs the `ui` extra (aiohttp): `pip install "scaler[ui]"`."""
+"""Internal: scaler_ui: the web monitor. Needs the `ui` extra (aiohttp): `pip install "scaler[ui]"`."""

@@ -1,4 +1,5 @@
-"""`scaler_ui MONITOR_ADDRESS --port 8081`: a live web page of a scheduler and its workers (`pip install "scaler[ui]"`).
+"""Internal: `scaler_ui MONITOR_ADDRESS --port 8081`: a live web page of a scheduler and its workers (`pip install
+"scaler[ui]"`).
 
 One asyncio thread runs both the aiohttp server and the reader of the monitor socket, so the history needs no lock.
 The page (static/, no CDN: it works offline) polls GET /api/state?since=N once a second, as often as the scheduler

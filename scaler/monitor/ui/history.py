@@ -1,4 +1,4 @@
-"""What scaler_ui's page is fed: the newest status as JSON, and a bounded history of rates for its charts.
+"""Internal: what scaler_ui's page is fed: the newest status as JSON, and a bounded history of rates for its charts.
 
 Plain data in and out, no web server, so it is tested on its own; the numbers are formatted by scaler.monitor.model,
 as scaler_top's are.

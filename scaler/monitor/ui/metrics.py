@@ -1,4 +1,4 @@
-"""Prometheus metrics of a scheduler's status, served by `scaler_ui --metrics` at /metrics.
+"""Internal: prometheus metrics of a scheduler's status, served by `scaler_ui --metrics` at /metrics.
 
 Needs the `metrics` extra (prometheus-client): `pip install "scaler[metrics]"`. Every number comes from the newest
 SchedulerStatus that scaler_ui already reads from the monitor address; nothing here talks to the scheduler.
@@ -16,7 +16,7 @@ are user data of unbounded variety and are not exported.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
@@ -110,7 +110,7 @@ class _Families:
     """The metric families of one scrape, created from METRICS as they are first used."""
 
     def __init__(self) -> None:
-        self._families: Dict[str, Metric] = {}
+        self._families: Dict[str, Union[CounterMetricFamily, GaugeMetricFamily]] = {}
 
     def add(self, name: str, value: float, labels: Sequence[str] = ()) -> None:
         family = self._families.get(name)
@@ -121,7 +121,7 @@ class _Families:
         family.add_metric(list(labels), value)
 
     def all(self) -> List[Metric]:
-        return list(self._families.values())
+        return [*self._families.values()]
 
 
 def status_metrics(snapshot: Snapshot, max_workers: int) -> List[Metric]:

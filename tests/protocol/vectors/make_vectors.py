@@ -1,6 +1,6 @@
 """Regenerate the golden vectors from the reference implementation (CPython + pycapnp):
 
-    python3 tests/protocol/vectors/make_vectors.py
+    python3 -m tests.protocol.vectors.make_vectors    # from the repository's root
 
 One JSON file per message type, ``<type in snake_case>.json``:
 
@@ -24,23 +24,19 @@ import json
 import random
 import re
 import struct
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+import capnp
 
-import capnp  # noqa: E402
-
-from scaler.fastpath._messages import FIELDS, MESSAGE_TYPES  # noqa: E402
-from scaler.fastpath.generate import snake_case  # noqa: E402
-from tests.protocol import capnp_bridge  # noqa: E402
-from tests.protocol.wirebuild import scatter  # noqa: E402
+from scaler.fastpath._messages import FIELDS, MESSAGE_TYPES
+from tests.protocol import capnp_bridge
+from tests.protocol.wirebuild import scatter
+from tools.fastpath_codegen.generate import snake_case
 
 VECTOR_DIR = Path(__file__).resolve().parent
+REPO_ROOT = VECTOR_DIR.parents[2]
 SEED = 20240601
 INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}
 TEXT_ALPHABET = "abcXYZ019 _-|/\n\tüßé€中文字😀🚀𝄞"

@@ -1,0 +1,1 @@
+"""PyPy's JIT: what it compiles in the scheduler, and when."""

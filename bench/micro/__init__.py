@@ -1,0 +1,1 @@
+"""Micro benchmarks (pytest-benchmark) of the codec and the scheduler core."""

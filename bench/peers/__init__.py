@@ -1,0 +1,1 @@
+"""Scaler against its peers (Dask distributed) on the same workloads."""

@@ -1,0 +1,1 @@
+"""Scale: many workers and clients, real or simulated, and what idle ones cost."""

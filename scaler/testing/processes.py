@@ -1,0 +1,115 @@
+"""Internal: Scaler's CLIs as real processes for tests and benchmarks, and making sure none outlives its test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Callable, List, Optional, Sequence
+
+import psutil
+
+# the repository's root, when run from a checkout (as the tests are): the processes' working directory
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def stop_process_group(popen: subprocess.Popen) -> None:
+    """End the whole process group `popen` leads (started with start_new_session=True: Chromium and its zygotes and
+    renderers, a benchmark and the cluster it started), SIGTERM first, then SIGKILL; reap it, and those that left the
+    group too."""
+    try:
+        leader = psutil.Process(popen.pid)
+        tree = [leader, *leader.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    try:
+        os.killpg(popen.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        popen.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait(5)
+    _, alive = psutil.wait_procs(tree, timeout=5)  # those that left the group are in `tree` too
+    for process in alive:
+        process.kill()
+
+
+def free_tcp_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def fill_pipe(fd: int) -> None:
+    """Write to a pipe until it takes no more, as output nobody read for a while would have."""
+    os.set_blocking(fd, False)
+    try:
+        while True:
+            os.write(fd, b"output nobody read\n" * 1000)
+    except BlockingIOError:
+        pass
+    os.set_blocking(fd, True)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
+    """Poll `condition` until it holds; fail with `what` once `timeout` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class ScalerProcess:
+    """A CLI run as `python -m MODULE ARGS...` with its output captured to a file, stopped with its whole tree."""
+
+    def __init__(
+        self, module: str, args: List[str], log_path: str, python: Optional[str] = None, prefix: Sequence[str] = ()
+    ) -> None:
+        """`prefix` goes before the interpreter, e.g. `ip netns exec NAME` to run on another test host."""
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        command = [*prefix, python or sys.executable, "-m", module, *args]
+        self.popen = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self.pid = self.popen.pid
+
+    def output(self) -> str:
+        with open(self.log_path, "rb") as log:
+            return log.read().decode(errors="replace")
+
+    def wait_for_output(self, text: str, timeout: float = 20.0) -> None:
+        def seen() -> bool:
+            if self.popen.poll() is not None and text not in self.output():
+                raise AssertionError(
+                    f"process exited with {self.popen.returncode} before printing {text!r}:\n{self.output()}"
+                )
+            return text in self.output()
+
+        wait_for(seen, timeout, f"{text!r} in the output of pid {self.pid}")
+
+    def descendants(self) -> List[psutil.Process]:
+        try:
+            return psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM, wait, then SIGKILL whatever of the tree is left; returns the exit code."""
+        tree = self.descendants()
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+        _, alive = psutil.wait_procs(tree, timeout=timeout)
+        for process in alive:
+            process.kill()
+        self._log.close()
+        return self.popen.returncode

@@ -1,0 +1,1 @@
+"""Names kept for code written for the seed system: see scaler.utility.exceptions."""

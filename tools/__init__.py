@@ -1,0 +1,1 @@
+"""Developer tools run from the repository's root; not installed with the package."""
