@@ -1,12 +1,15 @@
-"""How the client's IO thread hands a decoded frame to its handlers: runs of a kind with a batch handler go whole."""
+"""How the client's IO thread hands a decoded frame to its handlers (runs of a kind with a batch handler go whole),
+and how it joins what is queued into frames under the scheduler's limit."""
 
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any, List, Tuple
 
 from scaler.client.io_thread import IOThread
-from scaler.config import DEFAULT_TASKS_PER_FRAME
-from scaler.protocol import Encoded, HeartbeatEcho, TaskResult
+from scaler.config import DEFAULT_MAX_FRAME_BYTES, DEFAULT_TASKS_PER_FRAME
+from scaler.drop_streak import DropStreak
+from scaler.errors import FrameTooLargeError
+from scaler.protocol import Argument, Encoded, HeartbeatEcho, Task, TaskResult, encode
 
 
 class _Handlers:
@@ -44,22 +47,30 @@ def test_messages_without_a_batch_handler_go_one_by_one() -> None:
 
 
 class _Sender:
-    """What _flush uses of an IOThread: the queue it takes, and a socket recording the frames sent."""
+    """What _flush uses of an IOThread: the queue it takes, its frame limit, and a socket recording the frames sent."""
 
-    def __init__(self, items: List[Any]) -> None:
+    def __init__(self, items: List[Any], max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.frames: List[bytes] = []
+        self.refused: List[Tuple[Any, Exception]] = []
         self._items = items
         self._socket = self
+        self.max_frame_bytes = max_frame_bytes
+        self.drops = DropStreak()
 
     def _take_outgoing(self) -> List[Any]:
         items, self._items = self._items, []
         return items
 
-    def send(self, frame: bytes, copy: bool = True) -> None:
+    def send(self, frame: bytes, flags: int = 0, copy: bool = True) -> None:
         self.frames.append(bytes(frame))
 
-    def _frame(self, batch: List[Any], messages: int) -> bytes:
-        return IOThread._frame(self, batch, messages)  # type: ignore[arg-type]
+    def _on_encode_failure(self, message: Any, error: Exception) -> None:
+        self.refused.append((message, error))
+
+    _send_batch = IOThread._send_batch
+    _send_joined = IOThread._send_joined
+    _send_frame = IOThread._send_frame
+    _encode_batch = IOThread._encode_batch
 
 
 def test_a_run_of_submitted_tasks_leaves_in_frames_of_at_most_tasks_per_frame_in_queue_order() -> None:
@@ -73,3 +84,16 @@ def test_a_run_of_submitted_tasks_leaves_in_frames_of_at_most_tasks_per_frame_in
         b"own frame",
         b"after",
     ]
+
+
+def test_a_run_over_the_frame_limit_is_split_and_a_message_over_it_is_refused_not_sent() -> None:
+    tasks = [encode(Task(task_id=bytes([index]) * 16, function_id=b"f" * 16)) for index in range(8)]
+    limit = len(b"".join(tasks[:3]))  # the run of 8 must go in frames of at most 3 tasks
+    huge = encode(Task(task_id=b"h" * 16, function_id=b"f" * 16, args=[Argument(data=b"x" * limit)]))
+    sender = _Sender([tasks, huge], max_frame_bytes=limit)
+    assert IOThread._flush(sender) is True  # type: ignore[arg-type]
+    assert b"".join(sender.frames) == b"".join(tasks), "every task sent once, in order, and the huge one not"
+    assert all(len(frame) <= limit for frame in sender.frames)
+    ((message, error),) = sender.refused
+    assert message.task_id == b"h" * 16 and isinstance(error, FrameTooLargeError)
+    assert f"frame limit of {limit} bytes" in str(error) and "--max-frame-bytes" in str(error)

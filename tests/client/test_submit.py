@@ -219,7 +219,7 @@ def test_large_argument_becomes_an_object_and_is_deleted_after(peer: ProtocolPee
 
 
 def test_large_object_travels_in_chunks(monkeypatch, peer: ProtocolPeer, client: Client) -> None:
-    monkeypatch.setattr("scaler.client.objects.DEFAULT_OBJECT_CHUNK_BYTES", 100_000)
+    monkeypatch.setattr("scaler.config.DEFAULT_OBJECT_CHUNK_BYTES", 100_000)  # read as each object is sent
     data = b"y" * 250_000
     assert client.submit(size_of, data).result(10) == 250_000
     puts = peer.puts_of_kind(ObjectKind.object)

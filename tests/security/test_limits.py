@@ -80,18 +80,18 @@ def test_a_peer_over_the_malformed_budget_is_dropped_and_others_are_served(start
 
 
 def test_a_frame_over_max_frame_bytes_never_reaches_the_scheduler(start_scheduler) -> None:
-    address, monitor, scheduler = start_scheduler("--max-frame-bytes", "100000")
+    address, monitor, scheduler = start_scheduler("--max-frame-bytes", "1048576")  # the smallest limit allowed
     peer = _raw_peer(address)
     try:
         peer.send(encode(Hello(protocol_version=PROTOCOL_VERSION, role=Role.client, name="big")))
         assert isinstance(_receive(peer)[0], HelloReply)
-        peer.send(b"\x00" * 1_000_000)
+        peer.send(b"\x00" * 2_000_000)
         # ZeroMQ closed the connection before reading the frame: the scheduler never saw it, and goes on serving
         with Client(address, timeout_seconds=20) as client:
             assert client.send_object(b"y" * 10) is not None
         assert wait_for_status(monitor, lambda s: True).malformed == 0
         wait_for(lambda: "closed without a goodbye" in scheduler.output(), 10, "the dropped connection in the log")
-        assert "--max-frame-bytes (100000 bytes)" in scheduler.output()
+        assert "--max-frame-bytes (1048576 bytes)" in scheduler.output()
     finally:
         peer.close()
     assert scheduler.popen.poll() is None
