@@ -57,6 +57,8 @@ __all__ = [
     "ObjectPut",
     "ObjectRequest",
     "ObjectResponse",
+    "DataRequest",
+    "DataResponse",
     "ObjectDelete",
     "BalanceRequest",
     "BalanceResponse",
@@ -173,6 +175,8 @@ class Hello:
         "resources",
         "task_policies",
         "replaces",
+        "data_address",
+        "fetches_from_holders",
         "raw",
     )
     WHICH = 0
@@ -187,6 +191,8 @@ class Hello:
     resources: list[Resource]
     task_policies: bool
     replaces: str
+    data_address: str
+    fetches_from_holders: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -202,6 +208,8 @@ class Hello:
         resources: Optional[list[Resource]] = None,
         task_policies: bool = False,
         replaces: str = "",
+        data_address: str = "",
+        fetches_from_holders: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.role = role
@@ -213,6 +221,8 @@ class Hello:
         self.resources = [] if resources is None else resources
         self.task_policies = task_policies
         self.replaces = replaces
+        self.data_address = data_address
+        self.fetches_from_holders = fetches_from_holders
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -229,6 +239,8 @@ class Hello:
             and self.resources == other.resources
             and self.task_policies == other.task_policies
             and self.replaces == other.replaces
+            and self.data_address == other.data_address
+            and self.fetches_from_holders == other.fetches_from_holders
         )
 
     def __repr__(self) -> str:
@@ -244,6 +256,8 @@ class Hello:
             + ", resources=" + short_repr(self.resources)
             + ", task_policies=" + short_repr(self.task_policies)
             + ", replaces=" + short_repr(self.replaces)
+            + ", data_address=" + short_repr(self.data_address)
+            + ", fetches_from_holders=" + short_repr(self.fetches_from_holders)
             + ")"
         )
 
@@ -261,6 +275,7 @@ class HelloReply:
         "resumed",
         "task_policies",
         "max_frame_bytes",
+        "holds_on_workers",
         "raw",
     )
     WHICH = 1
@@ -274,6 +289,7 @@ class HelloReply:
     resumed: bool
     task_policies: bool
     max_frame_bytes: int
+    holds_on_workers: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -288,6 +304,7 @@ class HelloReply:
         resumed: bool = False,
         task_policies: bool = False,
         max_frame_bytes: int = 0,
+        holds_on_workers: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
@@ -298,6 +315,7 @@ class HelloReply:
         self.resumed = resumed
         self.task_policies = task_policies
         self.max_frame_bytes = max_frame_bytes
+        self.holds_on_workers = holds_on_workers
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -313,6 +331,7 @@ class HelloReply:
             and self.resumed == other.resumed
             and self.task_policies == other.task_policies
             and self.max_frame_bytes == other.max_frame_bytes
+            and self.holds_on_workers == other.holds_on_workers
         )
 
     def __repr__(self) -> str:
@@ -327,6 +346,7 @@ class HelloReply:
             + ", resumed=" + short_repr(self.resumed)
             + ", task_policies=" + short_repr(self.task_policies)
             + ", max_frame_bytes=" + short_repr(self.max_frame_bytes)
+            + ", holds_on_workers=" + short_repr(self.holds_on_workers)
             + ")"
         )
 
@@ -683,6 +703,7 @@ class TaskResult:
         "cpu_time_us",
         "peak_memory",
         "attempts",
+        "held_bytes",
         "raw",
     )
     WHICH = 6
@@ -696,6 +717,7 @@ class TaskResult:
     cpu_time_us: int
     peak_memory: int
     attempts: int
+    held_bytes: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -710,6 +732,7 @@ class TaskResult:
         cpu_time_us: int = 0,
         peak_memory: int = 0,
         attempts: int = 0,
+        held_bytes: int = 0,
     ) -> None:
         self.task_id = task_id
         self.status = status
@@ -720,6 +743,7 @@ class TaskResult:
         self.cpu_time_us = cpu_time_us
         self.peak_memory = peak_memory
         self.attempts = attempts
+        self.held_bytes = held_bytes
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -735,6 +759,7 @@ class TaskResult:
             and self.cpu_time_us == other.cpu_time_us
             and self.peak_memory == other.peak_memory
             and self.attempts == other.attempts
+            and self.held_bytes == other.held_bytes
         )
 
     def __repr__(self) -> str:
@@ -749,6 +774,7 @@ class TaskResult:
             + ", cpu_time_us=" + short_repr(self.cpu_time_us)
             + ", peak_memory=" + short_repr(self.peak_memory)
             + ", attempts=" + short_repr(self.attempts)
+            + ", held_bytes=" + short_repr(self.held_bytes)
             + ")"
         )
 
@@ -911,19 +937,23 @@ class ObjectRequest:
 
     __slots__ = (
         "object_ids",
+        "via_scheduler",
         "raw",
     )
     WHICH = 9
 
     object_ids: list[bytes]
+    via_scheduler: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
         self,
         *,
         object_ids: Optional[list[bytes]] = None,
+        via_scheduler: bool = False,
     ) -> None:
         self.object_ids = [] if object_ids is None else object_ids
+        self.via_scheduler = via_scheduler
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -931,12 +961,14 @@ class ObjectRequest:
             return NotImplemented
         return (
             self.object_ids == other.object_ids
+            and self.via_scheduler == other.via_scheduler
         )
 
     def __repr__(self) -> str:
         return (
             "ObjectRequest("
             + "object_ids=" + short_repr(self.object_ids)
+            + ", via_scheduler=" + short_repr(self.via_scheduler)
             + ")"
         )
 
@@ -953,6 +985,7 @@ class ObjectResponse:
         "chunk_index",
         "chunk_count",
         "total_size",
+        "holder_address",
         "raw",
     )
     WHICH = 10
@@ -965,6 +998,7 @@ class ObjectResponse:
     chunk_index: int
     chunk_count: int
     total_size: int
+    holder_address: str
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -978,6 +1012,7 @@ class ObjectResponse:
         chunk_index: int = 0,
         chunk_count: int = 1,
         total_size: int = 0,
+        holder_address: str = "",
     ) -> None:
         self.object_id = object_id
         self.found = found
@@ -987,6 +1022,7 @@ class ObjectResponse:
         self.chunk_index = chunk_index
         self.chunk_count = chunk_count
         self.total_size = total_size
+        self.holder_address = holder_address
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1001,6 +1037,7 @@ class ObjectResponse:
             and self.chunk_index == other.chunk_index
             and self.chunk_count == other.chunk_count
             and self.total_size == other.total_size
+            and self.holder_address == other.holder_address
         )
 
     def __repr__(self) -> str:
@@ -1011,6 +1048,101 @@ class ObjectResponse:
             + ", kind=" + enum_repr(ObjectKind, self.kind)
             + ", name=" + short_repr(self.name)
             + ", payload=" + short_repr(self.payload)
+            + ", chunk_index=" + short_repr(self.chunk_index)
+            + ", chunk_count=" + short_repr(self.chunk_count)
+            + ", total_size=" + short_repr(self.total_size)
+            + ", holder_address=" + short_repr(self.holder_address)
+            + ")"
+        )
+
+
+class DataRequest:
+    """Cap'n Proto struct DataRequest (@0xb15fc630ee8c28a6), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "object_ids",
+        "raw",
+    )
+    WHICH = 21
+
+    object_ids: list[bytes]
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        object_ids: Optional[list[bytes]] = None,
+    ) -> None:
+        self.object_ids = [] if object_ids is None else object_ids
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not DataRequest:
+            return NotImplemented
+        return (
+            self.object_ids == other.object_ids
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "DataRequest("
+            + "object_ids=" + short_repr(self.object_ids)
+            + ")"
+        )
+
+
+class DataResponse:
+    """Cap'n Proto struct DataResponse (@0xd56941ca92d23c6a), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "object_id",
+        "found",
+        "chunk_index",
+        "chunk_count",
+        "total_size",
+        "raw",
+    )
+    WHICH = 22
+
+    object_id: bytes
+    found: bool
+    chunk_index: int
+    chunk_count: int
+    total_size: int
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        object_id: bytes = b"",
+        found: bool = False,
+        chunk_index: int = 0,
+        chunk_count: int = 1,
+        total_size: int = 0,
+    ) -> None:
+        self.object_id = object_id
+        self.found = found
+        self.chunk_index = chunk_index
+        self.chunk_count = chunk_count
+        self.total_size = total_size
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not DataResponse:
+            return NotImplemented
+        return (
+            self.object_id == other.object_id
+            and self.found == other.found
+            and self.chunk_index == other.chunk_index
+            and self.chunk_count == other.chunk_count
+            and self.total_size == other.total_size
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "DataResponse("
+            + "object_id=" + short_repr(self.object_id)
+            + ", found=" + short_repr(self.found)
             + ", chunk_index=" + short_repr(self.chunk_index)
             + ", chunk_count=" + short_repr(self.chunk_count)
             + ", total_size=" + short_repr(self.total_size)
@@ -1654,10 +1786,12 @@ _DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQII")
 _DATA_HEARTBEAT_ECHO = struct.Struct("<QII")
 _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<BxxxiII")
-_DATA_TASK_RESULT = struct.Struct("<HBxIQQQ")
+_DATA_TASK_RESULT = struct.Struct("<HBxIQQQQ")
 _DATA_TASK_OUTPUT = struct.Struct("<H")
 _DATA_OBJECT_PUT = struct.Struct("<HxxIIxxxxQ")
+_DATA_OBJECT_REQUEST = struct.Struct("<B")
 _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
+_DATA_DATA_RESPONSE = struct.Struct("<BxxxIIxxxxQ")
 _DATA_BALANCE_REQUEST = struct.Struct("<I")
 _DATA_CLIENT_DISCONNECT = struct.Struct("<B")
 _DATA_DISCONNECT_REPLY = struct.Struct("<B")
@@ -1670,8 +1804,8 @@ _CANON_RESOURCE = struct.Struct("<diI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
 _CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiIiI")
-_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000400")
-_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiIiI")
+_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000500")
+_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000100")
 _MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
@@ -1686,16 +1820,16 @@ _EMPTY_TAIL_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32x")
 _HEADER_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32s")
 _TAIL_TASK = struct.Struct("<iIiIiIiI")
 _NULL_TAIL_TASK = bytes(32)
-_HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000004000300")
-_MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQiIiIiI")
+_HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000005000300")
+_MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQQiIiIiI")
 _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000100")
 _MESSAGE_TASK_CANCEL = struct.Struct("<II24siI")
 _HEAD_OBJECT_PUT = bytes.fromhex("000000000100010008000000000000000000000003000300")
 _MESSAGE_OBJECT_PUT = struct.Struct("<II24sHxxIIxxxxQiIiIiI")
-_HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000000000100")
-_MESSAGE_OBJECT_REQUEST = struct.Struct("<II24siI")
-_HEAD_OBJECT_RESPONSE = bytes.fromhex("00000000010001000a000000000000000000000003000300")
-_MESSAGE_OBJECT_RESPONSE = struct.Struct("<II24sBxHIIxxxxQiIiIiI")
+_HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000001000100")
+_MESSAGE_OBJECT_REQUEST = struct.Struct("<II24sBxxxxxxxiI")
+_HEAD_OBJECT_RESPONSE = bytes.fromhex("00000000010001000a000000000000000000000003000400")
+_MESSAGE_OBJECT_RESPONSE = struct.Struct("<II24sBxHIIxxxxQiIiIiIiI")
 _HEAD_OBJECT_DELETE = bytes.fromhex("00000000010001000b000000000000000000000000000100")
 _MESSAGE_OBJECT_DELETE = struct.Struct("<II24siI")
 _HEAD_BALANCE_REQUEST = bytes.fromhex("00000000010001000c000000000000000000000001000000")
@@ -1716,6 +1850,10 @@ _HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000
 _MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
 _HEAD_WORKER_RETIRE = bytes.fromhex("000000000100010014000000000000000000000001000100")
 _MESSAGE_WORKER_RETIRE = struct.Struct("<II24sIxxxxiI")
+_HEAD_DATA_REQUEST = bytes.fromhex("000000000100010015000000000000000000000000000100")
+_MESSAGE_DATA_REQUEST = struct.Struct("<II24siI")
+_HEAD_DATA_RESPONSE = bytes.fromhex("000000000100010016000000000000000000000003000100")
+_MESSAGE_DATA_RESPONSE = struct.Struct("<II24sBxxxIIxxxxQiI")
 
 
 def _read_resource(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Resource:
@@ -1752,7 +1890,12 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
         u5 = _UNIT_I.unpack_from(buf, d + 16)[0] if dn >= 20 else 0
     obj.protocol_version = u0
     obj.role = u1
-    obj.task_policies = (u2 & 1) != 0
+    if not u2:
+        obj.task_policies = False
+        obj.fetches_from_holders = False
+    else:
+        obj.task_policies = (u2 & 1) != 0
+        obj.fetches_from_holders = (u2 & 2) != 0
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
@@ -1760,6 +1903,7 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     obj.hostname = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.resources = _read_list_resource(r, lo, hi, p + 16) if pn > 2 else []
     obj.replaces = read_text(r, lo, hi, p + 24) if pn > 3 else ""
+    obj.data_address = read_text(r, lo, hi, p + 32) if pn > 4 else ""
     obj.raw = None
     return obj
 
@@ -1781,11 +1925,13 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.forwards_task_output = False
         obj.resumed = False
         obj.task_policies = False
+        obj.holds_on_workers = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
         obj.resumed = (u1 & 4) != 0
         obj.task_policies = (u1 & 8) != 0
+        obj.holds_on_workers = (u1 & 16) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.max_frame_bytes = u4
@@ -1914,8 +2060,8 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
 def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> TaskResult:
     buf = r.buf
     obj = _new(TaskResult)
-    if dn >= 32:
-        u0, u1, u2, u3, u4, u5 = _DATA_TASK_RESULT.unpack_from(buf, d)
+    if dn >= 40:
+        u0, u1, u2, u3, u4, u5, u6 = _DATA_TASK_RESULT.unpack_from(buf, d)
     else:
         u0 = _UNIT_H.unpack_from(buf, d)[0] if dn >= 2 else 0
         u1 = buf[d + 2] if dn >= 3 else 0
@@ -1923,12 +2069,14 @@ def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         u3 = _UNIT_Q.unpack_from(buf, d + 8)[0] if dn >= 16 else 0
         u4 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
         u5 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
+        u6 = _UNIT_Q.unpack_from(buf, d + 32)[0] if dn >= 40 else 0
     obj.status = u0
     obj.in_object = (u1 & 1) != 0
     obj.attempts = u2
     obj.duration_us = u3
     obj.cpu_time_us = u4
     obj.peak_memory = u5
+    obj.held_bytes = u6
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.payload = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.error_text = read_text(r, lo, hi, p + 16) if pn > 2 else ""
@@ -1976,7 +2124,10 @@ def _read_object_put(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: i
 
 
 def _read_object_request(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> ObjectRequest:
+    buf = r.buf
     obj = _new(ObjectRequest)
+    u0 = buf[d] if dn >= 1 else 0
+    obj.via_scheduler = (u0 & 1) != 0
     obj.object_ids = read_data_list(r, lo, hi, p) if pn > 0 else []
     obj.raw = None
     return obj
@@ -2001,6 +2152,33 @@ def _read_object_response(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, 
     obj.object_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.name = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.payload = read_data(r, lo, hi, p + 16) if pn > 2 else b""
+    obj.holder_address = read_text(r, lo, hi, p + 24) if pn > 3 else ""
+    obj.raw = None
+    return obj
+
+
+def _read_data_request(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> DataRequest:
+    obj = _new(DataRequest)
+    obj.object_ids = read_data_list(r, lo, hi, p) if pn > 0 else []
+    obj.raw = None
+    return obj
+
+
+def _read_data_response(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> DataResponse:
+    buf = r.buf
+    obj = _new(DataResponse)
+    if dn >= 24:
+        u0, u1, u2, u3 = _DATA_DATA_RESPONSE.unpack_from(buf, d)
+    else:
+        u0 = buf[d] if dn >= 1 else 0
+        u1 = _UNIT_I.unpack_from(buf, d + 4)[0] if dn >= 8 else 0
+        u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
+        u3 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
+    obj.found = (u0 & 1) != 0
+    obj.chunk_index = u1
+    obj.chunk_count = u2 ^ 1
+    obj.total_size = u3
+    obj.object_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.raw = None
     return obj
 
@@ -2203,7 +2381,7 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _decode_hello(frame: bytes, pos: int) -> Hello:
     el1: Any
     items1: list
-    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2, a3, b3 = _MESSAGE_HELLO.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
     size = words * 8 + 8
@@ -2216,11 +2394,16 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     obj = _new(Hello)
     obj.protocol_version = u0
     obj.role = u1
-    obj.task_policies = (u2 & 1) != 0
+    if not u2:
+        obj.task_policies = False
+        obj.fetches_from_holders = False
+    else:
+        obj.task_policies = (u2 & 1) != 0
+        obj.fetches_from_holders = (u2 & 2) != 0
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
-    c = 88
+    c = 96
     if b0:
         n = b0 >> 3
         if a0 + a0 != c - 62 or b0 & 7 != 2 or not n or m[c + n - 1]:
@@ -2297,6 +2480,16 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         raise NotCanonical
     else:
         obj.replaces = ""
+    if b4:
+        n = b4 >> 3
+        if a4 + a4 != c - 94 or b4 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.data_address = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a4:
+        raise NotCanonical
+    else:
+        obj.data_address = ""
     if c != size:
         raise NotCanonical
     obj.raw = m
@@ -2307,11 +2500,16 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     el1: Any
     items1: list
     v: Any
-    v = msg.task_policies
-    u2 = 1 if v is True else 0 if v is False else bool_bit(v)
+    if msg.task_policies is False and msg.fetches_from_holders is False:
+        u2 = 0
+    else:
+        v = msg.task_policies
+        u2 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = msg.fetches_from_holders
+        u2 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     base = len(parts)
     parts.append(b"")
-    c = 88
+    c = 96
     v = msg.name
     if v.__class__ is not str:
         raise NotCanonical
@@ -2384,6 +2582,19 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         c += n + 8 & -8
     else:
         a3 = b3 = 0
+    v = msg.data_address
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a4 = c - 94 >> 1
+        b4 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a4 = b4 = 0
     parts[base] = _MESSAGE_HELLO.pack(
         0,
         c - 8 >> 3,
@@ -2402,6 +2613,8 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         b2,
         a3,
         b3,
+        a4,
+        b4,
     )
     return c
 
@@ -2424,11 +2637,13 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.forwards_task_output = False
         obj.resumed = False
         obj.task_policies = False
+        obj.holds_on_workers = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
         obj.resumed = (u1 & 4) != 0
         obj.task_policies = (u1 & 8) != 0
+        obj.holds_on_workers = (u1 & 16) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.max_frame_bytes = u4
@@ -2456,6 +2671,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         and msg.forwards_task_output is False
         and msg.resumed is False
         and msg.task_policies is False
+        and msg.holds_on_workers is False
     ):
         u1 = 0
     else:
@@ -2467,6 +2683,8 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
         v = msg.task_policies
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
+        v = msg.holds_on_workers
+        u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
     base = len(parts)
     parts.append(b"")
     c = 64
@@ -3339,7 +3557,7 @@ def _encode_task(msg: Task, parts: list) -> int:
 
 
 def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
-    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_RESULT:
         raise NotCanonical
     size = words * 8 + 8
@@ -3356,15 +3574,16 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
     obj.duration_us = u3
     obj.cpu_time_us = u4
     obj.peak_memory = u5
-    c = 88
+    obj.held_bytes = u6
+    c = 96
     blobs = None
     if b0:
         n = b0 >> 3
-        if a0 + a0 == c - 70 and b0 & 7 == 2:
+        if a0 + a0 == c - 78 and b0 & 7 == 2:
             obj.task_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
-            s = 72 + (a0 >> 2 << 3)
+            s = 80 + (a0 >> 2 << 3)
             obj.task_id = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -3375,11 +3594,11 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.task_id = b""
     if b1:
         n = b1 >> 3
-        if a1 + a1 == c - 78 and b1 & 7 == 2:
+        if a1 + a1 == c - 86 and b1 & 7 == 2:
             obj.payload = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
-            s = 80 + (a1 >> 2 << 3)
+            s = 88 + (a1 >> 2 << 3)
             obj.payload = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -3390,7 +3609,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.payload = b""
     if b2:
         n = b2 >> 3
-        if a2 + a2 != c - 86 or b2 & 7 != 2 or not n or m[c + n - 1]:
+        if a2 + a2 != c - 94 or b2 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.error_text = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -3412,20 +3631,20 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 88
+    c = 96
     blobs = None
     v = msg.task_id
     if v:
         n = len(v)
         if n < 1024:
-            a0 = c - 70 >> 1
+            a0 = c - 78 >> 1
             b0 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a0 = b0 = 0
-            blobs = defer_blob(blobs, 64, v)
+            blobs = defer_blob(blobs, 72, v)
     elif v.__class__ is bytes:
         a0 = b0 = 0
     else:
@@ -3434,14 +3653,14 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
     if v:
         n = len(v)
         if n < 1024:
-            a1 = c - 78 >> 1
+            a1 = c - 86 >> 1
             b1 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a1 = b1 = 0
-            blobs = defer_blob(blobs, 72, v)
+            blobs = defer_blob(blobs, 80, v)
     elif v.__class__ is bytes:
         a1 = b1 = 0
     else:
@@ -3452,7 +3671,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a2 = c - 86 >> 1
+        a2 = c - 94 >> 1
         b2 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -3469,6 +3688,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
         msg.duration_us,
         msg.cpu_time_us,
         msg.peak_memory,
+        msg.held_bytes,
         a0,
         b0,
         a1,
@@ -3713,7 +3933,7 @@ def _encode_object_put(msg: ObjectPut, parts: list) -> int:
 
 def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     items1: list
-    segments, words, head, a0, b0 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
+    segments, words, head, u0, a0, b0 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_REQUEST:
         raise NotCanonical
     size = words * 8 + 8
@@ -3724,10 +3944,11 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     else:
         m = frame
     obj = _new(ObjectRequest)
-    c = 40
+    obj.via_scheduler = (u0 & 1) != 0
+    c = 48
     blobs = None
     if b0:
-        if a0 + a0 != c - 38 or b0 & 7 != 6:
+        if a0 + a0 != c - 46 or b0 & 7 != 6:
             raise NotCanonical
         at1 = c
         c += b0 >> 3 << 3
@@ -3766,16 +3987,18 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
     items1: list
     v: Any
     words1: list
+    v = msg.via_scheduler
+    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 40
+    c = 48
     blobs = None
     items1 = msg.object_ids
     if items1.__class__ is not list:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a0 = c - 38 >> 1
+        a0 = c - 46 >> 1
         b0 = count1 * 8 + 6
         slot1 = len(parts)
         parts.append(b"")
@@ -3798,14 +4021,14 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
         parts[slot1] = b"".join(words1)
     else:
         a0 = b0 = 0
-    parts[base] = _MESSAGE_OBJECT_REQUEST.pack(0, c - 8 >> 3, _HEAD_OBJECT_REQUEST, a0, b0)
+    parts[base] = _MESSAGE_OBJECT_REQUEST.pack(0, c - 8 >> 3, _HEAD_OBJECT_REQUEST, u0, a0, b0)
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c
 
 
 def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
-    segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_RESPONSE.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1, a2, b2, a3, b3 = _MESSAGE_OBJECT_RESPONSE.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_RESPONSE:
         raise NotCanonical
     size = words * 8 + 8
@@ -3821,7 +4044,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
     obj.chunk_index = u2
     obj.chunk_count = u3 ^ 1
     obj.total_size = u4
-    c = 80
+    c = 88
     blobs = None
     if b0:
         n = b0 >> 3
@@ -3863,6 +4086,16 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
         raise NotCanonical
     else:
         obj.payload = b""
+    if b3:
+        n = b3 >> 3
+        if a3 + a3 != c - 86 or b3 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.holder_address = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a3:
+        raise NotCanonical
+    else:
+        obj.holder_address = ""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -3877,7 +4110,7 @@ def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 80
+    c = 88
     blobs = None
     v = msg.object_id
     if v:
@@ -3924,6 +4157,19 @@ def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
         a2 = b2 = 0
     else:
         raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    v = msg.holder_address
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a3 = c - 86 >> 1
+        b3 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a3 = b3 = 0
     parts[base] = _MESSAGE_OBJECT_RESPONSE.pack(
         0,
         c - 8 >> 3,
@@ -3939,6 +4185,8 @@ def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
         b1,
         a2,
         b2,
+        a3,
+        b3,
     )
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
@@ -5151,6 +5399,180 @@ def _encode_worker_retire(msg: WorkerRetire, parts: list) -> int:
     return c
 
 
+def _decode_data_request(frame: bytes, pos: int) -> DataRequest:
+    items1: list
+    segments, words, head, a0, b0 = _MESSAGE_DATA_REQUEST.unpack_from(frame, pos)
+    if segments or head != _HEAD_DATA_REQUEST:
+        raise NotCanonical
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
+    else:
+        m = frame
+    obj = _new(DataRequest)
+    c = 40
+    blobs = None
+    if b0:
+        if a0 + a0 != c - 38 or b0 & 7 != 6:
+            raise NotCanonical
+        at1 = c
+        c += b0 >> 3 << 3
+        items1 = []
+        for at1 in range(at1, c, 8):
+            x1, y1 = _POINTER.unpack_from(m, at1)
+            if y1:
+                n = y1 >> 3
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
+                    items1.append(m[c : c + n])
+                    c += n + 7 & -8
+                elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
+                    s = at1 + 8 + (x1 >> 2 << 3)
+                    items1.append(m[s : s + n])
+                    blobs = defer_blob(blobs, s, n)
+                else:
+                    raise NotCanonical
+            elif x1:
+                raise NotCanonical
+            else:
+                items1.append(b"")
+        obj.object_ids = items1
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.object_ids = []
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
+    if c != size:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _encode_data_request(msg: DataRequest, parts: list) -> int:
+    items1: list
+    v: Any
+    words1: list
+    base = len(parts)
+    parts.append(b"")
+    c = 40
+    blobs = None
+    items1 = msg.object_ids
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a0 = c - 38 >> 1
+        b0 = count1 * 8 + 6
+        slot1 = len(parts)
+        parts.append(b"")
+        words1 = []
+        at1 = c
+        c += count1 << 3
+        for v in items1:
+            n = len(v)
+            if not n:
+                words1.append(NULL_POINTER)
+            elif n < 1024:
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
+                parts.append(v)
+                parts.append(PADDING[n & 7])
+                c += n + 7 & -8
+            else:
+                words1.append(NULL_POINTER)
+                blobs = defer_blob(blobs, at1, v)
+            at1 += 8
+        parts[slot1] = b"".join(words1)
+    else:
+        a0 = b0 = 0
+    parts[base] = _MESSAGE_DATA_REQUEST.pack(0, c - 8 >> 3, _HEAD_DATA_REQUEST, a0, b0)
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
+    return c
+
+
+def _decode_data_response(frame: bytes, pos: int) -> DataResponse:
+    segments, words, head, u0, u1, u2, u3, a0, b0 = _MESSAGE_DATA_RESPONSE.unpack_from(frame, pos)
+    if segments or head != _HEAD_DATA_RESPONSE:
+        raise NotCanonical
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
+    else:
+        m = frame
+    obj = _new(DataResponse)
+    obj.found = (u0 & 1) != 0
+    obj.chunk_index = u1
+    obj.chunk_count = u2 ^ 1
+    obj.total_size = u3
+    c = 64
+    blobs = None
+    if b0:
+        n = b0 >> 3
+        if a0 + a0 == c - 62 and b0 & 7 == 2:
+            obj.object_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
+            s = 64 + (a0 >> 2 << 3)
+            obj.object_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.object_id = b""
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
+    if c != size:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _encode_data_response(msg: DataResponse, parts: list) -> int:
+    v: Any
+    v = msg.found
+    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+    base = len(parts)
+    parts.append(b"")
+    c = 64
+    blobs = None
+    v = msg.object_id
+    if v:
+        n = len(v)
+        if n < 1024:
+            a0 = c - 62 >> 1
+            b0 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a0 = b0 = 0
+            blobs = defer_blob(blobs, 56, v)
+    elif v.__class__ is bytes:
+        a0 = b0 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    parts[base] = _MESSAGE_DATA_RESPONSE.pack(
+        0,
+        c - 8 >> 3,
+        _HEAD_DATA_RESPONSE,
+        u0,
+        msg.chunk_index,
+        msg.chunk_count ^ 1,
+        msg.total_size,
+        a0,
+        b0,
+    )
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
+    return c
+
+
 def _fill_resource(buf: bytearray, blobs: Blobs, start: int, obj: Resource) -> None:
     _DATA_RESOURCE.pack_into(buf, start, obj.amount)
     write_text(buf, start + 8, obj.name)
@@ -5170,8 +5592,13 @@ def _write_list_resource(buf: bytearray, blobs: Blobs, at: int, items: list[Reso
 
 def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     v: Any
-    v = obj.task_policies
-    u2 = 1 if v is True else 0 if v is False else bool_bit(v)
+    if obj.task_policies is False and obj.fetches_from_holders is False:
+        u2 = 0
+    else:
+        v = obj.task_policies
+        u2 = 1 if v is True else 0 if v is False else bool_bit(v)
+        v = obj.fetches_from_holders
+        u2 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     _DATA_HELLO.pack_into(
         buf,
         start,
@@ -5186,6 +5613,7 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     write_text(buf, start + 32, obj.hostname)
     _write_list_resource(buf, blobs, start + 40, obj.resources)
     write_text(buf, start + 48, obj.replaces)
+    write_text(buf, start + 56, obj.data_address)
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
@@ -5195,6 +5623,7 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         and obj.forwards_task_output is False
         and obj.resumed is False
         and obj.task_policies is False
+        and obj.holds_on_workers is False
     ):
         u1 = 0
     else:
@@ -5206,6 +5635,8 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         u1 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
         v = obj.task_policies
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
+        v = obj.holds_on_workers
+        u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
     _DATA_HELLO_REPLY.pack_into(
         buf,
         start,
@@ -5295,10 +5726,11 @@ def _fill_task_result(buf: bytearray, blobs: Blobs, start: int, obj: TaskResult)
         obj.duration_us,
         obj.cpu_time_us,
         obj.peak_memory,
+        obj.held_bytes,
     )
-    write_data(buf, blobs, start + 32, obj.task_id)
-    write_data(buf, blobs, start + 40, obj.payload)
-    write_text(buf, start + 48, obj.error_text)
+    write_data(buf, blobs, start + 40, obj.task_id)
+    write_data(buf, blobs, start + 48, obj.payload)
+    write_text(buf, start + 56, obj.error_text)
 
 
 def _fill_task_output(buf: bytearray, blobs: Blobs, start: int, obj: TaskOutput) -> None:
@@ -5319,7 +5751,11 @@ def _fill_object_put(buf: bytearray, blobs: Blobs, start: int, obj: ObjectPut) -
 
 
 def _fill_object_request(buf: bytearray, blobs: Blobs, start: int, obj: ObjectRequest) -> None:
-    write_data_list(buf, blobs, start + 0, obj.object_ids)
+    v: Any
+    v = obj.via_scheduler
+    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+    _DATA_OBJECT_REQUEST.pack_into(buf, start, u0)
+    write_data_list(buf, blobs, start + 8, obj.object_ids)
 
 
 def _fill_object_response(buf: bytearray, blobs: Blobs, start: int, obj: ObjectResponse) -> None:
@@ -5330,6 +5766,19 @@ def _fill_object_response(buf: bytearray, blobs: Blobs, start: int, obj: ObjectR
     write_data(buf, blobs, start + 24, obj.object_id)
     write_text(buf, start + 32, obj.name)
     write_data(buf, blobs, start + 40, obj.payload)
+    write_text(buf, start + 48, obj.holder_address)
+
+
+def _fill_data_request(buf: bytearray, blobs: Blobs, start: int, obj: DataRequest) -> None:
+    write_data_list(buf, blobs, start + 0, obj.object_ids)
+
+
+def _fill_data_response(buf: bytearray, blobs: Blobs, start: int, obj: DataResponse) -> None:
+    v: Any
+    v = obj.found
+    u0 = 1 if v is True else 0 if v is False else bool_bit(v)
+    _DATA_DATA_RESPONSE.pack_into(buf, start, u0, obj.chunk_index, obj.chunk_count ^ 1, obj.total_size)
+    write_data(buf, blobs, start + 24, obj.object_id)
 
 
 def _fill_object_delete(buf: bytearray, blobs: Blobs, start: int, obj: ObjectDelete) -> None:
@@ -5466,7 +5915,7 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
     _write_list_worker_status(buf, blobs, start + 176, obj.workers)
 
 
-_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000400") + bytes(56)
+_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000500") + bytes(64)
 
 
 def _build_hello(msg: Hello, parts: list) -> int:
@@ -5526,7 +5975,7 @@ def _build_task(msg: Task, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_TASK_RESULT = bytes.fromhex("0000000000000000000000000100010006000000000000000000000004000300") + bytes(56)
+_PREFIX_TASK_RESULT = bytes.fromhex("0000000000000000000000000100010006000000000000000000000005000300") + bytes(64)
 
 
 def _build_task_result(msg: TaskResult, parts: list) -> int:
@@ -5556,7 +6005,7 @@ def _build_object_put(msg: ObjectPut, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_OBJECT_REQUEST = bytes.fromhex("0000000000000000000000000100010009000000000000000000000000000100") + bytes(8)
+_PREFIX_OBJECT_REQUEST = bytes.fromhex("0000000000000000000000000100010009000000000000000000000001000100") + bytes(16)
 
 
 def _build_object_request(msg: ObjectRequest, parts: list) -> int:
@@ -5566,7 +6015,7 @@ def _build_object_request(msg: ObjectRequest, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_OBJECT_RESPONSE = bytes.fromhex("000000000000000000000000010001000a000000000000000000000003000300") + bytes(48)
+_PREFIX_OBJECT_RESPONSE = bytes.fromhex("000000000000000000000000010001000a000000000000000000000003000400") + bytes(56)
 
 
 def _build_object_response(msg: ObjectResponse, parts: list) -> int:
@@ -5676,6 +6125,26 @@ def _build_worker_retire(msg: WorkerRetire, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
+_PREFIX_DATA_REQUEST = bytes.fromhex("0000000000000000000000000100010015000000000000000000000000000100") + bytes(8)
+
+
+def _build_data_request(msg: DataRequest, parts: list) -> int:
+    buf = bytearray(_PREFIX_DATA_REQUEST)
+    blobs: Blobs = []
+    _fill_data_request(buf, blobs, 32, msg)
+    return finish_message(parts, buf, blobs)
+
+
+_PREFIX_DATA_RESPONSE = bytes.fromhex("0000000000000000000000000100010016000000000000000000000003000100") + bytes(32)
+
+
+def _build_data_response(msg: DataResponse, parts: list) -> int:
+    buf = bytearray(_PREFIX_DATA_RESPONSE)
+    blobs: Blobs = []
+    _fill_data_response(buf, blobs, 32, msg)
+    return finish_message(parts, buf, blobs)
+
+
 ROOT_DISCRIMINANT_BYTE = 0
 ROOT_MEMBER_POINTER_BYTE = 0
 
@@ -5701,6 +6170,8 @@ MESSAGE_TYPES = (
     SchedulerStatus,
     TaskOutput,
     WorkerRetire,
+    DataRequest,
+    DataResponse,
 )
 
 # By message type (the union's discriminant): the general reader of a message's body, its fast reader.
@@ -5726,6 +6197,8 @@ BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ..
     _read_scheduler_status,
     _read_task_output,
     _read_worker_retire,
+    _read_data_request,
+    _read_data_response,
 )
 FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_hello,
@@ -5749,6 +6222,8 @@ FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_scheduler_status,
     _decode_task_output,
     _decode_worker_retire,
+    _decode_data_request,
+    _decode_data_response,
 )
 # The same, except that a message's fields in emit_fast.UNREAD_WHEN_ROUTING are checked but left None.
 ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
@@ -5773,6 +6248,8 @@ ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_scheduler_status,
     _decode_task_output,
     _decode_worker_retire,
+    _decode_data_request,
+    _decode_data_response,
 )
 
 # Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out
@@ -5799,6 +6276,8 @@ PARTS_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     SchedulerStatus: _encode_scheduler_status,
     TaskOutput: _encode_task_output,
     WorkerRetire: _encode_worker_retire,
+    DataRequest: _encode_data_request,
+    DataResponse: _encode_data_response,
 }
 BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     Hello: _build_hello,
@@ -5822,6 +6301,8 @@ BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     SchedulerStatus: _build_scheduler_status,
     TaskOutput: _build_task_output,
     WorkerRetire: _build_worker_retire,
+    DataRequest: _build_data_request,
+    DataResponse: _build_data_response,
 }
 ENCODERS = BYTEARRAY_ENCODERS if sys.implementation.name == "pypy" else PARTS_ENCODERS
 
@@ -5841,6 +6322,8 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("resources", "resources", "struct_list", Resource),
         FieldInfo("task_policies", "taskPolicies", "bool", None),
         FieldInfo("replaces", "replaces", "text", None),
+        FieldInfo("data_address", "dataAddress", "text", None),
+        FieldInfo("fetches_from_holders", "fetchesFromHolders", "bool", None),
     ),
     HelloReply: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
@@ -5852,6 +6335,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("resumed", "resumed", "bool", None),
         FieldInfo("task_policies", "taskPolicies", "bool", None),
         FieldInfo("max_frame_bytes", "maxFrameBytes", "uint64", None),
+        FieldInfo("holds_on_workers", "holdsOnWorkers", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -5906,6 +6390,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("cpu_time_us", "cpuTimeUs", "uint64", None),
         FieldInfo("peak_memory", "peakMemory", "uint64", None),
         FieldInfo("attempts", "attempts", "uint32", None),
+        FieldInfo("held_bytes", "heldBytes", "uint64", None),
     ),
     TaskOutput: (
         FieldInfo("task_id", "taskId", "data", None),
@@ -5926,6 +6411,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
     ),
     ObjectRequest: (
         FieldInfo("object_ids", "objectIds", "data_list", None),
+        FieldInfo("via_scheduler", "viaScheduler", "bool", None),
     ),
     ObjectResponse: (
         FieldInfo("object_id", "objectId", "data", None),
@@ -5933,6 +6419,17 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("kind", "kind", "enum", ObjectKind),
         FieldInfo("name", "name", "text", None),
         FieldInfo("payload", "payload", "data", None),
+        FieldInfo("chunk_index", "chunkIndex", "uint32", None),
+        FieldInfo("chunk_count", "chunkCount", "uint32", None),
+        FieldInfo("total_size", "totalSize", "uint64", None),
+        FieldInfo("holder_address", "holderAddress", "text", None),
+    ),
+    DataRequest: (
+        FieldInfo("object_ids", "objectIds", "data_list", None),
+    ),
+    DataResponse: (
+        FieldInfo("object_id", "objectId", "data", None),
+        FieldInfo("found", "found", "bool", None),
         FieldInfo("chunk_index", "chunkIndex", "uint32", None),
         FieldInfo("chunk_count", "chunkCount", "uint32", None),
         FieldInfo("total_size", "totalSize", "uint64", None),

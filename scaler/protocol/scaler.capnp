@@ -67,6 +67,10 @@ struct Hello {
   replaces @9 :Text;                 # workers: this worker was started in place of one its cluster lost, and why
                                      # (e.g. "Worker[0] pid 123: its agent stalled for 10.2s"); the scheduler logs and
                                      # counts it (SchedulerStatus.workersReplaced)
+  dataAddress @10 :Text;             # workers: where it serves the results it holds (DataRequest); empty: it sends
+                                     # large results to the scheduler (ObjectPut), as older workers do
+  fetchesFromHolders @11 :Bool;      # clients and workers: it understands ObjectResponse.holderAddress and fetches
+                                     # from there; older peers get the bytes through the scheduler
 }
 
 struct HelloReply {
@@ -84,6 +88,8 @@ struct HelloReply {
   maxFrameBytes @8 :UInt64;    # the largest frame the scheduler reads (--max-frame-bytes; ZeroMQ drops the connection
                                # of a peer that sends more): peers split objects under it and refuse larger frames
                                # themselves. 0: an older scheduler, whose limit is the default (512 MiB)
+  holdsOnWorkers @9 :Bool;     # workers with a dataAddress keep their large results and say so (TaskResult.heldBytes)
+                               # instead of putting them; an older scheduler leaves it false
 }
 
 struct ClientHeartbeat {
@@ -147,6 +153,8 @@ struct TaskResult {
   peakMemory @7 :UInt64;    # profiling: peak RSS growth during the call, bytes
   attempts @8 :UInt32;      # scheduler to client: how often the task was started on a worker (retries and worker
                             # deaths included); 0 from workers and older schedulers, meaning one
+  heldBytes @9 :UInt64;     # with inObject: the result was not put; the worker that sent this holds it, this large,
+                            # and serves it at its Hello.dataAddress (see ObjectResponse.holderAddress)
 }
 
 enum OutputStream {
@@ -180,6 +188,8 @@ struct ObjectPut {
 
 struct ObjectRequest {
   objectIds @0 :List(Data);
+  viaScheduler @1 :Bool;  # the bytes themselves, relayed by the scheduler, not where they are: the requester could
+                          # not reach the holder. Scheduler to a worker: upload these held results (ObjectPut)
 }
 
 struct ObjectResponse {
@@ -191,6 +201,24 @@ struct ObjectResponse {
   chunkIndex @5 :UInt32;
   chunkCount @6 :UInt32 = 1;
   totalSize @7 :UInt64;
+  holderAddress @8 :Text;  # found, and held by the worker serving at this address (Hello.dataAddress): fetch it
+                           # there with DataRequest. No payload then. Sent only to peers with Hello.fetchesFromHolders
+}
+
+struct DataRequest {
+  # On a worker's data address (a ROUTER; requesters connect a DEALER): send me these results it holds.
+  objectIds @0 :List(Data);
+}
+
+struct DataResponse {
+  # One chunk of a held result, answering DataRequest. Its bytes are the next ZeroMQ frame part of the same message
+  # (a data address speaks two-part messages: this, then the payload), so that they are never copied into a
+  # Cap'n Proto Data field nor limited to 2^29 bytes. found = false: not held there (freed, or never held); no part.
+  objectId @0 :Data;
+  found @1 :Bool;
+  chunkIndex @2 :UInt32;
+  chunkCount @3 :UInt32 = 1;
+  totalSize @4 :UInt64;
 }
 
 struct ObjectDelete {
@@ -314,5 +342,7 @@ struct Message {
     schedulerStatus @18 :SchedulerStatus;
     taskOutput @19 :TaskOutput;
     workerRetire @20 :WorkerRetire;
+    dataRequest @21 :DataRequest;
+    dataResponse @22 :DataResponse;
   }
 }
