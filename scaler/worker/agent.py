@@ -28,6 +28,7 @@ from scaler.gc_tuning import tune_for_a_loop
 from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
 from scaler.protocol import ProtocolError, decode_frame
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
+from scaler.worker.data_server import DataServer, data_host
 from scaler.worker.instructions import (
     Connect,
     DropTasks,
@@ -110,8 +111,15 @@ class WorkerAgent:
         self._poller = zmq.Poller()
         self._poller.register(self._wake_read.fileno(), zmq.POLLIN)
         self._poller.register(self._zygote.fileno(), zmq.POLLIN)
+        self._data = self._open_data_address()
         self._core = WorkerCore(
-            self._settings, self._name, socket.gethostname(), os.getpid(), time.monotonic(), self._replaces
+            self._settings,
+            self._name,
+            socket.gethostname(),
+            os.getpid(),
+            time.monotonic(),
+            self._replaces,
+            self._data.address if self._data is not None else "",
         )
         # the processors, forked from the fork server before this, keep the defaults: the tasks they run are the user's
         tune_for_a_loop()
@@ -142,6 +150,8 @@ class WorkerAgent:
         signal.set_wakeup_fd(-1)
         self._wake_read.close()
         wake_write.close()
+        if self._data is not None:
+            self._data.close()
         assert self._exit is not None  # the loop ends, or failed, with one
         self._close_dealer(linger=_DISCONNECT_LINGER_MS if self._exit.disconnect else 0)
         self._context.term()
@@ -184,6 +194,8 @@ class WorkerAgent:
             self._read_dealer_events(now)
         if self._dealer is not None and self._dealer in events:
             self._read_scheduler(now)
+        if self._data is not None and self._data.sock in events:
+            self._data.serve(core.held_payload)
         if now >= deadline:  # a timer is due (the stimuli above dispatch on their own)
             core.tick(now)
         if self._parent_pid is not None and now >= self._next_orphan_check:
@@ -330,6 +342,22 @@ class WorkerAgent:
         for fd, is_open in zip(link.output.fds, link.output.open):
             if not is_open:
                 self._poller.register(fd, 0)
+
+    def _open_data_address(self) -> Optional[DataServer]:
+        """Where this worker serves the results it holds; None (they go through the scheduler) with CurveZMQ, which
+        data addresses do not speak yet, or for a scheduler on ipc://."""
+        if self._settings.curve_keys is not None:
+            return None
+        host = data_host(self._settings.address)
+        if host is None:
+            return None
+        try:
+            server = DataServer(self._context, host)
+        except zmq.ZMQError as error:
+            logging.warning("%s: no data address on %s (%s): results go through the scheduler", self._name, host, error)
+            return None
+        self._poller.register(server.sock, zmq.POLLIN)
+        return server
 
     def _connect(self) -> None:
         """A new socket and identity: whatever the old socket still queued is dropped, never sent to a scheduler

@@ -139,7 +139,14 @@ _OBJECT_REF = ArgumentKind.object_ref
 
 class WorkerCore:
     def __init__(
-        self, settings: WorkerSettings, name: str, hostname: str, pid: int, now: float, replaces: str = ""
+        self,
+        settings: WorkerSettings,
+        name: str,
+        hostname: str,
+        pid: int,
+        now: float,
+        replaces: str = "",
+        data_address: str = "",
     ) -> None:
         """`name` prefixes the core's log lines ("Worker[0]"); identities come and go with connections."""
         self.settings = settings
@@ -147,6 +154,9 @@ class WorkerCore:
         self._hostname = hostname
         self._pid = pid
         self._replaces = replaces  # said in the first Hello only: a worker registering again replaces nobody
+        # where the shell serves the results this worker holds ("": it has no data socket, and puts them instead)
+        self.data_address = data_address
+        self.holds_results = False  # the scheduler takes held results (HelloReply.holdsOnWorkers) and we can serve
         self.tasks: Dict[bytes, WorkerTask] = {}
         self.queue = TaskQueue()
         self.cache = ObjectCache(settings.object_retention_seconds)
@@ -196,6 +206,7 @@ class WorkerCore:
             TaskCancel: self._on_task_cancel,
             ObjectResponse: self._on_object_response,
             ObjectDelete: self._on_object_delete,
+            ObjectRequest: self._on_object_request,
             BalanceRequest: self._on_balance_request,
             Goodbye: self._on_goodbye,
         }
@@ -222,6 +233,7 @@ class WorkerCore:
                     ],
                     task_policies=True,  # the queue runs in priority order, timeouts are enforced
                     replaces="" if self.registrations else self._replaces,
+                    data_address=self.data_address,
                 ),
                 0,
             )
@@ -519,6 +531,7 @@ class WorkerCore:
         self.output_forwarded = reply.forwards_task_output
         self.max_frame_bytes = reply.max_frame_bytes or config.DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's
         self._drops.registered(self._now)
+        self.holds_results = reply.holds_on_workers and bool(self.data_address)
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
@@ -583,6 +596,9 @@ class WorkerCore:
         self._to_request = set()
         self._requested = set()
         self._outgoing = []
+        # The results held here were known by the scheduler under our old identity only: whoever needed them gets
+        # them made again. (Reporting them to the scheduler we register with is not done yet.)
+        self._forget_objects(self.cache.drop_held())
         if self.active is None:
             self.active = self.spares.pop() if self.spares else self._start_processor()
             self.active.role = ACTIVE
@@ -775,6 +791,7 @@ class WorkerCore:
                 buffer.finish(self._outgoing)
         size = len(payload)
         in_object = False
+        held = 0
         if len(error_text) > _MAX_ERROR_TEXT:  # a traceback with a huge repr in it: it must fit a frame
             cut = _MAX_ERROR_TEXT // 2
             error_text = (
@@ -787,11 +804,17 @@ class WorkerCore:
                 payload = cloudpickle.dumps(too_large)
                 size = len(payload)
             elif status == _SUCCESS:
-                self._put_result_object(task_id, payload)
+                if self.holds_results:  # kept here, served to whoever needs it: only its size goes to the scheduler
+                    self.cache.hold(task_id, payload, self._now)
+                    held = size
+                else:
+                    self._put_result_object(task_id, payload)
                 in_object = True
                 payload = b""
                 size = 0
-        result = TaskResult(task_id=task_id, status=status, payload=payload, in_object=in_object, error_text=error_text)
+        result = TaskResult(
+            task_id=task_id, status=status, payload=payload, in_object=in_object, error_text=error_text, held_bytes=held
+        )
         if profile is not None and task.task.profiling:
             result.duration_us = profile.duration_us
             result.cpu_time_us = profile.cpu_time_us
@@ -849,6 +872,19 @@ class WorkerCore:
             self._requested.discard(object_id)
             for task in self.queue.object_arrived(object_id):
                 task.move("object arrived", READY)
+
+    def _on_object_request(self, request: ObjectRequest) -> None:
+        """The scheduler relays results this worker holds to a peer that cannot fetch them here: upload them."""
+        for object_id in request.object_ids:
+            payload = self.cache.held_payload(object_id)
+            if payload is None:
+                self._outgoing.append((ObjectResponse(object_id=object_id, found=False), 0))
+            else:
+                self._put_result_object(object_id, payload)
+
+    def held_payload(self, object_id: bytes) -> Optional[bytes]:
+        """For the shell's data socket: the bytes of a result held here, or None if it is not (any more)."""
+        return self.cache.held_payload(object_id)
 
     def _on_object_delete(self, delete: ObjectDelete) -> None:
         self._forget_objects(self.cache.delete_for_scheduler(delete.object_ids))

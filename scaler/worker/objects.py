@@ -4,7 +4,7 @@ No clock here: every call that records a use is told the time (see core.py)."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Set
+from typing import Dict, Iterable, List, Optional, Set
 
 _NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
 _NOTHING_DROPPED: List[bytes] = []  # shared by every unpin that drops nothing: never added to
@@ -29,6 +29,9 @@ class ObjectCache:
         self._pins: Dict[bytes, int] = {}
         self._partial: Dict[bytes, _PartialObject] = {}
         self._doomed: Set[bytes] = set()  # deleted by the scheduler while a task here needed them: dropped after it
+        self._held: Set[bytes] = (
+            set()
+        )  # results of tasks run here, kept for the cluster until the scheduler deletes them
 
     def __contains__(self, object_id: bytes) -> bool:
         return object_id in self._payloads
@@ -56,6 +59,28 @@ class ObjectCache:
         del self._partial[object_id]
         self._store(object_id, b"".join(partial.chunks[index] for index in range(chunk_count)), now)
         return True
+
+    def hold(self, object_id: bytes, payload: bytes, now: float) -> None:
+        """A result of a task that ran here, held for whoever needs it until the scheduler deletes it (never evicted:
+        nobody else has it)."""
+        self._store(object_id, payload, now)
+        self._held.add(object_id)
+
+    def held_payload(self, object_id: bytes) -> Optional[bytes]:
+        """The bytes of a result held here, or None: only held results are served to other peers."""
+        return self._payloads.get(object_id) if object_id in self._held else None
+
+    def held_ids(self) -> List[bytes]:
+        return list(self._held)
+
+    def held_bytes(self) -> int:
+        return sum(len(self._payloads[object_id]) for object_id in self._held)
+
+    def drop_held(self) -> List[bytes]:
+        """Forget every held result (the scheduler that knew of them is gone); returns those dropped."""
+        held, self._held = self._held, set()
+        self._doomed -= held
+        return self.delete(held)
 
     def discard_partial(self, object_id: bytes) -> None:
         self._partial.pop(object_id, None)
@@ -102,7 +127,7 @@ class ObjectCache:
         evicted = [
             object_id
             for object_id, last_used in self._last_used.items()
-            if last_used < oldest_kept and object_id not in self._pins
+            if last_used < oldest_kept and object_id not in self._pins and object_id not in self._held
         ]
         return self.delete(evicted)
 
@@ -122,6 +147,7 @@ class ObjectCache:
             if object_id in self._payloads and object_id not in self._pins:
                 del self._payloads[object_id]
                 del self._last_used[object_id]
+                self._held.discard(object_id)
                 deleted.append(object_id)
         return deleted
 

@@ -126,12 +126,14 @@ class SimProcessor:
 
 
 class Harness:
-    def __init__(self, **settings) -> None:
+    def __init__(self, data_address: str = "", **settings) -> None:
+        """`data_address`: where the shell would serve held results (none: the worker puts them, as without one)."""
         settings.setdefault("address", "tcp://127.0.0.1:1")
         settings.setdefault("heartbeat_interval_seconds", 1.0)
         settings.setdefault("death_timeout_seconds", 30.0)
         self.now = 1000.0
-        self.core = WorkerCore(WorkerSettings(**settings), "Worker[test]", "host", 4242, self.now)
+        settings_object = WorkerSettings(**settings)
+        self.core = WorkerCore(settings_object, "Worker[test]", "host", 4242, self.now, data_address=data_address)
         self.processors: Dict[int, SimProcessor] = {}
         self.sent: List[object] = []  # every message the core sent, decoded
         self.heartbeats: List[SendHeartbeat] = []
@@ -196,7 +198,9 @@ class Harness:
 
     # --- helpers ------------------------------------------------------------------------------------------------------
 
-    def connect(self, peer_timeout_ms: int = 5000, forwards_task_output: bool = True) -> None:
+    def connect(
+        self, peer_timeout_ms: int = 5000, forwards_task_output: bool = True, holds_on_workers: bool = True
+    ) -> None:
         self.send(
             HelloReply(
                 protocol_version=PROTOCOL_VERSION,
@@ -204,6 +208,7 @@ class Harness:
                 heartbeat_interval_ms=1000,
                 peer_timeout_ms=peer_timeout_ms,
                 forwards_task_output=forwards_task_output,
+                holds_on_workers=holds_on_workers,
             )
         )
 

@@ -17,6 +17,7 @@ from scaler.protocol import (
     Hello,
     HelloReply,
     ObjectDelete,
+    ObjectKind,
     ObjectPut,
     ObjectRequest,
     ObjectResponse,
@@ -383,6 +384,52 @@ def test_a_large_result_travels_as_an_object_before_its_task_result():
     out = harness.report(1)
     assert [type(message) for message in out] == [ObjectPut, TaskResult]
     assert out[0].payload == big and out[1].in_object and out[1].payload == b""
+
+
+def run_large(harness, size: int = config.DEFAULT_INLINE_LIMIT_BYTES + 1):
+    task = harness.task()
+    harness.send(task)
+    sim = harness.active
+    sim.read_orders()
+    sim.start_next()
+    sim.finish(payload=b"x" * size)
+    return task, harness.report(sim.number)
+
+
+def test_a_worker_with_a_data_address_holds_a_large_result_and_sends_only_its_size():
+    harness = connected(
+        data_address="tcp://10.0.0.1:5000", object_retention_seconds=60, garbage_collect_interval_seconds=30
+    )
+    task, out = run_large(harness)
+    (told,) = out
+    assert type(told) is TaskResult and told.in_object and told.held_bytes == config.DEFAULT_INLINE_LIMIT_BYTES + 1
+    assert harness.core.held_payload(task.task_id) == b"x" * (config.DEFAULT_INLINE_LIMIT_BYTES + 1)
+    for _ in range(100):  # held for the cluster: never evicted for want of use, unlike fetched objects
+        harness.send(HeartbeatEcho(sent_at_us=0))
+        harness.tick(2)
+    assert harness.core.held_payload(task.task_id) is not None
+    (put,) = harness.send(ObjectRequest(object_ids=[task.task_id, b"gone" * 4], via_scheduler=True))[:1]
+    assert type(put) is ObjectPut and put.object_id == task.task_id and put.kind == ObjectKind.result
+    assert harness.sent[-1] == ObjectResponse(object_id=b"gone" * 4, found=False), "what it does not hold, it says"
+    harness.send(ObjectDelete(object_ids=[task.task_id]))
+    assert harness.core.held_payload(task.task_id) is None
+
+
+def test_without_a_data_address_or_an_older_scheduler_a_large_result_is_put():
+    for harness in (connected(), Harness(data_address="tcp://10.0.0.1:5000")):
+        if not harness.core.registrations:
+            harness.connect(holds_on_workers=False)  # an older scheduler
+            harness.serve(FUNCTION)
+        _, out = run_large(harness)
+        assert [type(message) for message in out] == [ObjectPut, TaskResult] and not out[1].held_bytes
+
+
+def test_held_results_are_dropped_when_the_scheduler_that_knew_them_is_lost():
+    harness = connected(data_address="tcp://10.0.0.1:5000")
+    task, _ = run_large(harness)
+    harness.core.connection_dropped(harness.now)
+    harness._step()
+    assert harness.core.held_payload(task.task_id) is None
 
 
 def test_goodbye_and_signals_exit():

@@ -1,0 +1,102 @@
+"""Internal: a worker's data address, where it serves the results it holds to clients and workers that ask.
+
+A ROUTER bound on the interface the worker reaches its scheduler from. A peer connects a DEALER and sends
+DataRequest{objectIds}; each held result goes back in chunks, each a two-part message: the DataResponse, then the
+chunk's bytes, sent from the held bytes without a copy (a view). What is not held (freed meanwhile) is answered
+found = false. Requests are small: a frame over _MAX_REQUEST_BYTES is dropped by ZeroMQ with its connection, and a
+frame that does not decode is dropped and counted, so no peer can stall the agent through it.
+
+Not with CurveZMQ yet: a worker with keys has no data address and puts its results through the scheduler as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Callable, Optional
+
+import zmq
+
+from scaler.config import DEFAULT_OBJECT_CHUNK_BYTES
+from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
+
+logger = logging.getLogger(__name__)
+
+_MAX_REQUEST_BYTES = 1024 * 1024  # a DataRequest of 60,000 ids
+_REQUESTS_PER_TURN = 256  # then the agent's loop runs once before reading on, so heartbeats keep flowing
+
+
+def data_host(scheduler_address: str) -> Optional[str]:
+    """The IP address this host reaches the scheduler from, to serve data on; None for an ipc:// scheduler (no data
+    address: results go through the scheduler) or a host name that does not resolve."""
+    if not scheduler_address.startswith("tcp://"):
+        return None
+    host, _, port = scheduler_address[len("tcp://") :].rpartition(":")
+    host = host.strip("[]")
+    try:
+        family, _, _, _, target = socket.getaddrinfo(host, int(port), type=socket.SOCK_DGRAM)[0]
+    except (OSError, ValueError):
+        return None
+    if family != socket.AF_INET:
+        return None  # IPv6 data addresses: not yet
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(target)  # UDP: no packet is sent, the kernel only picks the route and its source address
+        except OSError:
+            return None
+        return probe.getsockname()[0]
+
+
+class DataServer:
+    def __init__(self, context: zmq.Context, host: str) -> None:
+        self.sock = context.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, 0)
+        self.sock.setsockopt(zmq.RCVHWM, 0)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a requester that left: what it asked for is dropped
+        self.sock.setsockopt(zmq.MAXMSGSIZE, _MAX_REQUEST_BYTES)
+        port = self.sock.bind_to_random_port(f"tcp://{host}")
+        self.address = f"tcp://{host}:{port}"
+        self.malformed = 0
+        self.served_bytes = 0
+
+    def serve(self, held_payload: Callable[[bytes], Optional[bytes]]) -> None:
+        """Answer the requests waiting on the socket (a bounded number per call)."""
+        sock = self.sock
+        for _ in range(_REQUESTS_PER_TURN):
+            try:
+                parts = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                if len(parts) != 2:
+                    raise ProtocolError(f"{len(parts) - 1} frames where one was expected")
+                requests = decode_frame(parts[1])
+            except ProtocolError as error:
+                self.malformed += 1
+                if self.malformed == 1:
+                    logger.warning("data address: dropped a malformed request (further ones counted): %s", error)
+                continue
+            peer = parts[0]
+            for request in requests:
+                if type(request) is DataRequest:
+                    for object_id in request.object_ids:
+                        self._send(peer, object_id, held_payload(object_id))
+
+    def _send(self, peer: bytes, object_id: bytes, payload: Optional[bytes]) -> None:
+        if payload is None:
+            self.sock.send_multipart([peer, encode(DataResponse(object_id=object_id, found=False))])
+            return
+        total = len(payload)
+        chunk = DEFAULT_OBJECT_CHUNK_BYTES
+        count = max(1, -(-total // chunk))
+        view = memoryview(payload)
+        for index in range(count):
+            header = DataResponse(
+                object_id=object_id, found=True, chunk_index=index, chunk_count=count, total_size=total
+            )
+            self.sock.send_multipart([peer, encode(header), view[index * chunk : (index + 1) * chunk]], copy=False)
+        self.served_bytes += total
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
