@@ -58,14 +58,17 @@ logger = logging.getLogger(__name__)
 
 
 class _ResultFetch:
-    """A result the worker stored as an object: its chunks, arriving in ObjectResponses."""
+    """A result the worker stored as an object, or holds: its chunks, arriving in ObjectResponses (relayed by the
+    scheduler), or its bytes from its holder (data_fetch.py)."""
 
-    __slots__ = ("future", "result", "chunks")
+    __slots__ = ("future", "result", "chunks", "held_objects")
 
-    def __init__(self, future: ScalerFuture, result: TaskResult) -> None:
+    def __init__(self, future: ScalerFuture, result: TaskResult, held_objects: Optional[List[bytes]]) -> None:
         self.future = future
         self.result = result
         self.chunks: List[bytes] = []
+        # the objects its task read, kept until the result is here: it is made again from them if its holder is lost
+        self.held_objects = held_objects
 
 
 class Connection:
@@ -129,6 +132,7 @@ class Connection:
             keepalive,
             {TaskResult: self._on_task_results},
         )
+        self._io.on_data = self._on_data
         self._io.start()  # only now: its handlers use self._io
         self._handshake(timeout_seconds)
         _LIVE_CONNECTIONS.add(self)
@@ -287,6 +291,7 @@ class Connection:
             hostname=self._hostname,
             pid=self.pid,
             previous_registrations=self.registrations,
+            fetches_from_holders=True,  # large results come from the workers that hold them (data_fetch.py)
         )
         return encode(hello)
 
@@ -523,12 +528,11 @@ class Connection:
         task_id = result.task_id
         if output.labels:
             output.forget_task(task_id)
+        fetching = result.in_object and result.status == SUCCESS
         with self._lock:
             future = self._pending.pop(task_id, None)
-            if future is not None and future._held_objects:
-                deleted = self._ledger.release(future._held_objects)
-                if deleted and self.closed_reason is None:
-                    self._queue_locked(ObjectDelete(object_ids=deleted))
+            if future is not None and future._held_objects and not fetching:
+                self._release_locked(future._held_objects)
         if future is None:
             if result.in_object:
                 self._queue(ObjectDelete(object_ids=[task_id]))  # a result crossing a cancel still must be freed
@@ -540,8 +544,9 @@ class Connection:
             elif future.done():
                 _answered(future)
                 self._queue(ObjectDelete(object_ids=[task_id]))
+                self._release(future._held_objects)
             else:
-                self._fetches[task_id] = _ResultFetch(future, result)
+                self._fetches[task_id] = _ResultFetch(future, result, future._held_objects)
                 self._queue(ObjectRequest(object_ids=[task_id]))
         elif status == CANCELED:
             _answered(future)
@@ -556,18 +561,61 @@ class Connection:
         if fetch is None:
             return
         if not response.found:
-            del self._fetches[object_id]
-            error = ScalerError(f"the result of task {object_id.hex()} was lost by the scheduler")
-            _answered(fetch.future)
-            fetch.future._settle(error, True, None)
+            self._fetch_failed(object_id, f"the result of task {object_id.hex()} was lost")
             return
+        if response.holder_address:  # held by a worker: fetched there, or relayed if that worker is out of reach
+            data = self._io.data
+            assert data is not None  # made by the IO thread, which runs this
+            now = time.monotonic()
+            if data.reachable(response.holder_address, now):
+                data.fetch(response.holder_address, object_id, now)
+            else:
+                self._queue(ObjectRequest(object_ids=[object_id], via_scheduler=True))
+            return
+        if response.chunk_index == 0:
+            fetch.chunks = []  # a relayed upload that started over (its holder was lost, the result made again)
         fetch.chunks.append(response.payload)
         if len(fetch.chunks) < response.chunk_count:
             return
-        del self._fetches[object_id]
+        self._fetched(object_id, fetch.chunks[0] if len(fetch.chunks) == 1 else b"".join(fetch.chunks))
+
+    def _on_data(self, object_id: bytes, payload: Optional[bytes], timed_out: bool) -> None:
+        """IO thread: a fetch from a holder ended. Without the bytes (the holder could not be reached, or no longer
+        holds it: lost, and made again meanwhile), the scheduler is asked to relay them; it answers once it has them."""
+        if object_id not in self._fetches:
+            return
+        if payload is None:
+            if timed_out:
+                logger.warning(
+                    "no answer from the worker holding the result of task %s: asking the scheduler to relay it",
+                    object_id.hex(),
+                )
+            self._queue(ObjectRequest(object_ids=[object_id], via_scheduler=True))
+            return
+        self._fetched(object_id, payload)
+
+    def _fetched(self, object_id: bytes, payload: bytes) -> None:
+        fetch = self._fetches.pop(object_id)
         self._queue(ObjectDelete(object_ids=[object_id]))
-        payload = fetch.chunks[0] if len(fetch.chunks) == 1 else b"".join(fetch.chunks)
+        self._release(fetch.held_objects)
         self._settle_success(fetch.future, fetch.result, payload)
+
+    def _fetch_failed(self, object_id: bytes, reason: str) -> None:
+        fetch = self._fetches.pop(object_id)
+        self._release(fetch.held_objects)
+        _answered(fetch.future)
+        fetch.future._settle(ScalerError(reason), True, None)
+
+    def _release(self, object_ids: Optional[List[bytes]]) -> None:
+        if object_ids:
+            with self._lock:
+                self._release_locked(object_ids)
+
+    def _release_locked(self, object_ids: List[bytes]) -> None:
+        """The objects a task read are no longer needed by it: those no other task needs are deleted."""
+        deleted = self._ledger.release(object_ids)
+        if deleted and self.closed_reason is None:
+            self._queue_locked(ObjectDelete(object_ids=deleted))
 
     def _settle_success(self, future: ScalerFuture, result: TaskResult, payload: bytes) -> None:
         _answered(future, payload)

@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from scaler.client.data_fetch import DataFetcher
 from scaler.client.objects import LargeObject, Outgoing
 from scaler.client.send_queue import LOOK_AGAIN_MS
 from scaler.config import (
@@ -87,6 +88,9 @@ class IOThread:
         self.registered = False
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
         self.drops = DropStreak()  # told of each registration by the connection
+        self.data: Optional[DataFetcher] = None  # fetches from holders (data_fetch.py), made by the loop
+        # the connection's handler of a fetch that ended: (object id, its bytes or None, whether it timed out)
+        self.on_data: Optional[Callable[[bytes, Optional[bytes], bool], None]] = None
         self._address = address
         self._hello = hello  # returns the Hello to send now
         self._take_outgoing = take_outgoing
@@ -154,6 +158,7 @@ class IOThread:
             poller.register(wake_fd, zmq.POLLIN)
             events = self._events
             poller.register(events, zmq.POLLIN)
+            data = self.data = DataFetcher(self._context, poller)
             next_heartbeat = 0.0
             took = False  # the last turn took messages from the queue
             while not self._stopping:
@@ -176,6 +181,9 @@ class IOThread:
                     timeout_ms = min(timeout_ms, int((wake_at - now) * 1000) + 1)
                 if took:  # the queue promised a look within LOOK_AGAIN_MS: more of a burst wakes nobody (send_queue.py)
                     timeout_ms = min(timeout_ms, LOOK_AGAIN_MS)
+                fetch_deadline = data.next_deadline()
+                if fetch_deadline is not None:
+                    timeout_ms = max(0, min(timeout_ms, int((fetch_deadline - now) * 1000) + 1))
                 ready = dict(poller.poll(timeout_ms))
                 if events in ready:  # first: a closed connection decides what the frames behind it mean
                     self._read_events()
@@ -184,18 +192,34 @@ class IOThread:
                 took = self.registered and self._flush()
                 if dealer in ready:
                     self._receive()
+                if fetch_deadline is not None:  # fetches under way: answers, or their end
+                    self._receive_data(data, ready)
             if self.registered:
                 self._flush()
         except Exception as error:  # a bug here must not leave futures waiting forever
             logger.exception("client IO thread failed")
             self._on_crash(error)
         finally:
+            if self.data is not None:
+                self.data.close()
             dealer.disable_monitor()
             self._events.close(linger=0)
             dealer.close(linger=_CLOSE_LINGER_MS)
             self._wake_reader.close()
             self._wake_writer.close()
             self._context.term()
+
+    def _receive_data(self, data: DataFetcher, ready: Dict[Any, int]) -> None:
+        """What holders sent, and the fetches that heard nothing for too long."""
+        on_data = self.on_data
+        assert on_data is not None  # set by the connection before any fetch
+        now = time.monotonic()
+        for sock in data.sockets:
+            if sock in ready:
+                for object_id, payload in data.receive(sock, now):
+                    on_data(object_id, payload, False)
+        for object_id in data.expired(now):
+            on_data(object_id, None, True)
 
     def register_again(self) -> None:
         """From the IO thread (a handler, an event): the scheduler was lost; Hello until one answers."""
