@@ -152,6 +152,12 @@ class SchedulerCore:
         self._plain = ReadyQueue(())  # tasks needing no resources: every task, when nobody sets options
         self.ready_queues: Dict[Resources, ReadyQueue] = {(): self._plain}
         self.retried_tasks = 0  # attempts started again after the function raised or timed out
+        self._recomputing: Dict[bytes, StoredObject] = {}  # lost held results being made again, by task id
+        # Lineage: the tasks that made held results which were freed, kept while held results made from them (their
+        # descendants) may have to be made again, with how many held results read each (by id)
+        self.lineage: Dict[bytes, TaskState] = {}
+        self._lineage_refs: Dict[bytes, int] = {}
+        self.recomputed_results = 0  # held results made again after their holder was lost, since start
         self.children: Dict[bytes, List[bytes]] = {}  # parent task id -> nested task ids
         self.function_names: Dict[bytes, str] = {}
         self.function_tasks: Dict[bytes, int] = {}
@@ -207,6 +213,7 @@ class SchedulerCore:
             (TaskOutput, self._on_task_output),
             (ObjectPut, self._on_object_put),
             (ObjectRequest, self._on_object_request),
+            (ObjectResponse, self._on_holder_response),
             (BalanceResponse, self._on_balance_response),
             (WorkerDisconnect, self._on_worker_disconnect),
             (WorkerRetire, self._on_worker_retire),
@@ -420,6 +427,7 @@ class SchedulerCore:
             "every connected peer is watched for silence exactly once"
         )
         self._validate_status_rows()
+        self._validate_held()
         cadence = self.cadence
         peers: List[Peer] = [*self.workers.values(), *self.clients.values()]
         for peer in peers:
@@ -541,6 +549,8 @@ class SchedulerCore:
                 capacity = queue_cap
             worker = WorkerState(peer, name, capacity, now, again)
             worker.row.resources = [Resource(name=key, amount=amount) for key, amount in offer]
+            worker.data_address = message.data_address
+            worker.fetches_from_holders = message.fetches_from_holders
             self.workers[peer] = worker
             if self.loads.add(worker, offer):
                 self._refresh_eligibility()
@@ -561,6 +571,7 @@ class SchedulerCore:
                 )
         elif message.role == Role.client:
             client = ClientState(peer, name, now, again)
+            client.fetches_from_holders = message.fetches_from_holders
             self.clients[peer] = client
             self._fit_cadence()
             self._watch(client, now + self._told_cadence(client))
@@ -605,6 +616,7 @@ class SchedulerCore:
                 resumed=resumed,
                 task_policies=True,
                 max_frame_bytes=self.settings.max_frame_bytes,
+                holds_on_workers=True,
             ),
         )
 
@@ -780,6 +792,12 @@ class SchedulerCore:
             back.append(task)
         back.reverse()
         self._hand_back(back)
+        lost = [self.objects[object_id] for object_id in worker.held]
+        worker.held.clear()
+        for stored in lost:  # all of them first: one may be an input of another, to be made again before it
+            stored.holder = None
+        for stored in lost:
+            self._lost_held(stored, f"its worker {worker.name} was removed ({reason})")
 
     def _likely_running(self, worker: WorkerState) -> Set[bytes]:
         """The tasks a dead worker most likely was running, which alone count a retry: a task merely queued there
@@ -1062,6 +1080,15 @@ class SchedulerCore:
                 continue  # canceled or finished while it waited
             task.queued = False
             placed += 1
+            if task.dependency_ids:  # it reads results held on workers: where most of their bytes are, if it has room
+                local = self._local_worker(task, eligible)
+                if local is not None and local is not worker:
+                    local.assigned[task.task_id] = None
+                    task.worker = local.identity
+                    task.state = ASSIGNED
+                    send(local.identity, task_which, task.raw)
+                    local.loads.file(local)
+                    continue
             worker.assigned[task.task_id] = None
             task.worker = worker.identity
             task.state = ASSIGNED
@@ -1075,6 +1102,21 @@ class SchedulerCore:
         counts[READY] -= placed
         counts[ASSIGNED] += placed
         return not bucket
+
+    def _local_worker(self, task: TaskState, eligible: List[WorkerLoads]) -> Optional[WorkerState]:
+        """The worker holding the most bytes of the task's held inputs, if it takes tasks now and may run this one:
+        the task then reads them where they are instead of moving them."""
+        best: Optional[WorkerState] = None
+        best_bytes = 0
+        objects = self.objects
+        for dependency_id in task.dependency_ids:
+            stored = objects.get(dependency_id)
+            if stored is None or stored.holder is None or stored.total_size <= best_bytes:
+                continue
+            holder = self.workers.get(stored.holder)
+            if holder is not None and holder.takes_tasks and holder.loads in eligible:
+                best, best_bytes = holder, stored.total_size
+        return best
 
     def _on_task_result(self, worker: WorkerState, message: TaskResult, now: float) -> None:
         task = self.tasks.get(message.task_id)
@@ -1185,22 +1227,32 @@ class SchedulerCore:
             client.tasks.pop(task_id, None)
             if task.report_result:
                 self._send(task.client, TaskResult.WHICH, raw if raw is not None else encode(result))
+        # its own result first: held, it keeps the recipes of what it read (lineage) as they are freed just below
+        self._settle_result_object(task, status, result, client is not None)
         for dependency_id in task.dependency_ids:
             stored = self.objects.get(dependency_id)
             if stored is not None and stored.consumers:
                 stored.consumers -= 1
                 self._maybe_free(stored)
-        self._settle_result_object(task, status, result, client is not None)
 
     def _settle_result_object(self, task: TaskState, status: int, result: TaskResult, client_present: bool) -> None:
         """Keep a finished task's result as an object while graph consumers or its client still need it."""
         task_id = task.task_id
+        if self._recomputing:
+            lost = self._recomputing.pop(task_id, None)
+            if lost is not None:
+                self._recomputed(lost, task, status, result)
+                return
         stored = self.objects.get(task_id)
         if status != _SUCCESS:
             if stored is not None:
                 self._free(stored)
             return
-        if stored is None and task.dependents:
+        if stored is None and result.held_bytes:
+            stored = self._hold(task, result.held_bytes)
+            if client_present:
+                self.clients[task.client].objects[task_id] = None
+        elif stored is None and task.dependents:
             stored = StoredObject(task_id, task.client, int(ObjectKind.result), "", 1, len(result.payload))
             stored.chunks.append(result.payload)
             self.objects[task_id] = stored
@@ -1307,6 +1359,9 @@ class SchedulerCore:
     def _on_object_put(self, state, message: ObjectPut, now: float) -> None:
         object_id = message.object_id
         stored = self.objects.get(object_id)
+        if stored is not None and stored.holder == state.identity and stored.chunk_count == 0:
+            self._relay_chunk(stored, message)  # a held result its holder uploads for peers that asked us
+            return
         if stored is None:
             if message.chunk_index != 0 or message.chunk_count < 1:
                 self._misuse(
@@ -1349,6 +1404,7 @@ class SchedulerCore:
     def _on_object_request(self, state, message: ObjectRequest, now: float) -> None:
         peer = state.identity
         worker = type(state) is WorkerState
+        relay = message.via_scheduler or not state.fetches_from_holders
         for object_id in message.object_ids:
             stored = self.objects.get(object_id)
             if stored is None or not stored.complete:
@@ -1356,6 +1412,9 @@ class SchedulerCore:
                 continue
             if worker:  # a worker asks once for an object it keeps: a list, not a set, and a rare duplicate
                 stored.holders.append(peer)
+            if stored.chunk_count == 0:
+                self._answer_held(stored, peer, relay)
+                continue
             for index, chunk in enumerate(stored.chunks):
                 self._send_message(
                     peer,
@@ -1388,11 +1447,276 @@ class SchedulerCore:
         client = self.clients.get(stored.owner)
         if client is not None:
             client.objects.pop(stored.object_id, None)
+        if stored.holder is not None:
+            holding = self.workers.get(stored.holder)
+            if holding is not None:
+                holding.held.pop(stored.object_id, None)
+        if stored.producer is not None:
+            if stored.object_id in self._lineage_refs:
+                self.lineage[stored.object_id] = stored.producer  # held results made from it may have to be remade
+            else:
+                self._unref_lineage(stored.producer.dependency_ids)
+        if stored.waiting:  # a worker whose task needs it: the task fails there, as for an object deleted before
+            self._answer_lost(stored, "it was freed")
         if stored.holders:
             delete = ObjectDelete(object_ids=[stored.object_id])
             for holder in set(stored.holders):
                 if holder in self.workers:
                     self._send_message(holder, delete)
+
+    # ---- results held on workers -------------------------------------------------------------------------------------
+    # A worker with a data address keeps a large result and sends only its size (TaskResult.heldBytes). The scheduler
+    # keeps where it is and the task that made it (its lineage), never its bytes: a peer that asks is told where it is
+    # (ObjectResponse.holderAddress), or, if it cannot fetch it there, gets it relayed: the holder uploads it and each
+    # chunk is passed on as it comes, not kept. A holder lost before the result was freed makes it be made again.
+
+    def _hold(self, task: TaskState, size: int) -> StoredObject:
+        stored = StoredObject(task.task_id, task.client, _KIND_RESULT, "", 0, size)
+        assert task.worker is not None  # a result comes from the worker running the task
+        stored.holder = task.worker
+        stored.holders.append(task.worker)
+        stored.producer = task
+        self.workers[task.worker].held[task.task_id] = None
+        self.objects[task.task_id] = stored
+        refs = self._lineage_refs
+        for dependency_id in task.dependency_ids:  # its recipe needs theirs, should they be freed and it be lost
+            refs[dependency_id] = refs.get(dependency_id, 0) + 1
+        return stored
+
+    def _answer_held(self, stored: StoredObject, peer: bytes, relay: bool) -> None:
+        """Where a held result is, or its bytes relayed; once it is there again if its holder was lost."""
+        holder = self.workers.get(stored.holder) if stored.holder is not None else None
+        if holder is None:
+            stored.waiting.append((peer, relay))  # made again: answered then
+            self._make_room(peer)
+            return
+        if not relay and holder.data_address:
+            response = ObjectResponse(
+                object_id=stored.object_id,
+                found=True,
+                kind=stored.kind,
+                chunk_count=0,
+                total_size=stored.total_size,
+                holder_address=holder.data_address,
+            )
+            self._send_message(peer, response)
+            return
+        if stored.uploading > 0:
+            stored.later.append(peer)  # its first chunks are gone by: the next upload is for it
+            return
+        stored.waiting.append((peer, True))
+        if stored.uploading < 0:
+            stored.uploading = 0
+            self._send_message(holder.identity, ObjectRequest(object_ids=[stored.object_id], via_scheduler=True))
+
+    def _relay_chunk(self, stored: StoredObject, message: ObjectPut) -> None:
+        if stored.uploading < 0:
+            return  # an upload nobody waits for any more (its holder was lost and it was made again)
+        response = encode(
+            ObjectResponse(
+                object_id=stored.object_id,
+                found=True,
+                kind=stored.kind,
+                payload=message.payload,
+                chunk_index=message.chunk_index,
+                chunk_count=message.chunk_count,
+                total_size=message.total_size,
+            )
+        )
+        which = ObjectResponse.WHICH
+        for peer, _ in stored.waiting:
+            self._send(peer, which, response)
+        stored.uploading += 1
+        if message.chunk_index + 1 < message.chunk_count:
+            return
+        stored.waiting = [(peer, True) for peer in stored.later]
+        stored.later = []
+        stored.uploading = -1
+        if stored.waiting and stored.holder is not None:
+            stored.uploading = 0
+            self._send_message(stored.holder, ObjectRequest(object_ids=[stored.object_id], via_scheduler=True))
+
+    def _on_holder_response(self, worker: WorkerState, message: ObjectResponse, now: float) -> None:
+        """A worker asked to upload a result answers it does not hold it (any more)."""
+        stored = self.objects.get(message.object_id)
+        if stored is not None and stored.holder == worker.identity and not message.found:
+            worker.held.pop(stored.object_id, None)
+            self._lost_held(stored, f"worker {worker.name} no longer held it")
+
+    def _lost_held(self, stored: StoredObject, why: str) -> None:
+        """Its holder is gone: make it again from the task that made it, and first, recursively, what that task read
+        that is gone too (from their lineage); if some of it cannot be made again, it is lost."""
+        stored.holder = None
+        stored.waiting += [(peer, True) for peer in stored.later]  # a half-relayed upload starts over, from chunk 0
+        stored.later = []
+        stored.uploading = -1
+        if stored.object_id in self._recomputing:
+            return  # already being made again (an input of another lost result)
+        plan = self._remake_plan(stored.producer)
+        if plan is None:
+            self._answer_lost(stored, f"{why}, and what it was made from is freed")
+            self._free(stored)
+            return
+        for peer, _ in stored.waiting:
+            self._make_room(peer)
+        for producer in plan:  # inputs first
+            remade = self.objects.get(producer.task_id)
+            if remade is None:  # freed, its recipe kept as lineage: it comes back as a placeholder
+                remade = StoredObject(producer.task_id, producer.client, _KIND_RESULT, "", 0, 0)
+                remade.producer = producer
+                self.objects[producer.task_id] = remade
+                del self.lineage[producer.task_id]
+            self._recompute(remade, producer, why)
+
+    def _remake_plan(self, producer: Optional[TaskState]) -> Optional[List[TaskState]]:
+        """The tasks to run again to make `producer`'s result, inputs before what reads them (an explicit stack: a
+        chain may be long); None if one of them read something that is gone with no recipe."""
+        if producer is None:
+            return None
+        plan: List[TaskState] = []
+        seen: Set[bytes] = set()
+        stack: List[Tuple[TaskState, bool]] = [(producer, False)]
+        while stack:
+            task, expanded = stack.pop()
+            if expanded:
+                plan.append(task)
+                continue
+            if task.task_id in seen:
+                continue
+            seen.add(task.task_id)
+            stack.append((task, True))
+            for dependency_id in task.dependency_ids:
+                if dependency_id in self.tasks:
+                    continue  # being made again already
+                stored = self.objects.get(dependency_id)
+                if stored is not None and (stored.chunk_count or stored.holder is not None):
+                    continue  # here, or held
+                recipe = stored.producer if stored is not None else self.lineage.get(dependency_id)
+                if recipe is None:
+                    return None
+                stack.append((recipe, False))
+        return plan
+
+    def _make_room(self, peer: bytes) -> None:
+        """A worker waits for a lost result to be made again, and may have no free slot left for the task that makes
+        it (its slots all held by tasks waiting likewise): its unstarted tasks come back, to go again later."""
+        worker = self.workers.get(peer)
+        if worker is not None and worker.assigned and not worker.balance_pending:
+            worker.balance_pending = True
+            self._send_message(peer, BalanceRequest(count=len(worker.assigned)))
+
+    def _recompute(self, stored: StoredObject, producer: TaskState, why: str) -> None:
+        """Run the task that made a lost result again, as the task it was (its bytes, inputs, requirement and
+        priority), reporting to nobody: the peers that need the result ask for it. Not a retry: it counts against no
+        limit. Inputs being made again too are waited for, as graph nodes wait."""
+        task_id = producer.task_id
+        requirement = producer.queue.requirement
+        queue = self.ready_queues.get(requirement) or self._new_ready_queue(requirement)
+        if requirement:
+            queue.members += 1
+        task = TaskState(
+            task_id,
+            producer.client,
+            producer.raw,
+            producer.function_id,
+            False,
+            producer.parent_task_id,
+            producer.dependency_ids,
+            self._last_call,
+            queue,
+            _INT32_MAX,  # first in line: tasks on workers may be waiting for it
+            producer.max_retries,
+        )
+        for dependency_id in task.dependency_ids:
+            self.objects[dependency_id].consumers += 1  # read again; released as the task finishes
+            dependency = self.tasks.get(dependency_id)
+            if dependency is not None:  # being made again itself
+                if dependency.dependents is None:
+                    dependency.dependents = [task_id]
+                else:
+                    dependency.dependents.append(task_id)
+                task.pending_dependencies += 1
+        self.tasks[task_id] = task
+        client = self.clients.get(task.client)
+        if client is not None:
+            client.tasks[task_id] = None  # canceled with its client
+        self.function_tasks[task.function_id] = self.function_tasks.get(task.function_id, 0) + 1
+        if task.pending_dependencies:
+            task.state = WAITING
+            self.state_counts[WAITING] += 1
+        else:
+            self.state_counts[READY] += 1
+            queue.push(task)
+        self._recomputing[task_id] = stored
+        self.recomputed_results += 1
+        logger.info("result of task %s lost (%s): running the task again to make it", task_id.hex(), why)
+
+    def _recomputed(self, stored: StoredObject, task: TaskState, status: int, result: TaskResult) -> None:
+        """A lost result was made again (or its task ended otherwise): answer those who asked for it meanwhile."""
+        object_id = stored.object_id
+        if self.objects.get(object_id) is not stored:  # freed meanwhile: nobody needs what was made
+            if status == _SUCCESS and result.held_bytes and task.worker is not None and task.worker in self.workers:
+                self._send_message(task.worker, ObjectDelete(object_ids=[object_id]))
+            return
+        if status != _SUCCESS:
+            self._answer_lost(stored, f"running its task again ended with status {TaskStatus(status).name}")
+            self._free(stored)
+            return
+        if result.held_bytes:
+            assert task.worker is not None  # a result comes from the worker running the task
+            stored.holder = task.worker
+            stored.holders.append(task.worker)
+            stored.producer = task
+            stored.total_size = result.held_bytes
+            self.workers[task.worker].held[object_id] = None
+        else:  # small this time: kept here, as the results graph nodes read
+            stored.chunks, stored.chunk_count, stored.total_size = [result.payload], 1, len(result.payload)
+        waiting, stored.waiting = stored.waiting, []
+        for peer, relay in waiting:
+            if stored.chunk_count:
+                self._on_object_request(self._peer_state(peer), ObjectRequest(object_ids=[object_id]), 0.0)
+            else:
+                self._answer_held(stored, peer, relay)
+        self._maybe_free(stored)  # a placeholder remade only for a result that was canceled meanwhile
+
+    def _unref_lineage(self, dependency_ids: List[bytes]) -> None:
+        """A held result is gone for good: the recipes only it needed go too, and theirs after them."""
+        refs = self._lineage_refs
+        pending = list(dependency_ids)
+        while pending:
+            dependency_id = pending.pop()
+            count = refs.get(dependency_id, 0) - 1
+            if count > 0:
+                refs[dependency_id] = count
+                continue
+            refs.pop(dependency_id, None)
+            recipe = self.lineage.pop(dependency_id, None)
+            if recipe is not None:
+                pending.extend(recipe.dependency_ids)
+
+    def _answer_lost(self, stored: StoredObject, why: str) -> None:
+        logger.warning("result of task %s is lost: %s", stored.object_id.hex(), why)
+        for peer in {peer for peer, _ in stored.waiting} | set(stored.later):
+            self._send_message(peer, ObjectResponse(object_id=stored.object_id, found=False))
+        stored.waiting = []
+        stored.later = []
+
+    def _peer_state(self, peer: bytes) -> Any:
+        return self.workers.get(peer) or self.clients.get(peer)
+
+    def _validate_held(self) -> None:
+        assert not set(self.lineage) & set(self.objects), "a recipe kept for a result that is still here"
+        for identity, worker in self.workers.items():
+            for object_id in worker.held:
+                assert self.objects[object_id].holder == identity, f"{object_id.hex()} is not held where it is listed"
+        for object_id, stored in self.objects.items():
+            if stored.chunk_count:
+                continue
+            if stored.holder is None:
+                assert self._recomputing.get(object_id) is stored and object_id in self.tasks, "lost and not remade"
+            else:
+                assert object_id in self.workers[stored.holder].held, f"{object_id.hex()} held but not listed"
+            assert stored.uploading < 0 or stored.holder is not None, "an upload from no holder"
 
     # ---- balancing ---------------------------------------------------------------------------------------------------
 

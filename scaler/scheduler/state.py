@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from scaler.protocol import WorkerStatus
 from scaler.scheduler.cadence import PeerClock
@@ -97,6 +97,9 @@ class WorkerState:
         "loads",
         "row_changed",
         "row_slot",
+        "data_address",
+        "held",
+        "fetches_from_holders",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -126,6 +129,9 @@ class WorkerState:
         # Set when it asked to retire (WorkerRetire): it gets no new task, and what it still runs then is run elsewhere
         self.retire_deadline: Optional[float] = None
         self.loads: Any = None  # the WorkerLoads of its resource class (scaler.scheduler.placement.Placement)
+        self.data_address = ""  # Hello.dataAddress: where it serves the results it holds
+        self.held: Dict[bytes, None] = {}  # ids of the results it holds (TaskResult.heldBytes), while stored here
+        self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
 
 
 class ClientState:
@@ -139,6 +145,7 @@ class ClientState:
         "malformed",
         "previous_registrations",
         "resumed",
+        "fetches_from_holders",
     )
 
     def __init__(self, identity: bytes, name: str, now: float, previous_registrations: int = 0) -> None:
@@ -153,6 +160,7 @@ class ClientState:
         # It said Hello again on a connection the scheduler still knew: it resubmits what it may have lost, so a task
         # id it already has here is a copy to ignore, not a clash to refuse.
         self.resumed = False
+        self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
 
 
 class StoredObject:
@@ -169,6 +177,11 @@ class StoredObject:
         "consumers",
         "released",
         "holders",
+        "holder",
+        "waiting",
+        "uploading",
+        "later",
+        "producer",
     )
 
     def __init__(self, object_id: bytes, owner: bytes, kind: int, name: str, chunk_count: int, total_size: int) -> None:
@@ -182,6 +195,14 @@ class StoredObject:
         self.consumers = 0  # unfinished graph tasks that still need this result
         self.released = True  # False while the owning client still has to fetch it (a reported in-object result)
         self.holders: List[bytes] = []  # workers it was sent to: told to drop their copies when it is freed
+        # A result held by a worker (TaskResult.heldBytes): no chunks here. `holder` is that worker (None while it is
+        # made again, its holder gone); `waiting` the peers to answer once it is there again, or its upload relayed
+        # (True: they want the bytes, False: where it is).
+        self.holder: Optional[bytes] = None
+        self.waiting: List[Tuple[bytes, bool]] = []
+        self.uploading = -1  # chunks relayed so far of the upload under way; -1: none under way
+        self.later: List[bytes] = []  # asked while an upload was half relayed: they get the next one
+        self.producer: Any = None  # the TaskState that made a held result: run again if its holder is lost
 
     @property
     def complete(self) -> bool:

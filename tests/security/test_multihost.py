@@ -61,16 +61,24 @@ def hosts() -> Iterator[Dict[str, List[str]]]:
 
 CLIENT_SCRIPT = textwrap.dedent(
     """
+    import logging
     import sys
     from scaler import Client
     from scaler.errors import AuthenticationError
+
+    relayed = []  # the client's warning that it could not reach a holder and asked the scheduler to relay
+    handler = logging.Handler()
+    handler.emit = lambda record: relayed.append(record) if "relay" in record.getMessage() else None
+    logging.getLogger("scaler").addHandler(handler)
 
     address, secret, server = sys.argv[1], sys.argv[2] or None, sys.argv[3] or None
     try:
         with Client(address, timeout_seconds=8, curve_secret_key_file=secret, curve_server_key_file=server) as client:
             squares = client.map(pow, [(n, 2) for n in range(500)])
             graph = client.get({"a": 20, "b": (abs, -22), "c": (sum, ["a", "b"])}, keys=["c"])
-            print("ok", sum(squares), graph["c"], flush=True)
+            # held by its worker, on a host this client cannot reach: the scheduler relays it
+            big = client.submit(bytes, 300_000).result(timeout=40)
+            print("ok", sum(squares), graph["c"], len(big), "relayed" * len(relayed), flush=True)
     except (TimeoutError, AuthenticationError) as error:
         print("refused", type(error).__name__, error, flush=True)
     """
@@ -126,7 +134,7 @@ def _run_cluster(hosts: Dict[str, List[str]], tmp_path: Path, curve: bool) -> Li
 
 def test_tasks_cross_hosts_without_curve(hosts: Dict[str, List[str]], tmp_path: Path) -> None:
     served, keyless_too, scheduler_log = _run_cluster(hosts, tmp_path, curve=False)
-    expected = f"ok {sum(n * n for n in range(500))} 42"
+    expected = f"ok {sum(n * n for n in range(500))} 42 300000 relayed"
     assert served == expected and keyless_too == expected
     assert "reachable from other hosts without CurveZMQ" in scheduler_log
 
@@ -135,7 +143,7 @@ def test_tasks_cross_hosts_with_curve_and_peers_without_keys_are_refused(
     hosts: Dict[str, List[str]], tmp_path: Path
 ) -> None:
     served, keyless, stranger, scheduler_log = _run_cluster(hosts, tmp_path, curve=True)
-    assert served == f"ok {sum(n * n for n in range(500))} 42"
+    assert served == f"ok {sum(n * n for n in range(500))} 42 300000"  # with CurveZMQ: put through the scheduler
     assert keyless.startswith("refused TimeoutError")  # a peer without CURVE learns nothing from the scheduler
     assert stranger.startswith("refused AuthenticationError")
     assert "is not among the authorized keys" in scheduler_log and f"{SUBNET}.2.2" in scheduler_log

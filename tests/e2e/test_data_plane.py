@@ -1,0 +1,92 @@
+"""Results held by the workers that made them, on real processes: the client fetches them from their holders, the
+scheduler never carries their bytes, and a holder killed mid-graph loses nothing."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Iterator
+
+import cloudpickle
+import psutil
+import pytest
+
+from scaler import Client
+from scaler.testing.processes import wait_for
+from tests.e2e.live_cluster import LiveCluster
+from tests.e2e.monitor import counters
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = pytest.mark.timeout(120)
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def live(tmp_path) -> Iterator[LiveCluster]:
+    cluster = LiveCluster(tmp_path)
+    yield cluster
+    cluster.close()
+
+
+def make(index: int, size: int) -> bytes:
+    return bytes([index % 256]) * size
+
+
+def test_results_come_from_their_holders_not_through_the_scheduler(live) -> None:
+    live.add_cluster(2)
+    live.wait_workers(2)
+    with Client(live.address) as client:
+        futures = [client.submit(make, index, 4 * MiB) for index in range(12)]
+        for index, future in enumerate(futures):
+            assert future.result(timeout=60) == bytes([index]) * (4 * MiB)
+        status = live.status(lambda status: counters(status.received).get("ObjectDelete", 0) >= 12)
+    received, sent = counters(status.received), counters(status.sent)
+    assert received.get("ObjectPut", 0) <= 1, "only the function was put; no result went up to the scheduler"
+    # one answer per result (where it is, without its bytes), and the function to each of the 2 workers
+    assert sent.get("ObjectResponse", 0) == 12 + 2
+    assert sent.get("ObjectDelete", 0) >= 12, "each holder told to drop its result once the client had it"
+
+
+def holder_pid(marker_directory: str) -> bytes:
+    """A 1 MiB result, and the pid of the worker agent holding it written where the test looks."""
+    agent = psutil.Process(os.getppid()).ppid()  # processor -> fork server -> agent
+    with open(os.path.join(marker_directory, "holder"), "w") as file:
+        file.write(str(agent))
+    return b"h" * MiB
+
+
+def read_when_allowed(data: bytes, marker_directory: str) -> int:
+    """Reads its input, then waits for the test to kill the holder (bounded, should it never)."""
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(marker_directory, "go")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return len(data)
+
+
+def total(data: bytes, size: int) -> int:
+    return len(data) + size
+
+
+def test_a_holder_killed_mid_graph_has_what_it_held_made_again(live, tmp_path) -> None:
+    live.add_worker()
+    live.add_worker()
+    live.wait_workers(2)
+    marker = str(tmp_path)
+    graph = {
+        "held": (holder_pid, marker),
+        "reader": (read_when_allowed, "held", marker),
+        "last": (total, "held", "reader"),  # needs "held" again, after its holder is gone
+    }
+    with Client(live.address) as client:
+        (future,) = client.submit_graph(graph, keys=["last"])
+        holder_file = tmp_path / "holder"
+        wait_for(lambda: holder_file.exists() and holder_file.read_text(), 30, "the holder's pid")
+        victim = int(holder_file.read_text())
+        holder_file.unlink()
+        live.kill_worker(psutil.Process(victim))
+        (tmp_path / "go").touch()
+        assert future.result(timeout=60) == 2 * MiB
+    wait_for(lambda: "running the task again to make it" in live.scheduler.output(), 10, "the result made again")
