@@ -17,6 +17,7 @@ with the agent (SharedProgress below), and the agent reads it when it must know 
 
 from __future__ import annotations
 
+import array
 import marshal
 import mmap
 import os
@@ -25,21 +26,89 @@ import select
 import socket
 import struct
 import tempfile
-from typing import Any, List, NamedTuple, Optional, Tuple
+from collections import deque
+from typing import Any, Deque, List, NamedTuple, Optional, Sequence, Tuple
 
 _HEADER = struct.Struct("<Q")
 SMALL_MESSAGE_BYTES = 64 * 1024  # below this, header and body go in one syscall; above, concatenating would copy
 _READ_CHUNK_BYTES = 256 * 1024
+# Descriptors one message carries at most (Linux passes at most 253 per sendmsg): a message with more is split.
+MAX_SHARED_PER_MESSAGE = 250
+_ANCILLARY_BYTES = socket.CMSG_SPACE(4 * MAX_SHARED_PER_MESSAGE * 4)  # a read returns one message's at most
 # A finished task's result waits for the results of the tasks after it, so short tasks batch, but not much longer than
 # this: checked between tasks, and by a thread of the processor once a task has run this long (processor.py), so that
 # a task that runs long never holds back the results of the tasks before it.
 RESULT_DELAY_SECONDS = 0.005
 
 
+class SharedBytes:
+    """Bytes in an anonymous shared memory file (a memfd), passed between agent and processor as its descriptor
+    (SCM_RIGHTS) instead of through the socket: a large result goes from the processor that made it to the agent
+    that holds it, and from there to a processor that reads it, without a copy through the channel.
+
+    The holder of the object owns the descriptor: it is closed when the object is dropped (the mapping lives on
+    while a memoryview of it does, such as a send ZeroMQ has not finished). Reads go through `view()`, a read-only
+    memoryview of the mapping; `len()` and slicing work as on bytes, slices being views."""
+
+    __slots__ = ("fd", "size", "_map")
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self._map: Optional[mmap.mmap] = None
+
+    @classmethod
+    def create(cls, data: Any) -> SharedBytes:
+        """A new memfd holding a copy of `data` (bytes-like)."""
+        fd = _memfd("scaler-data")
+        size = len(data)
+        try:
+            os.ftruncate(fd, size)
+            if size:
+                with mmap.mmap(fd, size) as writable:
+                    writable[:] = data
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, size)
+
+    def view(self) -> memoryview:
+        if self._map is None:
+            self._map = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) if self.size else mmap.mmap(-1, 1)
+        return memoryview(self._map)[: self.size]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: slice) -> memoryview:
+        return self.view()[index]
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+def as_buffer(payload: Any) -> Any:
+    """A payload (bytes, or SharedBytes) as something ZeroMQ, the encoder and slicing read without a copy."""
+    return payload.view() if type(payload) is SharedBytes else payload
+
+
+def _memfd(name: str) -> int:
+    try:
+        return os.memfd_create(name, os.MFD_CLOEXEC)
+    except (AttributeError, OSError):  # not Linux: an unlinked temporary file does the same
+        handle = tempfile.TemporaryFile()
+        fd = os.dup(handle.fileno())
+        handle.close()
+        return fd
+
+
 class ProcessorArgument(NamedTuple):
     name: str  # keyword, or "" for a positional argument
     object_id: bytes  # b"" for an inline argument
-    payload: Optional[bytes]  # None when the processor already holds object_id
+    payload: Any  # bytes or SharedBytes; None when the processor already holds object_id
     cacheable: bool  # objects and functions are kept by the processor; graph results are used once
 
 
@@ -70,7 +139,7 @@ class ProcessorOrders(NamedTuple):
 class ProcessorResult(NamedTuple):
     task_id: bytes
     succeeded: bool
-    payload: bytes  # serialized return value, or the cloudpickled exception
+    payload: Any  # serialized return value (bytes, or SharedBytes when large), or the cloudpickled exception
     error_text: str
     duration_us: int  # always measured: the agent learns from it how far ahead it may feed the processor
     cpu_time_us: int  # profiling only
@@ -93,39 +162,101 @@ _MARSHAL_VERSION = 4
 _PICKLE_FIRST_BYTE = 0x80
 
 
-def _to_wire(message: Any) -> tuple:
+def _to_wire(message: Any, shared: List[SharedBytes]) -> tuple:
+    """The message as plain tuples; each SharedBytes payload becomes its size, its descriptor appended to `shared`
+    (they travel beside the bytes, in order)."""
     if type(message) is ProcessorOrders:
         tasks: list = message.tasks
         if tasks and type(tasks[0]) is not tuple:  # NamedTuples (tests): as plain tuples, like the agent's own
             tasks = [(*task[:6], [tuple(argument) for argument in task[6]], *task[7:]) for task in tasks]
-        return (_ORDERS, tasks, message.drops, message.end_of_parking, tuple(message.forget))
+        for task in tasks:
+            arguments = task[6]
+            for index, argument in enumerate(arguments):
+                if type(argument[2]) is SharedBytes:
+                    shared.append(argument[2])
+                    arguments[index] = (argument[0], argument[1], argument[2].size, argument[3])
+        return (_ORDERS, tasks, message.drops, message.end_of_parking, tuple(message.forget), len(shared))
     if type(message) is ProcessorReport:
         results = [tuple(result) for result in message.results]
-        return (_REPORT, results, message.dropped, message.blocked, message.streamed)
+        for index, result in enumerate(results):
+            if type(result[2]) is SharedBytes:
+                shared.append(result[2])
+                results[index] = (result[0], result[1], result[2].size, *result[3:])
+        return (_REPORT, results, message.dropped, message.blocked, message.streamed, len(shared))
     raise TypeError(f"not a message of the processor channel: {type(message).__name__}")
 
 
-def _from_wire(wire: tuple) -> Any:
+def _from_wire(wire: tuple, fds: Deque[int]) -> Any:
     # tuple.__new__ skips the NamedTuples' own __new__, a Python-level call per object; the fields are ours
     new = tuple.__new__
     if wire[0] == _ORDERS:
+        tasks = wire[1]
+        if wire[5]:  # shared payloads: their descriptors came with the message, in order
+            for task in tasks:
+                arguments = task[6]
+                for index, argument in enumerate(arguments):
+                    if type(argument[2]) is int:
+                        shared = SharedBytes(fds.popleft(), argument[2])
+                        arguments[index] = (argument[0], argument[1], shared, argument[3])
         # Tasks and their arguments stay plain tuples: the processor unpacks each once (processor.py).
-        return new(ProcessorOrders, (wire[1], wire[2], wire[3], wire[4]))
-    return new(ProcessorReport, ([new(ProcessorResult, result) for result in wire[1]], wire[2], wire[3], wire[4]))
+        return new(ProcessorOrders, (tasks, wire[2], wire[3], wire[4]))
+    results = wire[1]
+    if wire[5]:
+        results = [
+            (result[0], result[1], SharedBytes(fds.popleft(), result[2]), *result[3:])
+            if type(result[2]) is int
+            else result
+            for result in results
+        ]
+    return new(ProcessorReport, ([new(ProcessorResult, result) for result in results], wire[2], wire[3], wire[4]))
+
+
+def split_for_descriptors(message: Any) -> List[Any]:
+    """The message as several, in order, if it carries more shared payloads than one message may."""
+    if type(message) is ProcessorOrders:
+        items, count = message.tasks, lambda task: sum(type(argument[2]) is SharedBytes for argument in task[6])
+    else:
+        items, count = message.results, lambda result: type(result[2]) is SharedBytes
+    parts: List[list] = [[]]
+    carried = 0
+    for item in items:
+        shared = count(item)
+        if carried + shared > MAX_SHARED_PER_MESSAGE and parts[-1]:
+            parts.append([])
+            carried = 0
+        parts[-1].append(item)
+        carried += shared
+    if len(parts) == 1:
+        return [message]
+    if type(message) is ProcessorOrders:  # drops and the end of a parking go with the first part: they come first
+        return [message._replace(tasks=parts[0])] + [ProcessorOrders(part, []) for part in parts[1:]]
+    # results first; what the processor says of itself (dropped tasks, a parking) with the last part
+    return [ProcessorReport(part, []) for part in parts[:-1]] + [message._replace(results=parts[-1])]
 
 
 def encode_message(message: Any) -> bytes:
-    wire = _to_wire(message)
+    """A message without shared payloads (see encode_shared)."""
+    body, shared = encode_shared(message)
+    if shared:
+        raise ValueError("a message with shared payloads travels with their descriptors: use encode_shared")
+    return body
+
+
+def encode_shared(message: Any) -> Tuple[bytes, List[SharedBytes]]:
+    """The message's bytes, and the shared payloads whose descriptors must travel with them (send_encoded)."""
+    shared: List[SharedBytes] = []
+    wire = _to_wire(message, shared)
     try:
-        return marshal.dumps(wire, _MARSHAL_VERSION)
+        return marshal.dumps(wire, _MARSHAL_VERSION), shared
     except ValueError:  # a bytes object over 2 GiB (or a value of a type marshal does not write)
-        return pickle.dumps(wire, protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(wire, protocol=pickle.HIGHEST_PROTOCOL), shared
 
 
-def decode_message(body: Any) -> Any:
-    """The message encode_message wrote into `body` (bytes or a memoryview)."""
+def decode_message(body: Any, fds: Optional[Deque[int]] = None) -> Any:
+    """The message encode_message wrote into `body` (bytes or a memoryview); `fds`: the descriptors received with it,
+    taken in order for its shared payloads."""
     wire = pickle.loads(body) if body[0] == _PICKLE_FIRST_BYTE else marshal.loads(body)
-    return _from_wire(wire)
+    return _from_wire(wire, fds if fds is not None else deque())
 
 
 def frame_encoded(body: bytes) -> Tuple[bytes, ...]:
@@ -136,13 +267,27 @@ def frame_encoded(body: bytes) -> Tuple[bytes, ...]:
     return header, body
 
 
-def send_encoded(sock: socket.socket, body: bytes) -> None:
-    for part in frame_encoded(body):
+def send_encoded(sock: socket.socket, body: bytes, shared: Sequence[SharedBytes] = ()) -> None:
+    """Send a message (blocking), the descriptors of its shared payloads with its first byte."""
+    parts = frame_encoded(body)
+    if shared:
+        first = parts[0]
+        sent = sock.sendmsg([first], [fd_message(shared)])  # the descriptors go with the first byte sent
+        if sent < len(first):
+            sock.sendall(memoryview(first)[sent:])
+        parts = parts[1:]
+    for part in parts:
         sock.sendall(part)
 
 
+def fd_message(shared: Sequence[SharedBytes]) -> Tuple[int, int, bytes]:
+    """The ancillary data passing the descriptors of `shared` (SCM_RIGHTS)."""
+    return (socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [item.fd for item in shared]).tobytes())
+
+
 def send_message(sock: socket.socket, message: Any) -> None:
-    send_encoded(sock, encode_message(message))
+    body, shared = encode_shared(message)
+    send_encoded(sock, body, shared)
 
 
 class MessageReader:
@@ -154,6 +299,7 @@ class MessageReader:
         # recv_into a buffer kept for good: sock.recv(n) allocates n bytes per call, and at this size that is an
         # mmap and munmap each time (over 20 us, more than the rest of reading a batch of results).
         self._scratch = memoryview(bytearray(_READ_CHUNK_BYTES))
+        self._fds: Deque[int] = deque()  # received with the bytes, for the shared payloads of messages not parsed yet
         self.closed = False
 
     @property
@@ -166,12 +312,14 @@ class MessageReader:
         scratch = self._scratch
         while not self.closed:
             try:
-                size = self._sock.recv_into(scratch, _READ_CHUNK_BYTES, socket.MSG_DONTWAIT)
+                size, ancillary, flags, _ = self._sock.recvmsg_into([scratch], _ANCILLARY_BYTES, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
             except OSError:
                 self.closed = True
                 break
+            if ancillary:
+                self._take_fds(ancillary, flags)
             if not size:
                 self.closed = True
                 break
@@ -179,6 +327,20 @@ class MessageReader:
             if size < _READ_CHUNK_BYTES:
                 break  # drained: saves the syscall that would only say EAGAIN
         return self._parse()
+
+    def _take_fds(self, ancillary: List[Tuple[int, int, bytes]], flags: int) -> None:
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                received = array.array("i")
+                received.frombytes(data[: len(data) - len(data) % received.itemsize])
+                self._fds.extend(received)
+        if flags & socket.MSG_CTRUNC:  # descriptors were dropped: the messages they belong to cannot be read
+            raise OSError("the processor channel dropped file descriptors (MSG_CTRUNC)")
+
+    def close_fds(self) -> None:
+        """Close descriptors received for messages that will never be read (the peer is gone)."""
+        while self._fds:
+            os.close(self._fds.popleft())
 
     def wait(self) -> List[Any]:
         """Block until at least one message is complete or the peer has gone."""
@@ -199,7 +361,7 @@ class MessageReader:
                 if end > len(view):
                     break
                 with view[start + _HEADER.size : end] as body:
-                    messages.append(decode_message(body))
+                    messages.append(decode_message(body, self._fds))
                 start = end
         if start:
             del self._buffer[:start]
@@ -226,12 +388,7 @@ class SharedProgress:
     @classmethod
     def create_fd(cls) -> int:
         """A new zeroed shared memory file; the caller passes it on and closes it."""
-        try:
-            fd = os.memfd_create("scaler-progress", os.MFD_CLOEXEC)
-        except (AttributeError, OSError):  # not Linux: an unlinked temporary file does the same
-            handle = tempfile.TemporaryFile()
-            fd = os.dup(handle.fileno())
-            handle.close()
+        fd = _memfd("scaler-progress")
         os.ftruncate(fd, cls._WORDS.size)
         return fd
 

@@ -70,7 +70,7 @@ from scaler.protocol import (
 )
 from scaler.rate_limit import LimitedLog
 from scaler.worker.capture import OutputChunk
-from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask
+from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask, as_buffer
 from scaler.worker.instructions import (
     Connect,
     DropTasks,
@@ -823,6 +823,7 @@ class WorkerCore:
 
     def _put_result_object(self, task_id: bytes, payload: bytes) -> None:
         """A large result, as ObjectPut chunks with the task's id, to go before its TaskResult."""
+        payload = as_buffer(payload)  # a held result in shared memory: its chunks are views of it
         chunk_bytes = config.object_chunk_bytes(self.max_frame_bytes)
         chunk_count = max(1, -(-len(payload) // chunk_bytes))
         for index in range(chunk_count):

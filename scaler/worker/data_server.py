@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import socket
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import zmq
 
 from scaler.config import DEFAULT_OBJECT_CHUNK_BYTES
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
+from scaler.worker.channel import as_buffer
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class DataServer:
         self.malformed = 0
         self.served_bytes = 0
 
-    def serve(self, held_payload: Callable[[bytes], Optional[bytes]]) -> None:
+    def serve(self, held_payload: Callable[[bytes], Any]) -> None:
         """Answer the requests waiting on the socket (a bounded number per call)."""
         sock = self.sock
         for _ in range(_REQUESTS_PER_TURN):
@@ -83,14 +84,14 @@ class DataServer:
                     for object_id in request.object_ids:
                         self._send(peer, object_id, held_payload(object_id))
 
-    def _send(self, peer: bytes, object_id: bytes, payload: Optional[bytes]) -> None:
+    def _send(self, peer: bytes, object_id: bytes, payload: Any) -> None:
         if payload is None:
             self.sock.send_multipart([peer, encode(DataResponse(object_id=object_id, found=False))])
             return
         total = len(payload)
         chunk = DEFAULT_OBJECT_CHUNK_BYTES
         count = max(1, -(-total // chunk))
-        view = memoryview(payload)
+        view = memoryview(as_buffer(payload))  # held in shared memory, or bytes: sent from where it is
         for index in range(count):
             header = DataResponse(
                 object_id=object_id, found=True, chunk_index=index, chunk_count=count, total_size=total

@@ -32,13 +32,18 @@ from scaler.worker.channel import (
     ProcessorReport,
     ProcessorResult,
     ProcessorTask,
+    SharedBytes,
     SharedProgress,
-    encode_message,
+    encode_shared,
     send_encoded,
+    split_for_descriptors,
 )
 from scaler.worker.lifetime import parent_alive
 from scaler.worker.profiling import CallProfile
 
+# A result larger than this goes to the agent in shared memory (a SharedBytes): the agent holds results above the
+# inline limit, and a copy through the channel would cost more than the memfd.
+_SHARED_RESULT_BYTES = config.DEFAULT_INLINE_LIMIT_BYTES
 # A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
 _MIN_HALF_WAY_REPORT = 16
 # The result flusher parks after finding nothing to watch this many delays in a row (see _Reporter).
@@ -263,7 +268,7 @@ class _Reporter:
                 if not (self._results or self._dropped):
                     return
                 report = self._take(None)
-            send_encoded(self._sock, report)
+            self._write(report)
 
     def on_block(self) -> None:
         task_id = context.current_task_id
@@ -275,18 +280,25 @@ class _Reporter:
                     return
                 self.parked = True
                 report = self._take(task_id)
-            send_encoded(self._sock, report)
+            self._write(report)
 
-    def _take(self, blocked: Optional[bytes]) -> bytes:
-        """The report of what waits, encoded; called under _lock. The caller holds _send_lock and writes it after
-        releasing _lock: the write may wait for the agent, and the task must not wait for the write to add a result
-        (the agent reads reports while it writes orders, so a write always ends; see processor_link.py)."""
-        report = encode_message(ProcessorReport(self._results, self._dropped, blocked, self.streamed))
+    def _take(self, blocked: Optional[bytes]) -> List[Tuple[bytes, List[SharedBytes]]]:
+        """The report of what waits, encoded (in several messages if it passes more descriptors than one may); called
+        under _lock. The caller holds _send_lock and writes it after releasing _lock: the write may wait for the
+        agent, and the task must not wait for the write to add a result (the agent reads reports while it writes
+        orders, so a write always ends; see processor_link.py)."""
+        report = ProcessorReport(self._results, self._dropped, blocked, self.streamed)
+        encoded = [encode_shared(message) for message in split_for_descriptors(report)]
         self._results = []
         self._dropped = []
         self._armed = False
         self.streamed = False
-        return report
+        return encoded
+
+    def _write(self, encoded: List[Tuple[bytes, List[SharedBytes]]]) -> None:
+        # Sent, a shared payload's descriptor is the agent's too: ours closes as the list goes.
+        for body, shared in encoded:
+            send_encoded(self._sock, body, shared)
 
     def _arm(self) -> None:
         with self._lock:
@@ -341,7 +353,7 @@ class _Reporter:
                 if not (self._armed and self._task_started + self._delay_seconds <= time.monotonic()):
                     return
                 report = self._take(None)
-            send_encoded(self._sock, report)
+            self._write(report)
 
 
 def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Optional[List[ProcessorOrders]]:
@@ -443,7 +455,9 @@ class TaskRunner:
         duration_us = (time.perf_counter_ns() - start) // 1000
         try:
             payload = serializer.serialize(value)
-            if payload.__class__ is not bytes:
+            if len(payload) > _SHARED_RESULT_BYTES:  # to the agent as a descriptor, not through the channel
+                payload = SharedBytes.create(payload)
+            elif payload.__class__ is not bytes:
                 payload = bytes(payload)
         except BaseException as error:  # noqa: B036 - an unserializable result is the task's failure
             return _failure(task_id, error, 1, duration_us, profile)
@@ -460,6 +474,9 @@ class TaskRunner:
                 if payload is not None:  # sent with this task: held here from now on
                     self._values[(serializer_id, object_id)] = _Serialized(payload)
                 value = self._value(serializer, serializer_id, object_id)
+            elif type(payload) is SharedBytes:  # a large graph result, from the agent's memory without a copy
+                view = payload.view()
+                value = deserialize(view if serializer is _CLOUDPICKLE else bytes(view))
             else:  # inline data, or a graph result used by one task or a few: not worth keeping
                 value = deserialize(payload)
             if name:
@@ -509,7 +526,7 @@ def _pickle_exception(error: BaseException) -> bytes:
 
 
 def _result(
-    task_id: bytes, succeeded: bool, payload: bytes, error_text: str, duration_us: int, profile: Optional[CallProfile]
+    task_id: bytes, succeeded: bool, payload: Any, error_text: str, duration_us: int, profile: Optional[CallProfile]
 ) -> ProcessorResult:
     # tuple.__new__ skips the NamedTuple's Python-level __new__, once per task
     if profile is None:

@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 from collections import deque
-from typing import Deque, List, Tuple
+from typing import Deque, List, Optional, Tuple
 
 import psutil
 
@@ -18,8 +18,11 @@ from scaler.worker.channel import (
     MessageReader,
     ProcessorOrders,
     ProcessorTask,
-    encode_message,
+    SharedBytes,
+    encode_shared,
+    fd_message,
     frame_encoded,
+    split_for_descriptors,
 )
 from scaler.worker.zygote import ForkedProcessor
 
@@ -32,7 +35,8 @@ class ProcessorLink:
         self.reader = MessageReader(forked.sock)
         self.progress = forked.progress
         self.output = OutputReader(*forked.output_fds, forked.output_nonce, output_limit_bytes)
-        self._unsent: Deque[Tuple[memoryview, bool]] = deque()  # (bytes not yet written, whether they end an order)
+        # (bytes not yet written, whether they end an order, the shared payloads whose descriptors go with them)
+        self._unsent: Deque[Tuple[memoryview, bool, Optional[List[SharedBytes]]]] = deque()
         self._order_started = False  # the first of the unsent bytes was written, and the processor told so
         try:
             self._process: psutil.Process | None = psutil.Process(self.pid)
@@ -69,9 +73,12 @@ class ProcessorLink:
         only, and may itself be blocked writing results (or output) that only this agent's loop reads, so the rest
         is written by write() as the loop finds room. Raises OSError if the processor is gone (the poll then sees
         its end of file)."""
-        parts = frame_encoded(encode_message(orders))
-        for index, part in enumerate(parts):
-            self._unsent.append((memoryview(part), index == len(parts) - 1))
+        for message in split_for_descriptors(orders):
+            body, shared = encode_shared(message)
+            parts = frame_encoded(body)
+            for index, part in enumerate(parts):
+                # the descriptors of its shared payloads go with its first byte (and stay open until they went)
+                self._unsent.append((memoryview(part), index == len(parts) - 1, shared if index == 0 else None))
         self.write()
 
     def write(self) -> None:
@@ -81,9 +88,12 @@ class ProcessorLink:
         sock = self.sock
         unsent = self._unsent
         while unsent:
-            view, ends_order = unsent[0]
+            view, ends_order, shared = unsent[0]
             try:
-                sent = sock.send(view, socket.MSG_DONTWAIT)
+                if shared:
+                    sent = sock.sendmsg([view], [fd_message(shared)], socket.MSG_DONTWAIT)
+                else:
+                    sent = sock.send(view, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 return
             if not self._order_started:
@@ -91,7 +101,7 @@ class ProcessorLink:
                 if len(view) > sent or not ends_order:
                     self.progress.post_orders()
             if sent < len(view):
-                unsent[0] = (view[sent:], ends_order)
+                unsent[0] = (view[sent:], ends_order, None)  # the descriptors went with the first byte
                 continue
             unsent.popleft()
             if ends_order:
@@ -127,6 +137,7 @@ class ProcessorLink:
         self.close()
 
     def close(self) -> None:
+        self.reader.close_fds()
         self.sock.close()
         self.progress.close()
         self.output.close()

@@ -9,7 +9,7 @@ import time
 import cloudpickle
 import pytest
 
-from scaler.worker.channel import ProcessorArgument, ProcessorTask
+from scaler.worker.channel import ProcessorArgument, ProcessorTask, SharedBytes
 from scaler.worker.processor_link import ProcessorLink
 from scaler.worker.zygote import ProcessorZygote
 
@@ -61,7 +61,8 @@ def test_large_orders_and_large_results_cross_without_either_side_waiting_for_th
         for seq in range(1, 17):
             result = results[b"t%d" % seq]
             assert result.succeeded, result.error_text
-            assert cloudpickle.loads(result.payload) == bytes([seq]) * (4 * MiB)
+            assert type(result.payload) is SharedBytes, "a large result comes as shared memory, not through the socket"
+            assert cloudpickle.loads(result.payload.view()) == bytes([seq]) * (4 * MiB)
     finally:
         link.kill()
         zygote.stop(timeout_seconds=5)
