@@ -114,6 +114,14 @@ class LocalCluster:
         """The `scaler_cluster` launcher's pid (its children are the worker agents)."""
         return self._processes[1].pid
 
+    def scheduler_log(self) -> str:
+        """What the scheduler has logged so far."""
+        return self._processes[0].output()
+
+    def logs(self) -> Dict[str, str]:
+        """What each process of the cluster has logged so far, by log file name (scheduler.log, cluster.log)."""
+        return {os.path.basename(process.log_path): process.output() for process in self._processes}
+
     def roles(self) -> Dict[str, List[psutil.Process]]:
         """The processes of this cluster and of its client (the calling process) by role; a worker's processes are told
         apart by their depth under the launcher."""
