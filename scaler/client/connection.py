@@ -53,6 +53,7 @@ from scaler.protocol import (
     TaskResult,
     encode,
 )
+from scaler.serializer import DefaultSerializer
 
 logger = logging.getLogger(__name__)
 
@@ -579,7 +580,7 @@ class Connection:
             return
         self._fetched(object_id, fetch.chunks[0] if len(fetch.chunks) == 1 else b"".join(fetch.chunks))
 
-    def _on_data(self, object_id: bytes, payload: Optional[bytes], timed_out: bool) -> None:
+    def _on_data(self, object_id: bytes, payload: Any, timed_out: bool) -> None:
         """IO thread: a fetch from a holder ended. Without the bytes (the holder could not be reached, or no longer
         holds it: lost, and made again meanwhile), the scheduler is asked to relay them; it answers once it has them."""
         if object_id not in self._fetches:
@@ -594,10 +595,13 @@ class Connection:
             return
         self._fetched(object_id, payload)
 
-    def _fetched(self, object_id: bytes, payload: bytes) -> None:
+    def _fetched(self, object_id: bytes, payload: Any) -> None:
+        """`payload`: bytes-like (a view of a received message); a custom deserializer is given bytes, as promised."""
         fetch = self._fetches.pop(object_id)
         self._queue(ObjectDelete(object_ids=[object_id]))
         self._release(fetch.held_objects)
+        if type(payload) is not bytes and fetch.future._deserialize is not DefaultSerializer.deserialize:
+            payload = bytes(payload)
         self._settle_success(fetch.future, fetch.result, payload)
 
     def _fetch_failed(self, object_id: bytes, reason: str) -> None:

@@ -11,7 +11,7 @@ UNREACHABLE_SECONDS.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import zmq
 
@@ -27,7 +27,7 @@ class _Fetch:
     def __init__(self, address: str, deadline: float) -> None:
         self.address = address
         self.deadline = deadline  # pushed back by each chunk: a large result may take a while, as long as it flows
-        self.chunks: Dict[int, bytes] = {}
+        self.chunks: Dict[int, Any] = {}  # views of ZeroMQ's messages
         self.chunk_count = 0
 
 
@@ -69,9 +69,9 @@ class DataFetcher:
     def next_deadline(self) -> Optional[float]:
         return min((fetch.deadline for fetch in self._fetches.values()), default=None)
 
-    def receive(self, sock: zmq.Socket, now: float) -> List[Tuple[bytes, Optional[bytes]]]:
+    def receive(self, sock: zmq.Socket, now: float) -> List[Tuple[bytes, Any]]:
         """(object id, its bytes, or None if the holder does not have it) for each fetch that ended."""
-        done: List[Tuple[bytes, Optional[bytes]]] = []
+        done: List[Tuple[bytes, Any]] = []
         while True:
             try:
                 parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -90,7 +90,7 @@ class DataFetcher:
                 del self._fetches[response.object_id]
                 done.append((response.object_id, None))
                 continue
-            fetch.chunks[response.chunk_index] = parts[1].bytes
+            fetch.chunks[response.chunk_index] = parts[1].buffer  # a view of ZeroMQ's message: no copy
             fetch.chunk_count = response.chunk_count
             fetch.deadline = now + FETCH_TIMEOUT_SECONDS
             if len(fetch.chunks) < fetch.chunk_count:
@@ -98,7 +98,7 @@ class DataFetcher:
             del self._fetches[response.object_id]
             chunks = fetch.chunks
             payload = chunks[0] if fetch.chunk_count == 1 else b"".join(chunks[i] for i in range(fetch.chunk_count))
-            done.append((response.object_id, payload))
+            done.append((response.object_id, payload))  # bytes-like: a memoryview when it came in one chunk
 
     def expired(self, now: float) -> List[bytes]:
         """The fetches that heard nothing for FETCH_TIMEOUT_SECONDS, given up; their addresses are not tried for a
