@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 class _ResultFetch:
     """A result the worker stored as an object, or holds: its chunks, arriving in ObjectResponses (relayed by the
-    scheduler), or its bytes from its holder (data_fetch.py)."""
+    scheduler), or its bytes from its holder (scaler/io/data_fetch.py)."""
 
     __slots__ = ("future", "result", "chunks", "held_objects")
 
@@ -292,7 +292,7 @@ class Connection:
             hostname=self._hostname,
             pid=self.pid,
             previous_registrations=self.registrations,
-            fetches_from_holders=True,  # large results come from the workers that hold them (data_fetch.py)
+            fetches_from_holders=True,  # large results come from the workers that hold them (scaler/io/data_fetch.py)
         )
         return encode(hello)
 

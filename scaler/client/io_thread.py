@@ -27,7 +27,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from scaler.client.data_fetch import DataFetcher
 from scaler.client.objects import LargeObject, Outgoing
 from scaler.client.send_queue import LOOK_AGAIN_MS
 from scaler.config import (
@@ -40,6 +39,7 @@ from scaler.config import (
 from scaler.drop_streak import DropStreak
 from scaler.errors import FrameTooLargeError
 from scaler.io.curve import CurvePeerKeys
+from scaler.io.data_fetch import DataFetcher
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
 from scaler.protocol import (
     ClientHeartbeat,
@@ -88,7 +88,7 @@ class IOThread:
         self.registered = False
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
         self.drops = DropStreak()  # told of each registration by the connection
-        self.data: Optional[DataFetcher] = None  # fetches from holders (data_fetch.py), made by the loop
+        self.data: Optional[DataFetcher] = None  # fetches from holders (scaler/io/data_fetch.py), made by the loop
         # the connection's handler of a fetch that ended: (object id, its bytes or None, whether it timed out)
         self.on_data: Optional[Callable[[bytes, Optional[bytes], bool], None]] = None
         self._address = address

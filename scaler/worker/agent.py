@@ -25,8 +25,10 @@ from zmq.utils.monitor import recv_monitor_message
 
 from scaler import config
 from scaler.gc_tuning import tune_for_a_loop
+from scaler.io.data_fetch import DataFetcher
 from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
 from scaler.protocol import ProtocolError, decode_frame
+from scaler.worker.channel import SharedBytes
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
 from scaler.worker.data_server import DataServer, data_host
 from scaler.worker.instructions import (
@@ -34,6 +36,7 @@ from scaler.worker.instructions import (
     DropTasks,
     EndParking,
     Exit,
+    FetchData,
     ForgetObjects,
     HandTasks,
     KillProcessor,
@@ -89,6 +92,8 @@ class WorkerAgent:
         self._parent_pid = parent_pid
         self._turns = turns
         self._replaces = replaces
+        self._data: Optional[DataServer] = None
+        self._fetching = False  # fetches from other workers under way: their sockets and deadlines are watched
         self._links: Dict[int, ProcessorLink] = {}  # by the core's processor number
         self._dealer: Optional[zmq.Socket] = None
         self._dealer_events: Optional[zmq.Socket] = None  # the dealer's monitor: tells when its connection closes
@@ -112,6 +117,7 @@ class WorkerAgent:
         self._poller.register(self._wake_read.fileno(), zmq.POLLIN)
         self._poller.register(self._zygote.fileno(), zmq.POLLIN)
         self._data = self._open_data_address()
+        self._fetcher = DataFetcher(self._context, self._poller)  # held results of other workers, for our tasks
         self._core = WorkerCore(
             self._settings,
             self._name,
@@ -152,6 +158,7 @@ class WorkerAgent:
         wake_write.close()
         if self._data is not None:
             self._data.close()
+        self._fetcher.close()
         assert self._exit is not None  # the loop ends, or failed, with one
         self._close_dealer(linger=_DISCONNECT_LINGER_MS if self._exit.disconnect else 0)
         self._context.term()
@@ -166,6 +173,8 @@ class WorkerAgent:
         deadline = core.next_deadline()
         if self._parent_pid is not None:
             deadline = min(deadline, self._next_orphan_check)
+        if self._fetching:
+            deadline = min(deadline, self._fetcher.next_deadline() or deadline)
         events = dict(self._poller.poll(math.ceil(max(0.0, deadline - now) * 1000)))
         now = time.monotonic()
         if self._wake_read.fileno() in events:
@@ -196,6 +205,8 @@ class WorkerAgent:
             self._read_scheduler(now)
         if self._data is not None and self._data.sock in events:
             self._data.serve(core.held_payload)
+        if self._fetching:
+            self._read_fetches(events, now)
         if now >= deadline:  # a timer is due (the stimuli above dispatch on their own)
             core.tick(now)
         if self._parent_pid is not None and now >= self._next_orphan_check:
@@ -310,6 +321,8 @@ class WorkerAgent:
                 self._order(instruction.number, ProcessorLink.end_parking)
             elif kind is ForgetObjects:
                 self._order(instruction.number, ProcessorLink.forget, instruction.object_ids)
+            elif kind is FetchData:
+                self._fetch(instruction)
             elif kind is Connect:
                 self._connect()
             elif kind is Exit:
@@ -342,6 +355,29 @@ class WorkerAgent:
         for fd, is_open in zip(link.output.fds, link.output.open):
             if not is_open:
                 self._poller.register(fd, 0)
+
+    def _fetch(self, instruction: FetchData) -> None:
+        now = time.monotonic()
+        if self._fetcher.reachable(instruction.address, now):
+            self._fetcher.fetch(instruction.address, instruction.object_id, now)
+            self._fetching = True
+        else:
+            self._core.data_fetched(instruction.object_id, None, now)
+
+    def _read_fetches(self, events: Dict, now: float) -> None:
+        """What holders sent, and the fetches that heard nothing for too long. A large result goes into shared memory
+        once here, so the processor that reads it gets its descriptor, not a copy through the channel."""
+        fetcher = self._fetcher
+        core = self._core
+        for sock in fetcher.sockets:
+            if sock in events:
+                for object_id, payload in fetcher.receive(sock, now):
+                    if payload is not None and len(payload) > config.DEFAULT_INLINE_LIMIT_BYTES:
+                        payload = SharedBytes.create(payload)
+                    core.data_fetched(object_id, payload, now)
+        for object_id in fetcher.expired(now):
+            core.data_fetched(object_id, None, now)
+        self._fetching = fetcher.next_deadline() is not None
 
     def _open_data_address(self) -> Optional[DataServer]:
         """Where this worker serves the results it holds; None (they go through the scheduler) with CurveZMQ, which

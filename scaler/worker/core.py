@@ -76,6 +76,7 @@ from scaler.worker.instructions import (
     DropTasks,
     EndParking,
     Exit,
+    FetchData,
     ForgetObjects,
     HandTasks,
     KillProcessor,
@@ -234,6 +235,7 @@ class WorkerCore:
                     task_policies=True,  # the queue runs in priority order, timeouts are enforced
                     replaces="" if self.registrations else self._replaces,
                     data_address=self.data_address,
+                    fetches_from_holders=bool(self.data_address),  # one that serves data fetches it too
                 ),
                 0,
             )
@@ -855,6 +857,9 @@ class WorkerCore:
 
     def _on_object_response(self, response: ObjectResponse) -> None:
         object_id = response.object_id
+        if response.found and response.holder_address:  # held by another worker: fetched there directly
+            self._instructions.append(FetchData(response.holder_address, object_id))
+            return
         if not response.found:
             self._requested.discard(object_id)
             self.cache.discard_partial(object_id)
@@ -873,6 +878,21 @@ class WorkerCore:
             self._requested.discard(object_id)
             for task in self.queue.object_arrived(object_id):
                 task.move("object arrived", READY)
+
+    def data_fetched(self, object_id: bytes, payload: Any, now: float) -> None:
+        """A FetchData ended: with the result's bytes (bytes-like), or None when its holder did not answer in time or
+        no longer holds it: then the scheduler relays it (and makes it again first, if it was lost)."""
+        self._now = now
+        if object_id not in self._requested:
+            return  # no task needs it any more
+        if payload is None:
+            self._outgoing.append((ObjectRequest(object_ids=[object_id], via_scheduler=True), 0))
+            return
+        self.cache.add_chunk(object_id, payload, 0, 1, now)
+        self._requested.discard(object_id)
+        for task in self.queue.object_arrived(object_id):
+            task.move("object arrived", READY)
+        self._dispatch()
 
     def _on_object_request(self, request: ObjectRequest) -> None:
         """The scheduler relays results this worker holds to a peer that cannot fetch them here: upload them."""

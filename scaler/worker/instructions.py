@@ -37,6 +37,13 @@ class ForgetObjects(NamedTuple):
     object_ids: List[bytes]
 
 
+class FetchData(NamedTuple):
+    """Fetch a held result from the worker holding it (its data address); tell the core with `data_fetched`."""
+
+    address: str
+    object_id: bytes
+
+
 class EndParking(NamedTuple):
     """Tell a parked processor that every task handed to it before now was taken back."""
 

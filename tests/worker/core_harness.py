@@ -41,6 +41,7 @@ from scaler.worker.instructions import (
     DropTasks,
     EndParking,
     Exit,
+    FetchData,
     ForgetObjects,
     HandTasks,
     KillProcessor,
@@ -138,6 +139,7 @@ class Harness:
         self.sent: List[object] = []  # every message the core sent, decoded
         self.heartbeats: List[SendHeartbeat] = []
         self.hands: List[HandTasks] = []
+        self.fetches: List[FetchData] = []
         self.exit: Optional[Exit] = None
         self.connections = 0
         self.killed: List[int] = []
@@ -263,6 +265,8 @@ class Harness:
                 self.processors[instruction.number].inbox.append(ProcessorOrders([], list(instruction.task_ids)))
             elif kind is EndParking:
                 self.processors[instruction.number].inbox.append(ProcessorOrders([], [], True))
+            elif kind is FetchData:
+                self.fetches.append(instruction)
             elif kind is ForgetObjects:
                 self.processors[instruction.number].inbox.append(
                     ProcessorOrders([], [], False, list(instruction.object_ids))

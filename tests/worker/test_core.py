@@ -28,7 +28,7 @@ from scaler.protocol import (
     heartbeat_flags,
 )
 from scaler.worker.core import EXIT_OK, EXIT_REFUSED, EXIT_SCHEDULER_LOST, HOLD_RESULTS_AT_MOST, HOLD_RESULTS_SECONDS
-from scaler.worker.instructions import HandTasks
+from scaler.worker.instructions import FetchData, HandTasks
 from scaler.worker.state import InvalidTransition, WorkerTask, transitions_table
 from tests.worker.core_harness import FUNCTION, Harness, of_type
 
@@ -553,3 +553,19 @@ def test_the_results_of_one_report_leave_in_the_order_their_tasks_ran_whatever_t
     statuses = {ids[result.task_id]: (result.status, result.in_object) for result in of_type(out, TaskResult)}
     assert statuses["failed"] == (TaskStatus.failed, False) and statuses["large"] == (TaskStatus.success, True)
     assert not harness.core.tasks
+
+
+def test_a_held_input_is_fetched_from_its_holder_or_relayed_when_it_does_not_answer():
+    harness = connected(data_address="tcp://10.0.0.1:5000")
+    assert of_type(harness.sent, Hello)[0].fetches_from_holders
+    first, second = harness.task(b"h" * 16), harness.task(b"i" * 16)
+    harness.send(first, second)
+    found = dict(found=True, kind=ObjectKind.result, chunk_count=0, total_size=9)
+    harness.send(ObjectResponse(object_id=b"h" * 16, holder_address="tcp://10.0.0.2:5000", **found))
+    assert harness.fetches == [FetchData("tcp://10.0.0.2:5000", b"h" * 16)]
+    harness.core.data_fetched(b"h" * 16, memoryview(b"held data"), harness.now)
+    harness._step()
+    assert harness.hands[-1].tasks[0].task_id == first.task_id, "its input is here: it runs"
+    harness.send(ObjectResponse(object_id=b"i" * 16, holder_address="tcp://10.0.0.3:5000", **found))
+    harness.core.data_fetched(b"i" * 16, None, harness.now)  # its holder did not answer in time
+    assert harness._step() == [ObjectRequest(object_ids=[b"i" * 16], via_scheduler=True)]

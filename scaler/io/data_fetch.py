@@ -1,9 +1,10 @@
-"""Internal: the client's fetches of results from the workers that hold them (their data addresses), on its IO thread.
+"""Internal: fetches of results from the workers that hold them (their data addresses), by clients (on their IO
+thread) and by workers (their agent's loop), for the graph nodes they run.
 
-The scheduler says where a held result is (ObjectResponse.holderAddress); the client asks that worker directly
+The scheduler says where a held result is (ObjectResponse.holderAddress); the peer asks that worker directly
 (DataRequest on a DEALER of its own per worker) and gets the bytes in chunks, each the payload part of a two-part
 DataResponse message, so they never pass through the scheduler. A fetch that hears nothing for FETCH_TIMEOUT_SECONDS
-is given up (a worker this client cannot reach: another network, a firewall): the caller then asks the scheduler to
+is given up (a worker this peer cannot reach: another network, a firewall): the caller then asks the scheduler to
 relay the result, and later results held at that address are asked for through the scheduler at once, for
 UNREACHABLE_SECONDS.
 """
