@@ -51,6 +51,7 @@ from scaler.protocol import (
 )
 from scaler.rate_limit import LimitedLog, RateLimiter
 from scaler.scheduler.cadence import Cadence
+from scaler.scheduler.held import INT32_MAX, HeldResults
 from scaler.scheduler.placement import Placement, WorkerLoads, take_least_loaded
 from scaler.scheduler.ready import ReadyQueue
 from scaler.scheduler.resources import Resources, describe, normalize_resources, satisfies
@@ -73,7 +74,6 @@ _SUCCESS = int(TaskStatus.success)
 _CANCELED = int(TaskStatus.canceled)
 _FAILED = int(TaskStatus.failed)
 _TIMED_OUT = int(TaskStatus.timed_out)
-_INT32_MAX = 2**31 - 1
 # Distinct resource requirements of unfinished tasks at once: each has a queue that placement and ticks walk, so a
 # client inventing a new one per task must not slow every frame; real workloads have a handful.
 MAX_REQUIREMENTS = 1024
@@ -140,7 +140,7 @@ def _registered(previous_registrations: int) -> str:
     return f"registered again (it had registered {previous_registrations} time(s) before, with a scheduler it lost)"
 
 
-class SchedulerCore:
+class SchedulerCore(HeldResults):
     def __init__(self, settings: SchedulerSettings, now: float) -> None:
         self.settings = settings
         self.tasks: Dict[bytes, TaskState] = {}
@@ -907,7 +907,7 @@ class SchedulerCore:
             # a nested task runs before tasks of its parent's level, so that parents waiting on children finish first
             parent = self.tasks.get(message.parent_task_id)
             if parent is not None and parent.priority >= priority:
-                priority = min(parent.priority + 1, _INT32_MAX)
+                priority = min(parent.priority + 1, INT32_MAX)
                 if message.args is None:  # read by decode_frame_for_routing: every field is needed to re-encode
                     message = decode_frame(message.raw)[0]
                 message.priority = priority
@@ -1102,21 +1102,6 @@ class SchedulerCore:
         counts[READY] -= placed
         counts[ASSIGNED] += placed
         return not bucket
-
-    def _local_worker(self, task: TaskState, eligible: List[WorkerLoads]) -> Optional[WorkerState]:
-        """The worker holding the most bytes of the task's held inputs, if it takes tasks now and may run this one:
-        the task then reads them where they are instead of moving them."""
-        best: Optional[WorkerState] = None
-        best_bytes = 0
-        objects = self.objects
-        for dependency_id in task.dependency_ids:
-            stored = objects.get(dependency_id)
-            if stored is None or stored.holder is None or stored.total_size <= best_bytes:
-                continue
-            holder = self.workers.get(stored.holder)
-            if holder is not None and holder.takes_tasks and holder.loads in eligible:
-                best, best_bytes = holder, stored.total_size
-        return best
 
     def _on_task_result(self, worker: WorkerState, message: TaskResult, now: float) -> None:
         task = self.tasks.get(message.task_id)
@@ -1464,259 +1449,12 @@ class SchedulerCore:
                 if holder in self.workers:
                     self._send_message(holder, delete)
 
-    # ---- results held on workers -------------------------------------------------------------------------------------
-    # A worker with a data address keeps a large result and sends only its size (TaskResult.heldBytes). The scheduler
-    # keeps where it is and the task that made it (its lineage), never its bytes: a peer that asks is told where it is
-    # (ObjectResponse.holderAddress), or, if it cannot fetch it there, gets it relayed: the holder uploads it and each
-    # chunk is passed on as it comes, not kept. A holder lost before the result was freed makes it be made again.
-
-    def _hold(self, task: TaskState, size: int) -> StoredObject:
-        stored = StoredObject(task.task_id, task.client, _KIND_RESULT, "", 0, size)
-        assert task.worker is not None  # a result comes from the worker running the task
-        stored.holder = task.worker
-        stored.holders.append(task.worker)
-        stored.producer = task
-        self.workers[task.worker].held[task.task_id] = None
-        self.objects[task.task_id] = stored
-        refs = self._lineage_refs
-        for dependency_id in task.dependency_ids:  # its recipe needs theirs, should they be freed and it be lost
-            refs[dependency_id] = refs.get(dependency_id, 0) + 1
-        return stored
-
-    def _answer_held(self, stored: StoredObject, peer: bytes, relay: bool) -> None:
-        """Where a held result is, or its bytes relayed; once it is there again if its holder was lost."""
-        holder = self.workers.get(stored.holder) if stored.holder is not None else None
-        if holder is None:
-            stored.waiting.append((peer, relay))  # made again: answered then
-            self._make_room(peer)
-            return
-        if not relay and holder.data_address:
-            response = ObjectResponse(
-                object_id=stored.object_id,
-                found=True,
-                kind=stored.kind,
-                chunk_count=0,
-                total_size=stored.total_size,
-                holder_address=holder.data_address,
-            )
-            self._send_message(peer, response)
-            return
-        if stored.uploading > 0:
-            stored.later.append(peer)  # its first chunks are gone by: the next upload is for it
-            return
-        stored.waiting.append((peer, True))
-        if stored.uploading < 0:
-            stored.uploading = 0
-            self._send_message(holder.identity, ObjectRequest(object_ids=[stored.object_id], via_scheduler=True))
-
-    def _relay_chunk(self, stored: StoredObject, message: ObjectPut) -> None:
-        if stored.uploading < 0:
-            return  # an upload nobody waits for any more (its holder was lost and it was made again)
-        response = encode(
-            ObjectResponse(
-                object_id=stored.object_id,
-                found=True,
-                kind=stored.kind,
-                payload=message.payload,
-                chunk_index=message.chunk_index,
-                chunk_count=message.chunk_count,
-                total_size=message.total_size,
-            )
-        )
-        which = ObjectResponse.WHICH
-        for peer, _ in stored.waiting:
-            self._send(peer, which, response)
-        stored.uploading += 1
-        if message.chunk_index + 1 < message.chunk_count:
-            return
-        stored.waiting = [(peer, True) for peer in stored.later]
-        stored.later = []
-        stored.uploading = -1
-        if stored.waiting and stored.holder is not None:
-            stored.uploading = 0
-            self._send_message(stored.holder, ObjectRequest(object_ids=[stored.object_id], via_scheduler=True))
-
     def _on_holder_response(self, worker: WorkerState, message: ObjectResponse, now: float) -> None:
         """A worker asked to upload a result answers it does not hold it (any more)."""
         stored = self.objects.get(message.object_id)
         if stored is not None and stored.holder == worker.identity and not message.found:
             worker.held.pop(stored.object_id, None)
             self._lost_held(stored, f"worker {worker.name} no longer held it")
-
-    def _lost_held(self, stored: StoredObject, why: str) -> None:
-        """Its holder is gone: make it again from the task that made it, and first, recursively, what that task read
-        that is gone too (from their lineage); if some of it cannot be made again, it is lost."""
-        stored.holder = None
-        stored.waiting += [(peer, True) for peer in stored.later]  # a half-relayed upload starts over, from chunk 0
-        stored.later = []
-        stored.uploading = -1
-        if stored.object_id in self._recomputing:
-            return  # already being made again (an input of another lost result)
-        plan = self._remake_plan(stored.producer)
-        if plan is None:
-            self._answer_lost(stored, f"{why}, and what it was made from is freed")
-            self._free(stored)
-            return
-        for peer, _ in stored.waiting:
-            self._make_room(peer)
-        for producer in plan:  # inputs first
-            remade = self.objects.get(producer.task_id)
-            if remade is None:  # freed, its recipe kept as lineage: it comes back as a placeholder
-                remade = StoredObject(producer.task_id, producer.client, _KIND_RESULT, "", 0, 0)
-                remade.producer = producer
-                self.objects[producer.task_id] = remade
-                del self.lineage[producer.task_id]
-            self._recompute(remade, producer, why)
-
-    def _remake_plan(self, producer: Optional[TaskState]) -> Optional[List[TaskState]]:
-        """The tasks to run again to make `producer`'s result, inputs before what reads them (an explicit stack: a
-        chain may be long); None if one of them read something that is gone with no recipe."""
-        if producer is None:
-            return None
-        plan: List[TaskState] = []
-        seen: Set[bytes] = set()
-        stack: List[Tuple[TaskState, bool]] = [(producer, False)]
-        while stack:
-            task, expanded = stack.pop()
-            if expanded:
-                plan.append(task)
-                continue
-            if task.task_id in seen:
-                continue
-            seen.add(task.task_id)
-            stack.append((task, True))
-            for dependency_id in task.dependency_ids:
-                if dependency_id in self.tasks:
-                    continue  # being made again already
-                stored = self.objects.get(dependency_id)
-                if stored is not None and (stored.chunk_count or stored.holder is not None):
-                    continue  # here, or held
-                recipe = stored.producer if stored is not None else self.lineage.get(dependency_id)
-                if recipe is None:
-                    return None
-                stack.append((recipe, False))
-        return plan
-
-    def _make_room(self, peer: bytes) -> None:
-        """A worker waits for a lost result to be made again, and may have no free slot left for the task that makes
-        it (its slots all held by tasks waiting likewise): its unstarted tasks come back, to go again later."""
-        worker = self.workers.get(peer)
-        if worker is not None and worker.assigned and not worker.balance_pending:
-            worker.balance_pending = True
-            self._send_message(peer, BalanceRequest(count=len(worker.assigned)))
-
-    def _recompute(self, stored: StoredObject, producer: TaskState, why: str) -> None:
-        """Run the task that made a lost result again, as the task it was (its bytes, inputs, requirement and
-        priority), reporting to nobody: the peers that need the result ask for it. Not a retry: it counts against no
-        limit. Inputs being made again too are waited for, as graph nodes wait."""
-        task_id = producer.task_id
-        requirement = producer.queue.requirement
-        queue = self.ready_queues.get(requirement) or self._new_ready_queue(requirement)
-        if requirement:
-            queue.members += 1
-        task = TaskState(
-            task_id,
-            producer.client,
-            producer.raw,
-            producer.function_id,
-            False,
-            producer.parent_task_id,
-            producer.dependency_ids,
-            self._last_call,
-            queue,
-            _INT32_MAX,  # first in line: tasks on workers may be waiting for it
-            producer.max_retries,
-        )
-        for dependency_id in task.dependency_ids:
-            self.objects[dependency_id].consumers += 1  # read again; released as the task finishes
-            dependency = self.tasks.get(dependency_id)
-            if dependency is not None:  # being made again itself
-                if dependency.dependents is None:
-                    dependency.dependents = [task_id]
-                else:
-                    dependency.dependents.append(task_id)
-                task.pending_dependencies += 1
-        self.tasks[task_id] = task
-        client = self.clients.get(task.client)
-        if client is not None:
-            client.tasks[task_id] = None  # canceled with its client
-        self.function_tasks[task.function_id] = self.function_tasks.get(task.function_id, 0) + 1
-        if task.pending_dependencies:
-            task.state = WAITING
-            self.state_counts[WAITING] += 1
-        else:
-            self.state_counts[READY] += 1
-            queue.push(task)
-        self._recomputing[task_id] = stored
-        self.recomputed_results += 1
-        logger.info("result of task %s lost (%s): running the task again to make it", task_id.hex(), why)
-
-    def _recomputed(self, stored: StoredObject, task: TaskState, status: int, result: TaskResult) -> None:
-        """A lost result was made again (or its task ended otherwise): answer those who asked for it meanwhile."""
-        object_id = stored.object_id
-        if self.objects.get(object_id) is not stored:  # freed meanwhile: nobody needs what was made
-            if status == _SUCCESS and result.held_bytes and task.worker is not None and task.worker in self.workers:
-                self._send_message(task.worker, ObjectDelete(object_ids=[object_id]))
-            return
-        if status != _SUCCESS:
-            self._answer_lost(stored, f"running its task again ended with status {TaskStatus(status).name}")
-            self._free(stored)
-            return
-        if result.held_bytes:
-            assert task.worker is not None  # a result comes from the worker running the task
-            stored.holder = task.worker
-            stored.holders.append(task.worker)
-            stored.producer = task
-            stored.total_size = result.held_bytes
-            self.workers[task.worker].held[object_id] = None
-        else:  # small this time: kept here, as the results graph nodes read
-            stored.chunks, stored.chunk_count, stored.total_size = [result.payload], 1, len(result.payload)
-        waiting, stored.waiting = stored.waiting, []
-        for peer, relay in waiting:
-            if stored.chunk_count:
-                self._on_object_request(self._peer_state(peer), ObjectRequest(object_ids=[object_id]), 0.0)
-            else:
-                self._answer_held(stored, peer, relay)
-        self._maybe_free(stored)  # a placeholder remade only for a result that was canceled meanwhile
-
-    def _unref_lineage(self, dependency_ids: List[bytes]) -> None:
-        """A held result is gone for good: the recipes only it needed go too, and theirs after them."""
-        refs = self._lineage_refs
-        pending = list(dependency_ids)
-        while pending:
-            dependency_id = pending.pop()
-            count = refs.get(dependency_id, 0) - 1
-            if count > 0:
-                refs[dependency_id] = count
-                continue
-            refs.pop(dependency_id, None)
-            recipe = self.lineage.pop(dependency_id, None)
-            if recipe is not None:
-                pending.extend(recipe.dependency_ids)
-
-    def _answer_lost(self, stored: StoredObject, why: str) -> None:
-        logger.warning("result of task %s is lost: %s", stored.object_id.hex(), why)
-        for peer in {peer for peer, _ in stored.waiting} | set(stored.later):
-            self._send_message(peer, ObjectResponse(object_id=stored.object_id, found=False))
-        stored.waiting = []
-        stored.later = []
-
-    def _peer_state(self, peer: bytes) -> Any:
-        return self.workers.get(peer) or self.clients.get(peer)
-
-    def _validate_held(self) -> None:
-        assert not set(self.lineage) & set(self.objects), "a recipe kept for a result that is still here"
-        for identity, worker in self.workers.items():
-            for object_id in worker.held:
-                assert self.objects[object_id].holder == identity, f"{object_id.hex()} is not held where it is listed"
-        for object_id, stored in self.objects.items():
-            if stored.chunk_count:
-                continue
-            if stored.holder is None:
-                assert self._recomputing.get(object_id) is stored and object_id in self.tasks, "lost and not remade"
-            else:
-                assert object_id in self.workers[stored.holder].held, f"{object_id.hex()} held but not listed"
-            assert stored.uploading < 0 or stored.holder is not None, "an upload from no holder"
 
     # ---- balancing ---------------------------------------------------------------------------------------------------
 

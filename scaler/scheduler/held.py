@@ -1,0 +1,317 @@
+"""Internal: the scheduler's side of results held on workers, as part of its sans-IO core (core.py).
+
+A worker with a data address keeps a large result and sends only its size (TaskResult.heldBytes). The scheduler keeps
+where it is and the task that made it (its lineage), never its bytes: a peer that asks is told where it is
+(ObjectResponse.holderAddress), or, if it cannot fetch it there, gets it relayed: the holder uploads it and each chunk
+is passed on as it comes, not kept. A holder lost before the result was freed makes it be made again, and with it,
+first, the freed held results it was made from, from the recipes kept while results made from them are held. A graph
+node goes, other things equal, to the worker holding most of its held input bytes.
+
+HeldResults is a part of SchedulerCore (a base class of it), not a separate object: the message handlers and the
+freeing of objects stay in core.py, which calls these. The attributes it reads are the core's, declared below.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+from scaler.protocol import (
+    BalanceRequest,
+    ObjectDelete,
+    ObjectKind,
+    ObjectPut,
+    ObjectRequest,
+    ObjectResponse,
+    TaskResult,
+    TaskStatus,
+    encode,
+)
+from scaler.scheduler.placement import WorkerLoads
+from scaler.scheduler.ready import ReadyQueue
+from scaler.scheduler.resources import Resources
+from scaler.scheduler.state import READY, WAITING, ClientState, StoredObject, TaskState, WorkerState
+
+logger = logging.getLogger("scaler.scheduler.core")
+
+_KIND_RESULT = int(ObjectKind.result)
+_SUCCESS = int(TaskStatus.success)
+INT32_MAX = 2**31 - 1  # Task.priority is an Int32
+
+
+class HeldResults:
+    # the core's state this part reads and changes (core.py makes them)
+    objects: Dict[bytes, StoredObject]
+    workers: Dict[bytes, WorkerState]
+    clients: Dict[bytes, ClientState]
+    tasks: Dict[bytes, TaskState]
+    ready_queues: Dict[Resources, ReadyQueue]
+    state_counts: List[int]
+    function_tasks: Dict[bytes, int]
+    lineage: Dict[bytes, TaskState]
+    recomputed_results: int
+    _recomputing: Dict[bytes, StoredObject]
+    _lineage_refs: Dict[bytes, int]
+    _last_call: float
+    _send: Callable[[bytes, int, bytes], None]
+    _send_message: Callable[[bytes, Any], None]
+    _new_ready_queue: Callable[[Resources], ReadyQueue]
+    _free: Callable[[StoredObject], None]
+    _maybe_free: Callable[[StoredObject], None]
+    _on_object_request: Callable[[Any, ObjectRequest, float], None]
+
+    def _hold(self, task: TaskState, size: int) -> StoredObject:
+        stored = StoredObject(task.task_id, task.client, _KIND_RESULT, "", 0, size)
+        assert task.worker is not None  # a result comes from the worker running the task
+        stored.holder = task.worker
+        stored.holders.append(task.worker)
+        stored.producer = task
+        self.workers[task.worker].held[task.task_id] = None
+        self.objects[task.task_id] = stored
+        refs = self._lineage_refs
+        for dependency_id in task.dependency_ids:  # its recipe needs theirs, should they be freed and it be lost
+            refs[dependency_id] = refs.get(dependency_id, 0) + 1
+        return stored
+
+    def _answer_held(self, stored: StoredObject, peer: bytes, relay: bool) -> None:
+        """Where a held result is, or its bytes relayed; once it is there again if its holder was lost."""
+        holder = self.workers.get(stored.holder) if stored.holder is not None else None
+        if holder is None:
+            stored.waiting.append((peer, relay))  # made again: answered then
+            self._make_room(peer)
+            return
+        if not relay and holder.data_address:
+            response = ObjectResponse(
+                object_id=stored.object_id,
+                found=True,
+                kind=stored.kind,
+                chunk_count=0,
+                total_size=stored.total_size,
+                holder_address=holder.data_address,
+            )
+            self._send_message(peer, response)
+            return
+        if stored.uploading > 0:
+            stored.later.append(peer)  # its first chunks are gone by: the next upload is for it
+            return
+        stored.waiting.append((peer, True))
+        if stored.uploading < 0:
+            stored.uploading = 0
+            self._send_message(holder.identity, ObjectRequest(object_ids=[stored.object_id], via_scheduler=True))
+
+    def _relay_chunk(self, stored: StoredObject, message: ObjectPut) -> None:
+        if stored.uploading < 0:
+            return  # an upload nobody waits for any more (its holder was lost and it was made again)
+        response = encode(
+            ObjectResponse(
+                object_id=stored.object_id,
+                found=True,
+                kind=stored.kind,
+                payload=message.payload,
+                chunk_index=message.chunk_index,
+                chunk_count=message.chunk_count,
+                total_size=message.total_size,
+            )
+        )
+        which = ObjectResponse.WHICH
+        for peer, _ in stored.waiting:
+            self._send(peer, which, response)
+        stored.uploading += 1
+        if message.chunk_index + 1 < message.chunk_count:
+            return
+        stored.waiting = [(peer, True) for peer in stored.later]
+        stored.later = []
+        stored.uploading = -1
+        if stored.waiting and stored.holder is not None:
+            stored.uploading = 0
+            self._send_message(stored.holder, ObjectRequest(object_ids=[stored.object_id], via_scheduler=True))
+
+    def _lost_held(self, stored: StoredObject, why: str) -> None:
+        """Its holder is gone: make it again from the task that made it, and first, recursively, what that task read
+        that is gone too (from their lineage); if some of it cannot be made again, it is lost."""
+        stored.holder = None
+        stored.waiting += [(peer, True) for peer in stored.later]  # a half-relayed upload starts over, from chunk 0
+        stored.later = []
+        stored.uploading = -1
+        if stored.object_id in self._recomputing:
+            return  # already being made again (an input of another lost result)
+        plan = self._remake_plan(stored.producer)
+        if plan is None:
+            self._answer_lost(stored, f"{why}, and what it was made from is freed")
+            self._free(stored)
+            return
+        for peer, _ in stored.waiting:
+            self._make_room(peer)
+        for producer in plan:  # inputs first
+            remade = self.objects.get(producer.task_id)
+            if remade is None:  # freed, its recipe kept as lineage: it comes back as a placeholder
+                remade = StoredObject(producer.task_id, producer.client, _KIND_RESULT, "", 0, 0)
+                remade.producer = producer
+                self.objects[producer.task_id] = remade
+                del self.lineage[producer.task_id]
+            self._recompute(remade, producer, why)
+
+    def _remake_plan(self, producer: Optional[TaskState]) -> Optional[List[TaskState]]:
+        """The tasks to run again to make `producer`'s result, inputs before what reads them (an explicit stack: a
+        chain may be long); None if one of them read something that is gone with no recipe."""
+        if producer is None:
+            return None
+        plan: List[TaskState] = []
+        seen: Set[bytes] = set()
+        stack: List[Tuple[TaskState, bool]] = [(producer, False)]
+        while stack:
+            task, expanded = stack.pop()
+            if expanded:
+                plan.append(task)
+                continue
+            if task.task_id in seen:
+                continue
+            seen.add(task.task_id)
+            stack.append((task, True))
+            for dependency_id in task.dependency_ids:
+                if dependency_id in self.tasks:
+                    continue  # being made again already
+                stored = self.objects.get(dependency_id)
+                if stored is not None and (stored.chunk_count or stored.holder is not None):
+                    continue  # here, or held
+                recipe = stored.producer if stored is not None else self.lineage.get(dependency_id)
+                if recipe is None:
+                    return None
+                stack.append((recipe, False))
+        return plan
+
+    def _make_room(self, peer: bytes) -> None:
+        """A worker waits for a lost result to be made again, and may have no free slot left for the task that makes
+        it (its slots all held by tasks waiting likewise): its unstarted tasks come back, to go again later."""
+        worker = self.workers.get(peer)
+        if worker is not None and worker.assigned and not worker.balance_pending:
+            worker.balance_pending = True
+            self._send_message(peer, BalanceRequest(count=len(worker.assigned)))
+
+    def _recompute(self, stored: StoredObject, producer: TaskState, why: str) -> None:
+        """Run the task that made a lost result again, as the task it was (its bytes, inputs, requirement and
+        priority), reporting to nobody: the peers that need the result ask for it. Not a retry: it counts against no
+        limit. Inputs being made again too are waited for, as graph nodes wait."""
+        task_id = producer.task_id
+        requirement = producer.queue.requirement
+        queue = self.ready_queues.get(requirement) or self._new_ready_queue(requirement)
+        if requirement:
+            queue.members += 1
+        task = TaskState(
+            task_id,
+            producer.client,
+            producer.raw,
+            producer.function_id,
+            False,
+            producer.parent_task_id,
+            producer.dependency_ids,
+            self._last_call,
+            queue,
+            INT32_MAX,  # first in line: tasks on workers may be waiting for it
+            producer.max_retries,
+        )
+        for dependency_id in task.dependency_ids:
+            self.objects[dependency_id].consumers += 1  # read again; released as the task finishes
+            dependency = self.tasks.get(dependency_id)
+            if dependency is not None:  # being made again itself
+                if dependency.dependents is None:
+                    dependency.dependents = [task_id]
+                else:
+                    dependency.dependents.append(task_id)
+                task.pending_dependencies += 1
+        self.tasks[task_id] = task
+        client = self.clients.get(task.client)
+        if client is not None:
+            client.tasks[task_id] = None  # canceled with its client
+        self.function_tasks[task.function_id] = self.function_tasks.get(task.function_id, 0) + 1
+        if task.pending_dependencies:
+            task.state = WAITING
+            self.state_counts[WAITING] += 1
+        else:
+            self.state_counts[READY] += 1
+            queue.push(task)
+        self._recomputing[task_id] = stored
+        self.recomputed_results += 1
+        logger.info("result of task %s lost (%s): running the task again to make it", task_id.hex(), why)
+
+    def _recomputed(self, stored: StoredObject, task: TaskState, status: int, result: TaskResult) -> None:
+        """A lost result was made again (or its task ended otherwise): answer those who asked for it meanwhile."""
+        object_id = stored.object_id
+        if self.objects.get(object_id) is not stored:  # freed meanwhile: nobody needs what was made
+            if status == _SUCCESS and result.held_bytes and task.worker is not None and task.worker in self.workers:
+                self._send_message(task.worker, ObjectDelete(object_ids=[object_id]))
+            return
+        if status != _SUCCESS:
+            self._answer_lost(stored, f"running its task again ended with status {TaskStatus(status).name}")
+            self._free(stored)
+            return
+        if result.held_bytes:
+            assert task.worker is not None  # a result comes from the worker running the task
+            stored.holder = task.worker
+            stored.holders.append(task.worker)
+            stored.producer = task
+            stored.total_size = result.held_bytes
+            self.workers[task.worker].held[object_id] = None
+        else:  # small this time: kept here, as the results graph nodes read
+            stored.chunks, stored.chunk_count, stored.total_size = [result.payload], 1, len(result.payload)
+        waiting, stored.waiting = stored.waiting, []
+        for peer, relay in waiting:
+            if stored.chunk_count:
+                self._on_object_request(self._peer_state(peer), ObjectRequest(object_ids=[object_id]), 0.0)
+            else:
+                self._answer_held(stored, peer, relay)
+        self._maybe_free(stored)  # a placeholder remade only for a result that was canceled meanwhile
+
+    def _unref_lineage(self, dependency_ids: List[bytes]) -> None:
+        """A held result is gone for good: the recipes only it needed go too, and theirs after them."""
+        refs = self._lineage_refs
+        pending = list(dependency_ids)
+        while pending:
+            dependency_id = pending.pop()
+            count = refs.get(dependency_id, 0) - 1
+            if count > 0:
+                refs[dependency_id] = count
+                continue
+            refs.pop(dependency_id, None)
+            recipe = self.lineage.pop(dependency_id, None)
+            if recipe is not None:
+                pending.extend(recipe.dependency_ids)
+
+    def _answer_lost(self, stored: StoredObject, why: str) -> None:
+        logger.warning("result of task %s is lost: %s", stored.object_id.hex(), why)
+        for peer in {peer for peer, _ in stored.waiting} | set(stored.later):
+            self._send_message(peer, ObjectResponse(object_id=stored.object_id, found=False))
+        stored.waiting = []
+        stored.later = []
+
+    def _peer_state(self, peer: bytes) -> Any:
+        return self.workers.get(peer) or self.clients.get(peer)
+
+    def _validate_held(self) -> None:
+        assert not set(self.lineage) & set(self.objects), "a recipe kept for a result that is still here"
+        for identity, worker in self.workers.items():
+            for object_id in worker.held:
+                assert self.objects[object_id].holder == identity, f"{object_id.hex()} is not held where it is listed"
+        for object_id, stored in self.objects.items():
+            if stored.chunk_count:
+                continue
+            if stored.holder is None:
+                assert self._recomputing.get(object_id) is stored and object_id in self.tasks, "lost and not remade"
+            else:
+                assert object_id in self.workers[stored.holder].held, f"{object_id.hex()} held but not listed"
+            assert stored.uploading < 0 or stored.holder is not None, "an upload from no holder"
+
+    def _local_worker(self, task: TaskState, eligible: List[WorkerLoads]) -> Optional[WorkerState]:
+        """The worker holding the most bytes of the task's held inputs, if it takes tasks now and may run this one:
+        the task then reads them where they are instead of moving them."""
+        best: Optional[WorkerState] = None
+        best_bytes = 0
+        objects = self.objects
+        for dependency_id in task.dependency_ids:
+            stored = objects.get(dependency_id)
+            if stored is None or stored.holder is None or stored.total_size <= best_bytes:
+                continue
+            holder = self.workers.get(stored.holder)
+            if holder is not None and holder.takes_tasks and holder.loads in eligible:
+                best, best_bytes = holder, stored.total_size
+        return best
