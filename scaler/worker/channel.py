@@ -60,7 +60,7 @@ class SharedBytes:
     @classmethod
     def create(cls, data: Any) -> SharedBytes:
         """A new memfd holding a copy of `data` (bytes-like)."""
-        fd = _memfd("scaler-data")
+        fd = shared_fd("scaler-data")
         size = len(data)
         try:
             os.ftruncate(fd, size)
@@ -95,7 +95,8 @@ def as_buffer(payload: Any) -> Any:
     return payload.view() if type(payload) is SharedBytes else payload
 
 
-def _memfd(name: str) -> int:
+def shared_fd(name: str) -> int:
+    """A new, empty shared memory file (a memfd; elsewhere an unlinked temporary file), closed on exec."""
     try:
         return os.memfd_create(name, os.MFD_CLOEXEC)
     except (AttributeError, OSError):  # not Linux: an unlinked temporary file does the same
@@ -388,7 +389,7 @@ class SharedProgress:
     @classmethod
     def create_fd(cls) -> int:
         """A new zeroed shared memory file; the caller passes it on and closes it."""
-        fd = _memfd("scaler-progress")
+        fd = shared_fd("scaler-progress")
         os.ftruncate(fd, cls._WORDS.size)
         return fd
 

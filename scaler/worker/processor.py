@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import signal
 import socket
 import threading
@@ -36,6 +37,7 @@ from scaler.worker.channel import (
     SharedProgress,
     encode_shared,
     send_encoded,
+    shared_fd,
     split_for_descriptors,
 )
 from scaler.worker.lifetime import parent_alive
@@ -453,12 +455,16 @@ class TaskRunner:
         finally:
             context.current_task_id = None
         duration_us = (time.perf_counter_ns() - start) // 1000
+        payload: Any
         try:
-            payload = serializer.serialize(value)
-            if len(payload) > _SHARED_RESULT_BYTES:  # to the agent as a descriptor, not through the channel
-                payload = SharedBytes.create(payload)
-            elif payload.__class__ is not bytes:
-                payload = bytes(payload)
+            if serializer is _CLOUDPICKLE and _known_large(value):
+                payload = _pickle_to_shared(value)  # written where the agent holds it: no copy in between
+            else:
+                payload = serializer.serialize(value)
+                if len(payload) > _SHARED_RESULT_BYTES:  # to the agent as a descriptor, not through the channel
+                    payload = SharedBytes.create(payload)
+                elif payload.__class__ is not bytes:
+                    payload = bytes(payload)
         except BaseException as error:  # noqa: B036 - an unserializable result is the task's failure
             return _failure(task_id, error, 1, duration_us, profile)
         return _result(task_id, True, payload, "", duration_us, profile)
@@ -499,6 +505,38 @@ class TaskRunner:
         if type(value) is _LoadFailure:
             raise value.error.with_traceback(value.traceback)
         return value
+
+
+_SMALL_TYPES = frozenset({int, float, bool, type(None), complex})
+
+
+def _known_large(value: Any) -> bool:
+    """A value sure to pickle to more than the inline limit, told cheaply (no call for the small types of most
+    results): bytes, or anything with an `nbytes` (numpy arrays, pandas frames)."""
+    kind = type(value)
+    if kind in _SMALL_TYPES:
+        return False
+    if kind is bytes or kind is bytearray:
+        return len(value) > _SHARED_RESULT_BYTES
+    nbytes = getattr(value, "nbytes", None)
+    return type(nbytes) is int and nbytes > _SHARED_RESULT_BYTES
+
+
+def _pickle_to_shared(value: Any) -> SharedBytes:
+    """The value pickled as the default serializer does, straight into shared memory: the pickler writes a large
+    bytes or array buffer to the file directly, so it is copied once, not into a bytes object and then again."""
+    fd = shared_fd("scaler-result")
+    try:
+        with open(fd, "wb", buffering=0, closefd=False) as file:
+            if type(value) is bytes:
+                pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+            else:
+                cloudpickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+            size = file.tell()
+    except BaseException:
+        os.close(fd)
+        raise
+    return SharedBytes(fd, size)
 
 
 def _failure(
