@@ -41,7 +41,7 @@ import cloudpickle
 
 from scaler import config
 from scaler.drop_streak import DropStreak
-from scaler.errors import ProcessorDiedError, ScalerError
+from scaler.errors import ProcessorDiedError, ScalerError, where_failed
 from scaler.protocol import (
     PROTOCOL_VERSION,
     ArgumentKind,
@@ -132,6 +132,7 @@ PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
 _SUCCESS = TaskStatus.success
+_FAILED = TaskStatus.failed
 _INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
 _INLINE = ArgumentKind.inline
 _OBJECT_REF = ArgumentKind.object_ref
@@ -785,6 +786,8 @@ class WorkerCore:
     ) -> None:
         """The one TaskResult of a task, after its output and its payload as an object if it is large."""
         task_id = task.task_id
+        if status == _FAILED:  # the client shows where: scaler_top lists workers by identity
+            error_text = where_failed(task_id.hex(), self.identity) + error_text
         if self.outputs:
             buffer = self.outputs.pop(task_id, None)
             if buffer is not None:
