@@ -448,11 +448,13 @@ class TaskRunner:
             else:
                 with profile:
                     value = function(*args, **kwargs)
+            duration_us = (time.perf_counter_ns() - start) // 1000
         except BaseException as error:  # noqa: B036 - SystemExit/KeyboardInterrupt from a task are its failure
             return _failure(task_id, error, (time.perf_counter_ns() - start) // 1000, profile)
         finally:
             context.current_task_id = None
-        duration_us = (time.perf_counter_ns() - start) // 1000
+            if context.at_task_end:  # the task used a client it received: it says goodbye now, not at its timeout
+                context.end_task()
         try:
             payload = serializer.serialize(value)
             if len(payload) > _SHARED_RESULT_BYTES:  # to the agent as a descriptor, not through the channel
