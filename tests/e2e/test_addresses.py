@@ -1,5 +1,6 @@
 """Addresses whose host does not exist fail at once, naming the host, in the client and in every CLI that connects;
-a host that resolves but has no scheduler yet is still waited for, as a scheduler may start later."""
+a host that resolves but has no scheduler yet is still waited for, as a scheduler may start later, and a worker
+waiting for one says so."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from scaler import Client
-from scaler.testing.processes import ROOT, free_tcp_address
+from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 
 BIN = Path(sys.executable).parent
 NO_SUCH_HOST = "no-such-host.invalid"  # RFC 6761: never resolves
@@ -50,3 +51,13 @@ def test_every_cli_that_connects_fails_at_once_on_a_host_that_does_not_exist(com
     )
     assert completed.returncode != 0 and time.monotonic() - start < AT_ONCE_SECONDS + 5, completed  # + start-up
     assert f"cannot resolve host '{NO_SUCH_HOST}'" in completed.stderr, completed.stderr
+
+
+def test_a_worker_waiting_for_its_scheduler_says_so(tmp_path: Path) -> None:
+    address = free_tcp_address()  # nobody listens there (yet)
+    cluster = ScalerProcess("scaler.cluster", ["-n", "1", address], str(tmp_path / "cluster.log"))
+    try:
+        cluster.wait_for_output(f"Worker[0]: still waiting for the scheduler at {address} after 5s", timeout=30)
+        assert "(exiting in 295s if none answers)" in cluster.output()
+    finally:
+        cluster.stop()
