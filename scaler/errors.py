@@ -1,6 +1,8 @@
 """Exceptions users of Scaler can catch. Shared by client, worker and scheduler; standard library only."""
 
 import concurrent.futures
+import re
+from typing import Optional
 
 
 class ScalerError(Exception):
@@ -68,12 +70,43 @@ class DisconnectedError(ScalerError, RuntimeError):
     executor)."""
 
 
+class ResultSerializationError(ScalerError):
+    """The task ran, but its return value could not be serialized (pickled, by default) on the worker, so it could not
+    be sent back; not to be confused with an argument that cannot be, which raises at submit on the client. `reason`
+    is the serializer's error, `worker` the identity of the worker, as scaler_top shows it (empty if unknown)."""
+
+    def __init__(self, task_id: str, function: str, reason: str, verb: str = "pickle", worker: str = "") -> None:
+        super().__init__(task_id, function, reason, verb, worker)
+        self.task_id = task_id
+        self.function = function
+        self.reason = reason
+        self.verb = verb  # "serialize" with a serializer of the client's own
+        self.worker = worker
+
+    def __str__(self) -> str:
+        where = f" on worker {self.worker}" if self.worker else ""
+        return f"could not {self.verb} the result of task {self.task_id} ({self.function}){where}: {self.reason}"
+
+
+# The first line of a failed task's traceback text, as workers write it (scaler/worker/core.py)
+_WHERE = re.compile(r"task ([0-9a-f]+) failed on worker (\S+):\n")
+
+
+def where_failed(task_id: str, worker: str) -> str:
+    """The line that starts the traceback text of a task that failed (TaskResult.errorText)."""
+    return f"task {task_id} failed on worker {worker}:\n"
+
+
 class RemoteTraceback(Exception):
-    """Carries the text of a traceback from a worker, attached as __cause__ of a task's re-raised exception."""
+    """Carries the text of a traceback from a worker, attached as __cause__ of a task's re-raised exception. It starts
+    with the task and the worker it failed on (`task_id` and `worker`, empty if the worker did not say)."""
 
     def __init__(self, text: str) -> None:
         super().__init__(text)
         self.text = text
+        where: Optional[re.Match] = _WHERE.match(text)
+        self.task_id = where.group(1) if where else ""
+        self.worker = where.group(2) if where else ""
 
     def __str__(self) -> str:
         return self.text

@@ -8,7 +8,10 @@ Shared by the client (which serializes) and the worker's processors (which deser
 from __future__ import annotations
 
 import abc
+import io
 import pickle
+import types
+from collections import ChainMap
 from typing import Any, Type, Union
 
 import cloudpickle
@@ -38,14 +41,45 @@ class Serializer(abc.ABC):
 _PLAIN_TYPES = frozenset({int, float, str, bytes, bool, type(None), complex})
 
 
+_DYNAMIC_CODE = "<dynamic-code>"
+_cloudpickle_code_reduce = cloudpickle.Pickler.dispatch_table.get(types.CodeType)  # None: a cloudpickle without one
+
+
+def _code_reduce(code: types.CodeType) -> Any:
+    """cloudpickle's reduction of a code object, with its file name kept. cloudpickle 3 writes "<dynamic-code>"
+    instead (so that the bytes do not depend on where a function was defined), which left the tracebacks of tasks
+    whose functions travel by value (those of __main__, a notebook, a module registered by value) without a file or
+    a source line. The bytes stay the same for the same function from the same file."""
+    constructor, args = _cloudpickle_code_reduce(code)
+    filename = code.co_filename
+    return constructor, tuple(filename if arg.__class__ is str and arg == _DYNAMIC_CODE else arg for arg in args)
+
+
+class _Pickler(cloudpickle.Pickler):
+    dispatch_table = ChainMap(
+        {types.CodeType: _code_reduce} if _cloudpickle_code_reduce is not None else {},
+        cloudpickle.Pickler.dispatch_table,
+    )
+
+
+def _cloudpickle_dumps(obj: Any) -> bytes:
+    """cloudpickle.dumps(obj, HIGHEST_PROTOCOL), code keeping its file name (see _code_reduce)."""
+    with io.BytesIO() as file:
+        _Pickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+        return file.getvalue()
+
+
 class DefaultSerializer(Serializer):
-    """cloudpickle, with the highest pickle protocol. Tasks naming no serializer are read with it by workers."""
+    """cloudpickle, with the highest pickle protocol. Tasks naming no serializer are read with it by workers.
+
+    Functions pickled by value keep the name of the file they were defined in, so their frames in a task's traceback
+    name it (cloudpickle 3 alone would write "<dynamic-code>")."""
 
     @staticmethod
     def serialize(obj: Any) -> bytes:
         if type(obj) in _PLAIN_TYPES:
             return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        return _cloudpickle_dumps(obj)
 
     @staticmethod
     def deserialize(payload: bytes) -> Any:

@@ -259,7 +259,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     from scaler.autoscale.policy import ScalingPolicy
     from scaler.autoscale.runner import Autoscaler
     from scaler.io.curve import load_peer_keys
-    from scaler.io.sockets import validate_address
+    from scaler.io.sockets import check_resolvable, validate_address
     from scaler.logs import setup_logging
     from scaler.monitor.subscriber import StatusSubscriber
 
@@ -267,6 +267,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     try:
         address = validate_address(args.address)
         monitor_address = validate_address(args.monitor_address or config.default_monitor_address(address))
+        check_resolvable(monitor_address)  # here, where a bad address ends with a message, not a traceback
         curve = load_peer_keys(args.curve_secret_key_file, args.curve_server_key_file)
         backend = make_backend(args, settings.workers_per_job, worker_arguments)
     except (TypeError, ValueError, BackendError) as error:

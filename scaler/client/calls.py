@@ -15,6 +15,7 @@ from scaler.client.objects import ObjectReference
 from scaler.client.options import TaskOptions
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import Argument, Task, Template, make_template
+from scaler.tracebacks import note_unserializable_argument
 
 _SHAPES_PER_ENCODER = 256  # argument lengths remembered per encoder; past that it starts over
 _NOT_MADE: Any = object()
@@ -57,12 +58,16 @@ class CallEncoder:
         serialize = self._serialize
         datas: List[bytes] = []
         total = 0
-        for arg in args:
-            if type(arg) is ObjectReference:
-                return datas, False
-            data = serialize(arg)
-            total += len(data)
-            datas.append(data)
+        try:
+            for arg in args:
+                if type(arg) is ObjectReference:
+                    return datas, False
+                data = serialize(arg)
+                total += len(data)
+                datas.append(data)
+        except Exception as error:
+            note_unserializable_argument(error, len(datas))  # the one after those serialized
+            raise
         return datas, total <= DEFAULT_INLINE_LIMIT_BYTES
 
     def encode(self, task_id: bytes, datas: List[bytes]) -> Optional[bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -143,6 +144,7 @@ class Client:
             raise ValueError(f"reconnect_seconds must be a number >= 0 (0: do not wait), got {reconnect_seconds!r}")
         self._reconnect_seconds = None if reconnect_seconds is None else float(reconnect_seconds)
         self._detached = False
+        self._unpickled = False
 
     # ---- pickling: nested tasks --------------------------------------------------------------------------------------
 
@@ -173,6 +175,7 @@ class Client:
         self._keepalive = TcpKeepalive(*state["keepalive"])
         self._set_options(DEFAULT_OPTIONS.refined(**state.get("options", {})))
         self._shared = True
+        self._unpickled = True  # uses its process's connection to the address, whichever is open (_connect_shared)
         self._connection = None  # connects on first use: unpickling must stay cheap and never block
 
     # ---- lifetime ----------------------------------------------------------------------------------------------------
@@ -459,8 +462,8 @@ class Client:
         if self._detached:
             raise DisconnectedError("the client is disconnected: create a new Client")
         connection = self._connection
-        if connection is None:
-            connection = self._connect_shared()
+        if connection is None or (self._unpickled and connection.closed_reason is not None):
+            connection = self._connect_shared()  # a task's connection closes when the task ends: a new one per task
         connection.check_open()
         self._factory.prepare(connection)
         return connection
@@ -472,11 +475,27 @@ class Client:
             if connection is None or connection.closed_reason is not None:
                 connection = self._new_connection()
                 _shared_connections[key] = connection
+                if task_context.current_task_id is not None:
+                    # Opened for a task (nested tasks): it says goodbye when the task ends, which cancels the children
+                    # the task did not wait for. Kept open for the processor's next tasks, it would be dropped without
+                    # one when the worker ends a spare processor, and the scheduler would hold it for its timeout.
+                    task_context.at_task_end.append(functools.partial(_close_for_task, connection))
         self._connection = connection
         return connection
 
     def _new_connection(self) -> Connection:
         return Connection(self._address, self._timeout_seconds, self._curve, self._keepalive, self._reconnect_seconds)
+
+
+def _close_for_task(connection: Connection) -> None:
+    """The goodbye of a connection a task opened, when the task ends. Not waiting for the scheduler's answer (a round
+    trip the task's result would wait for), but for the IO thread to have sent it: the worker may end the processor
+    (SIGKILL) as soon as its result is in, and a goodbye still in this process would be lost with it."""
+    with _shared_lock:
+        for key, shared in list(_shared_connections.items()):
+            if shared is connection:
+                del _shared_connections[key]
+    connection.close(shutdown_cluster=False, timeout_seconds=0)
 
 
 def _plan(graph: Any, keys: Sequence[Hashable], dask_call: bool) -> GraphPlan:

@@ -36,7 +36,7 @@ from scaler.client.send_queue import SendQueue
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_MAX_FRAME_BYTES
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
-from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, make_identity
+from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, check_resolvable, make_identity
 from scaler.protocol import (
     PROTOCOL_VERSION,
     ClientDisconnect,
@@ -83,7 +83,7 @@ class Connection:
         keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
         reconnect_seconds: Optional[float] = None,
     ) -> None:
-        self.address = address
+        self.address = check_resolvable(address)  # a host that does not exist fails now, not at the timeout
         # How long to wait for a lost scheduler to come back (0: do not wait); by default the client's timeout_seconds.
         self.reconnect_seconds = timeout_seconds if reconnect_seconds is None else reconnect_seconds
         # The one place that decides how long no scheduler may be heard (killed and not back, host lost, network cut)

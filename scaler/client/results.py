@@ -12,6 +12,7 @@ from typing import Any, List, Optional
 from scaler.client.future import ProfilingInfo, ScalerFuture
 from scaler.errors import (
     RemoteTraceback,
+    ResultSerializationError,
     ScalerError,
     TaskNotFoundError,
     TaskRefusedError,
@@ -20,6 +21,7 @@ from scaler.errors import (
 )
 from scaler.protocol import TaskResult, TaskStatus
 from scaler.serializer import load_exception
+from scaler.tracebacks import add_note, fill_in_source
 
 SUCCESS = int(TaskStatus.success)
 CANCELED = int(TaskStatus.canceled)
@@ -43,20 +45,8 @@ def failure_of(result: TaskResult, retries: int = 0) -> BaseException:
         note = f"Scaler: failed on attempt {attempts} of {retries + 1} (retries={retries})"
         if attempts > retries + 1:
             note = f"Scaler: failed on attempt {attempts} (retries={retries}; restarts after worker deaths count too)"
-        _add_note(exception, note)
+        add_note(exception, note)
     return exception
-
-
-def _add_note(exception: BaseException, note: str) -> None:
-    add_note = getattr(exception, "add_note", None)
-    if add_note is not None:
-        add_note(note)
-        return
-    try:
-        notes = exception.__dict__.setdefault("__notes__", [])
-        notes.append(note)
-    except AttributeError:
-        pass  # an exception without a __dict__ (slots only) carries no note before 3.11
 
 
 def _failure(result: TaskResult) -> BaseException:
@@ -78,13 +68,17 @@ def _failure(result: TaskResult) -> BaseException:
 
 
 def remote_exception(result: TaskResult) -> BaseException:
-    """The task's own exception, with the worker's traceback as its __cause__, as concurrent.futures.process does."""
+    """The task's own exception, with the worker's traceback as its __cause__, as concurrent.futures.process does;
+    source lines the worker could not read are taken from this process's files."""
     try:
         exception = load_exception(result.payload)
     except Exception as error:
         exception = ScalerError(f"the task failed and its exception could not be unpickled here ({error!r})")
     if result.error_text:
-        exception.__cause__ = RemoteTraceback(result.error_text)
+        cause = RemoteTraceback(fill_in_source(result.error_text))
+        exception.__cause__ = cause
+        if type(exception) is ResultSerializationError and not exception.worker:
+            exception.worker = cause.worker  # the processor that raised it does not know its worker's identity
     return exception
 
 

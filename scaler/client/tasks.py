@@ -25,6 +25,7 @@ from scaler.config import DEFAULT_CLIENT_FUNCTION_CACHE_SIZE, DEFAULT_INLINE_LIM
 from scaler.errors import MissingObjectError
 from scaler.protocol import Argument, ArgumentKind, Encoded, ObjectKind, Task, encode
 from scaler.serializer import check_serializer, is_default_serializer
+from scaler.tracebacks import note_unserializable_argument
 
 OBJECT_REF = int(ArgumentKind.object_ref)
 _KIND_OBJECT = int(ObjectKind.object)
@@ -202,22 +203,31 @@ class TaskFactory:
         arguments = []
         held: List[bytes] = []
         inline_bytes = 0
-        for index, arg in enumerate(args):
-            if type(arg) is ObjectReference:
-                check_reference(connection, arg)
-                arguments.append(Argument(kind=OBJECT_REF, data=arg.object_id))
-                continue
-            data = datas[index] if index < len(datas) else serialize(arg)
-            if len(data) <= DEFAULT_INLINE_LIMIT_BYTES:
-                inline_bytes += len(data)
-                arguments.append(Argument(data=data))
-            else:
-                arguments.append(self.object_argument(connection, data, "", needs, held))
-        for name, arg in kwargs.items():
-            argument = self.argument(connection, arg, name, needs, held)
-            if argument.kind != OBJECT_REF:
-                inline_bytes += len(argument.data)
-            arguments.append(argument)
+        which: object = 0  # the argument being serialized, for the note on its error
+        try:
+            for index, arg in enumerate(args):
+                if type(arg) is ObjectReference:
+                    check_reference(connection, arg)
+                    arguments.append(Argument(kind=OBJECT_REF, data=arg.object_id))
+                    continue
+                which = index
+                data = datas[index] if index < len(datas) else serialize(arg)
+                if len(data) <= DEFAULT_INLINE_LIMIT_BYTES:
+                    inline_bytes += len(data)
+                    arguments.append(Argument(data=data))
+                else:
+                    arguments.append(self.object_argument(connection, data, "", needs, held))
+            for name, arg in kwargs.items():
+                which = name
+                argument = self.argument(connection, arg, name, needs, held)
+                if argument.kind != OBJECT_REF:
+                    inline_bytes += len(argument.data)
+                arguments.append(argument)
+        except MissingObjectError:
+            raise
+        except Exception as error:
+            note_unserializable_argument(error, which)
+            raise
         task_id = connection.new_task_id()
         task = Task(
             task_id=task_id,

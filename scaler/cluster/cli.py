@@ -9,7 +9,7 @@ from typing import List, Optional, Tuple
 
 from scaler.config import SETTINGS
 from scaler.io.limits import raise_open_files_limit
-from scaler.io.sockets import validate_address
+from scaler.io.sockets import check_resolvable, validate_address
 from scaler.logs import setup_logging
 from scaler.settings_spec import CLUSTER, WORKER, HelpFormatter
 from scaler.worker.settings import WorkerSettings
@@ -38,7 +38,8 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[WorkerSettings, i
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        settings = WorkerSettings(validate_address(args.address), **SETTINGS.from_arguments(args, WORKER))
+        address = check_resolvable(validate_address(args.address))  # no waiting --death-timeout for a typo
+        settings = WorkerSettings(address, **SETTINGS.from_arguments(args, WORKER))
     except (TypeError, ValueError) as error:
         parser.error(str(error))
         raise  # unreachable: parser.error exits

@@ -12,7 +12,7 @@ from typing import Any, List, Optional
 import psutil
 
 from scaler import config
-from scaler.io.sockets import validate_address
+from scaler.io.sockets import check_resolvable, validate_address
 from scaler.settings_spec import CLUSTER, WORKER
 from scaler.worker.settings import WorkerSettings
 
@@ -40,7 +40,7 @@ class Cluster:
     def __init__(self, address: str, n_workers: int = config.N_WORKERS.default, **settings: Any) -> None:
         self._n_workers = config.N_WORKERS.validate(n_workers, CLUSTER)
         settings = config.SETTINGS.rename_old_keywords(settings, "Cluster")
-        self._settings = WorkerSettings(validate_address(address), **settings)
+        self._settings = WorkerSettings(check_resolvable(validate_address(address)), **settings)
         self._launcher: Optional[subprocess.Popen] = None
 
     @property

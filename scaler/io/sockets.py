@@ -10,6 +10,7 @@ socket makes or accepts; ipc connections ignore them.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import uuid
@@ -80,6 +81,38 @@ def validate_address(address: str) -> str:
         raise ValueError(f"address must start with tcp:// or ipc://, got {address!r}")
     if address.startswith("tcp://") and ":" not in address[len("tcp://") :]:
         raise ValueError(f"tcp address needs a port, like tcp://127.0.0.1:2345, got {address!r}")
+    return address
+
+
+# The resolver's answers that mean "no such host": fail at once. Others (EAI_AGAIN: the resolver could not answer now)
+# leave the lookup to ZeroMQ, which retries it as it reconnects.
+_NO_SUCH_HOST = frozenset(
+    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None)) if code is not None
+)
+
+
+def check_resolvable(address: str) -> str:
+    """`address`, if its host needs no lookup (ipc://, an IP address, *) or resolves; ValueError naming the host if
+    the resolver says there is no such host. ZeroMQ would retry such a host quietly until the caller's timeout; a
+    host that resolves but does not answer yet is left to wait, as a scheduler may start later."""
+    if not address.startswith("tcp://"):
+        return address
+    destination = address[len("tcp://") :].rpartition(";")[2]  # ZeroMQ's "source;destination" form
+    host = destination.rpartition(":")[0]
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host in ("", "*"):
+        return address
+    try:
+        ipaddress.ip_address(host.partition("%")[0])  # an IPv6 address may name its interface: fe80::1%eth0
+        return address
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except socket.gaierror as error:
+        if error.errno in _NO_SUCH_HOST:
+            raise ValueError(f"cannot resolve host {host!r} of {address}: {error.strerror}") from None
     return address
 
 

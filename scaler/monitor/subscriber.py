@@ -11,7 +11,7 @@ from typing import Optional
 import zmq
 
 from scaler.io.curve import CurvePeerKeys
-from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_subscriber, validate_address
+from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, check_resolvable, create_subscriber, validate_address
 from scaler.monitor.model import no_status_message
 from scaler.protocol import ProtocolError, SchedulerStatus, decode_frame
 from scaler.rate_limit import LimitedLog
@@ -42,7 +42,7 @@ class StatusSubscriber:
         curve: Optional[CurvePeerKeys] = None,
         keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
     ) -> None:
-        self.address = validate_address(address)
+        self.address = check_resolvable(validate_address(address))
         self.timeout_seconds = check_timeout(timeout_seconds)
         self.latest: Optional[SchedulerStatus] = None
         self.malformed = 0  # frames that did not decode

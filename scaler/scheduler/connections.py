@@ -1,7 +1,9 @@
 """What ZeroMQ does to the scheduler's connections on its own, made visible in the log.
 
 libzmq refuses failed CurveZMQ handshakes, and closes the connection of a peer that sends a frame over
---max-frame-bytes, without the scheduler ever reading a message; only the socket's monitor events tell. These watchers
+--max-frame-bytes, without the scheduler ever reading a message; only the socket's monitor events tell, and of a
+closed connection they say only that it closed: a frame over the limit gives the same event as a peer that died
+(libzmq 4.3.5, checked with every event on). These watchers
 turn those events into log lines, rate limited with the scheduler's other peer warnings (scaler.rate_limit), so a
 peer retrying forever cannot flood the log. The same events count the connections for the open-files budget
 (scaler.io.limits.ConnectionBudget), which stops new connections before the process runs out of descriptors.
@@ -33,8 +35,8 @@ class ConnectionWatch:
     """Reads a socket's monitor events inside the event loop.
 
     Handshake failures are logged as refusals. A closed connection is logged only when no peer said goodbye for it:
-    `goodbyes()` counts the peers that left properly, so closes beyond it were peers that died, or connections ZeroMQ
-    closed itself, which on the scheduler address means a frame over the size limit."""
+    `goodbyes()` counts the peers that left properly. Why the others closed, ZeroMQ does not say, so the log does
+    not guess."""
 
     def __init__(
         self,
@@ -43,7 +45,6 @@ class ConnectionWatch:
         watch_handshakes: bool,
         warnings: LimitedLog,
         goodbyes: Optional[Callable[[], int]] = None,
-        max_frame_bytes: int = 0,
         budget: Optional[ConnectionBudget] = None,
     ) -> None:
         """Without `goodbyes`, closed connections are not watched (monitors leave without a word); with `budget`,
@@ -52,7 +53,6 @@ class ConnectionWatch:
         self._what = what
         self._warnings = warnings
         self._goodbyes = goodbyes
-        self._max_frame_bytes = max_frame_bytes
         self._budget = budget
         events = (
             (zmq.EVENT_DISCONNECTED if goodbyes is not None or budget is not None else 0)
@@ -119,9 +119,8 @@ class ConnectionWatch:
         self._warnings.log(
             (self._what, "closed"),
             time.monotonic(),
-            "a connection to the %s closed without a goodbye (%d so far): a peer died, or ZeroMQ dropped it"
-            " for sending a frame over --max-frame-bytes (%d bytes)",
+            "a connection to the %s closed without a goodbye (%d so far; ZeroMQ does not say why): a client or"
+            " worker among them is removed when its heartbeats stop",
             self._what,
             unexplained,
-            self._max_frame_bytes,
         )

@@ -89,8 +89,7 @@ class SchedulerShell:
             curve is not None,
             warnings,
             self._goodbyes,
-            settings.max_frame_bytes,
-            self.budget,
+            budget=self.budget,
         )
         self._watches = [router_watch]
         if curve is not None:

@@ -41,7 +41,7 @@ import cloudpickle
 
 from scaler import config
 from scaler.drop_streak import DropStreak
-from scaler.errors import ProcessorDiedError, ScalerError
+from scaler.errors import ProcessorDiedError, ScalerError, where_failed
 from scaler.protocol import (
     PROTOCOL_VERSION,
     ArgumentKind,
@@ -117,6 +117,10 @@ _MAX_ERROR_TEXT = 64 * 1024  # characters of a failed task's traceback sent; the
 
 RECONNECT_FIRST_SECONDS = 1.0  # after a lost scheduler, Hello again this long after the first one, doubling...
 RECONNECT_MAX_SECONDS = 10.0  # ...up to this (ZeroMQ itself reconnects the socket meanwhile)
+# Waiting for a scheduler, the worker says so this long after it began waiting, then each time it has waited three times
+# as long (5 s, 15 s, 45 s...), at least once per WAITING_LOG_MAX_SECONDS: often at first, rarely for a long wait.
+WAITING_LOG_FIRST_SECONDS = 5.0
+WAITING_LOG_MAX_SECONDS = 300.0
 CANCELED_CHECK_SECONDS = 0.02  # how often progress is checked for a canceled task that started all the same
 # Short successful results wait in the core while more are about to come (a processor runs short tasks it was handed):
 # they then leave together, in frames of a hundred or more instead of a few dozen, which costs the scheduler and this
@@ -133,6 +137,7 @@ PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
 _SUCCESS = TaskStatus.success
+_FAILED = TaskStatus.failed
 _INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
 _INLINE = ArgumentKind.inline
 _OBJECT_REF = ArgumentKind.object_ref
@@ -188,6 +193,8 @@ class WorkerCore:
         self._next_garbage_collect = now + settings.garbage_collect_interval_seconds
         self._next_connect: Optional[float] = None  # when to say Hello again on a new connection
         self._reconnect_delay = RECONNECT_FIRST_SECONDS
+        self._waiting_since = now  # when the worker last began waiting for a scheduler to answer its Hello
+        self._next_waiting_log = now + WAITING_LOG_FIRST_SECONDS
         self._to_request: Set[bytes] = set()
         self._requested: Set[bytes] = set()  # asked for, not (completely) received yet
         self._outgoing: List[Tuple[object, int]] = []  # (message or Encoded message, payload bytes)
@@ -398,9 +405,12 @@ class WorkerCore:
                 # last heartbeat passed), not an interval later
                 self._send_heartbeat()
                 self._next_heartbeat = now + self.heartbeat_interval
-        elif self._next_connect is not None and now >= self._next_connect:
-            logger.info("%s: no answer to Hello yet, connecting again", self.name)
-            self._connect_again()
+        else:
+            if now >= self._next_waiting_log:
+                self._log_waiting(now)
+            if self._next_connect is not None and now >= self._next_connect:
+                logger.debug("%s: no answer to Hello yet, connecting again", self.name)
+                self._connect_again()
         for spare in [spare for spare in self.spares if now - spare.idle_since > SPARE_IDLE_SECONDS]:
             self._remove_processor(spare, kill=True)
         if self.outputs:
@@ -443,8 +453,10 @@ class WorkerCore:
             deadline = min(deadline, self._next_heartbeat, self.last_heard + self.lost_after)
             if len(self.parked) != self._parked_reported:
                 deadline = min(deadline, max(self._now, self._last_heartbeat + PARK_HEARTBEAT_FLOOR_SECONDS))
-        elif self._next_connect is not None:
-            deadline = min(deadline, self._next_connect)
+        else:
+            deadline = min(deadline, self._next_waiting_log)
+            if self._next_connect is not None:
+                deadline = min(deadline, self._next_connect)
         if self.spares:
             deadline = min(deadline, min(spare.idle_since for spare in self.spares) + SPARE_IDLE_SECONDS)
         if any(processor.canceled for processor in self.processors.values()):
@@ -606,7 +618,23 @@ class WorkerCore:
             self.active.role = ACTIVE
         self.connection = CONNECTING
         self._reconnect_delay = RECONNECT_FIRST_SECONDS
+        self._waiting_since = self._now
+        self._next_waiting_log = self._now + WAITING_LOG_FIRST_SECONDS
         self._connect_again()
+
+    def _log_waiting(self, now: float) -> None:
+        """Still no scheduler: say so, how long, where, and when the worker gives up; next time after three times the
+        wait (capped)."""
+        since = self._waiting_since
+        waited = now - since
+        logger.warning(
+            "%s: still waiting for the scheduler at %s after %.0fs (exiting in %.0fs if none answers)",
+            self.name,
+            self.settings.address,
+            waited,
+            max(0.0, self.last_heard + self.settings.death_timeout_seconds - now),
+        )
+        self._next_waiting_log = since + min(3 * waited, waited + WAITING_LOG_MAX_SECONDS)
 
     def _connect_again(self) -> None:
         self._instructions.append(Connect())
@@ -787,6 +815,8 @@ class WorkerCore:
     ) -> None:
         """The one TaskResult of a task, after its output and its payload as an object if it is large."""
         task_id = task.task_id
+        if status == _FAILED:  # the client shows where: scaler_top lists workers by identity
+            error_text = where_failed(task_id.hex(), self.identity) + error_text
         if self.outputs:
             buffer = self.outputs.pop(task_id, None)
             if buffer is not None:

@@ -13,17 +13,17 @@ import signal
 import socket
 import threading
 import time
-import traceback
 from collections import deque
-from types import TracebackType
 from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 import cloudpickle
 
 from scaler import config
 from scaler import task_context as context
+from scaler.errors import ResultSerializationError
 from scaler.logs import flush_logs
 from scaler.serializer import DefaultSerializer
+from scaler.tracebacks import SERIALIZER_FILES, task_traceback
 from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import (
     RESULT_DELAY_SECONDS,
@@ -439,7 +439,7 @@ class TaskRunner:
             args, kwargs = self._arguments(serializer, serializer_id, arguments)
         except BaseException as error:  # noqa: B036 - a task's failure must never take the processor down
             self._hold_arguments(serializer_id, arguments)  # those after the one that failed: the agent counts them
-            return _failure(task_id, error, skip_frames=0, duration_us=0, profile=None)
+            return _failure(task_id, error, 0, None, _LOADING)
 
         profile = CallProfile() if profiling else None
         context.current_task_id = task_id
@@ -450,11 +450,13 @@ class TaskRunner:
             else:
                 with profile:
                     value = function(*args, **kwargs)
+            duration_us = (time.perf_counter_ns() - start) // 1000
         except BaseException as error:  # noqa: B036 - SystemExit/KeyboardInterrupt from a task are its failure
-            return _failure(task_id, error, 1, (time.perf_counter_ns() - start) // 1000, profile)
+            return _failure(task_id, error, (time.perf_counter_ns() - start) // 1000, profile)
         finally:
             context.current_task_id = None
-        duration_us = (time.perf_counter_ns() - start) // 1000
+            if context.at_task_end:  # the task used a client it received: it says goodbye now, not at its timeout
+                context.end_task()
         payload: Any
         try:
             if serializer is _CLOUDPICKLE and _known_large(value):
@@ -466,7 +468,7 @@ class TaskRunner:
                 elif payload.__class__ is not bytes:
                     payload = bytes(payload)
         except BaseException as error:  # noqa: B036 - an unserializable result is the task's failure
-            return _failure(task_id, error, 1, duration_us, profile)
+            return _result_failure(task_id, function, serializer, error, duration_us, profile)
         return _result(task_id, True, payload, "", duration_us, profile)
 
     def _arguments(
@@ -539,15 +541,36 @@ def _pickle_to_shared(value: Any) -> SharedBytes:
     return SharedBytes(fd, size)
 
 
+# Said before the traceback of a task that failed before its function ran
+_LOADING = "while loading the task's function and arguments on the worker (is what they need installed there?):\n"
+
+
 def _failure(
-    task_id: bytes, error: BaseException, skip_frames: int, duration_us: int, profile: Optional[CallProfile]
+    task_id: bytes, error: BaseException, duration_us: int, profile: Optional[CallProfile], preface: str = ""
 ) -> ProcessorResult:
-    error_traceback: Optional[TracebackType] = error.__traceback__
-    for _ in range(skip_frames):  # the runner's own frame means nothing to the user
-        if error_traceback is not None and error_traceback.tb_next is not None:
-            error_traceback = error_traceback.tb_next
-    error_text = "".join(traceback.format_exception(type(error), error, error_traceback))
-    return _result(task_id, False, _pickle_exception(error), error_text, duration_us, profile)
+    """The task raised `error`: its traceback without Scaler's frames (the runner's, a nested client's)."""
+    return _result(task_id, False, _pickle_exception(error), preface + task_traceback(error), duration_us, profile)
+
+
+def _result_failure(
+    task_id: bytes,
+    function: Any,
+    serializer: Any,
+    error: BaseException,
+    duration_us: int,
+    profile: Optional[CallProfile],
+) -> ProcessorResult:
+    """The task returned a value that does not serialize: a ResultSerializationError, whose traceback keeps only the
+    frames of the user's code (a __reduce__ that raised), not the serializer's."""
+    name = getattr(function, "__qualname__", None) or type(function).__qualname__
+    failure = ResultSerializationError(
+        task_id.hex(),
+        name if isinstance(name, str) else repr(function),
+        f"{type(error).__qualname__}: {error}",
+        "pickle" if serializer is _CLOUDPICKLE else "serialize",
+    )
+    text = task_traceback(error, SERIALIZER_FILES)
+    return _result(task_id, False, _pickle_exception(failure), text, duration_us, profile)
 
 
 def _pickle_exception(error: BaseException) -> bytes:

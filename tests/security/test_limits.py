@@ -91,7 +91,9 @@ def test_a_frame_over_max_frame_bytes_never_reaches_the_scheduler(start_schedule
             assert client.send_object(b"y" * 10) is not None
         assert wait_for_status(monitor, lambda s: True).malformed == 0
         wait_for(lambda: "closed without a goodbye" in scheduler.output(), 10, "the dropped connection in the log")
-        assert "--max-frame-bytes (1048576 bytes)" in scheduler.output()
+        # ZeroMQ reports this close as it would a peer that died: the log must not guess a cause
+        (warning,) = [line for line in scheduler.output().splitlines() if "closed without a goodbye" in line]
+        assert "max-frame-bytes" not in warning and "died" not in warning, warning
     finally:
         peer.close()
     assert scheduler.popen.poll() is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import cloudpickle
@@ -29,7 +30,7 @@ from scaler.protocol import (
 )
 from scaler.worker.core import EXIT_OK, EXIT_REFUSED, EXIT_SCHEDULER_LOST, HOLD_RESULTS_AT_MOST, HOLD_RESULTS_SECONDS
 from scaler.worker.instructions import FetchData, HandTasks
-from scaler.worker.state import InvalidTransition, WorkerTask, transitions_table
+from scaler.worker.state import CONNECTING, InvalidTransition, WorkerTask, transitions_table
 from tests.worker.core_harness import FUNCTION, Harness, of_type
 
 
@@ -448,6 +449,47 @@ def test_the_death_timeout_exits_with_what_was_heard():
     harness = connected(death_timeout_seconds=3)
     harness.tick(3)
     assert harness.exit.code == EXIT_SCHEDULER_LOST and "nothing heard from the scheduler for 3s" in harness.exit.reason
+
+
+def _waiting_lines(caplog) -> list:
+    lines = [record.getMessage() for record in caplog.records]
+    return [line for line in lines if "still waiting for the scheduler" in line]
+
+
+def test_a_worker_waiting_for_its_scheduler_says_so_less_and_less_often(caplog):
+    """After 5 s, 15 s, 45 s, 135 s: then every WAITING_LOG_MAX_SECONDS at most; each time when `tick` is due."""
+    harness = Harness(address="tcp://10.1.2.3:2345", death_timeout_seconds=1000)
+    start = harness.now
+    seen = []
+    with caplog.at_level(logging.WARNING, logger="scaler.worker.core"):
+        while harness.now - start < 900:
+            harness.now = harness.core.next_deadline()  # as the agent waits: until the core has something to do
+            harness.tick()
+            lines = _waiting_lines(caplog)
+            if len(lines) > len(seen):
+                seen.append((round(harness.now - start), lines[-1]))
+    assert [at for at, _ in seen] == [5, 15, 45, 135, 405, 705]
+    assert seen[1][1] == (
+        "Worker[test]: still waiting for the scheduler at tcp://10.1.2.3:2345 after 15s"
+        " (exiting in 985s if none answers)"
+    )
+    assert harness.exit is None
+
+
+def test_a_worker_that_lost_its_scheduler_says_it_is_waiting_again_and_not_once_registered(caplog):
+    harness = connected(death_timeout_seconds=60)
+    with caplog.at_level(logging.WARNING, logger="scaler.worker.core"):
+        harness.tick(20)  # no echo for 20 s: not connected any more
+        lost_at = harness.now
+        assert harness.core.connection == CONNECTING and not _waiting_lines(caplog)
+        harness.now = harness.core.next_deadline()
+        while not _waiting_lines(caplog):
+            harness.tick(0.5)
+        assert harness.now - lost_at == pytest.approx(5, abs=0.5)
+        assert "after 5s (exiting in 35s if none answers)" in _waiting_lines(caplog)[0]
+        harness.connect()
+        harness.tick(100)
+    assert len(_waiting_lines(caplog)) == 1, "registered: no more waiting lines"
 
 
 def test_a_lost_scheduler_is_a_state_the_worker_registers_again_as_a_new_worker():
