@@ -1,4 +1,4 @@
-"""The traceback of a failed task as its user reads it: the user's frames, with their files and source lines.
+"""Internal: the traceback of a failed task as its user reads it: its own frames, files and source lines.
 
 Shared by the worker's processors, which format a task's exception with Scaler's own frames left out
 (`task_traceback`), and the client, which fills in the source lines the worker could not read from its own files

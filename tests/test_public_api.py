@@ -27,22 +27,7 @@ PUBLIC = {
     "scaler.utility",
     "scaler.utility.exceptions",
 }
-# Not marked yet: they change in concurrent work on the client, the worker's processes and the scheduler, and are
-# marked once it is merged. A module leaves this list when its docstring says "Internal:" (the test says which).
-LEFT_TO_MARK = {
-    *(f"scaler.client.{name}" for name in (
-        "caches", "calls", "client", "connection", "dask_graph", "executor", "future", "graph", "graph_encoding",
-        "io_thread", "ledger", "objects", "options", "output", "progress", "resubmission", "results", "send_queue",
-        "signatures", "tasks",
-    )),
-    *(f"scaler.worker.{name}" for name in ("agent", "channel", "processor", "processor_link")),
-    *(f"scaler.scheduler.{name}" for name in (
-        "__main__", "cadence", "cli", "connections", "core", "placement", "ready", "resources", "settings", "shell",
-        "state", "status", "warmup", "zap",
-    )),
-    "scaler.scheduler",
-    "scaler.fastpath._messages",  # generated: its docstring is the generator's
-}  # fmt: skip
+LEFT_TO_MARK = {"scaler.fastpath._messages"}  # generated: its docstring is the generator's
 
 
 @functools.cache

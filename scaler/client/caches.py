@@ -1,5 +1,5 @@
-"""The client's small caches keyed by function (ids, signatures, names, submit sites, task labels): bounded, oldest
-out first, and shared by the user's threads without a lock."""
+"""Internal: the client's small caches keyed by function (ids, signatures, names, submit sites, task labels): bounded,
+oldest out first, and shared by the user's threads without a lock."""
 
 from __future__ import annotations
 

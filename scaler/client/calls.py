@@ -1,4 +1,4 @@
-"""The hot path of submit and map: a call whose positional arguments all travel inline, encoded by template.
+"""Internal: the hot path of submit and map: a call whose positional arguments all travel inline, encoded by template.
 
 The Tasks of one function's calls (from one client view, with one parent task and one profiling setting) differ only in
 their task id and their arguments' bytes, so each shape of call (its arguments' lengths) is encoded once by the

@@ -1,4 +1,4 @@
-"""The Client: submit functions, maps, graphs and objects to a Scaler scheduler."""
+"""Internal: The Client: submit functions, maps, graphs and objects to a Scaler scheduler."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A client's connection to the scheduler: handshake, outgoing queue, unanswered tasks, reconnection and disconnect.
+"""Internal: a client's connection to the scheduler: handshake, outgoing queue, unanswered tasks, reconnection and
+disconnect.
 
 User threads queue messages here under one lock; the IO thread (io_thread.py) takes them from the queue, sends them,
 and calls the handlers below for what arrives. The same lock guards the object ledger, so that an object deleted by

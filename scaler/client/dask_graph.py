@@ -1,4 +1,5 @@
-"""Dask collections on Scaler: what `dask.compute(..., scheduler=client.get)` hands a scheduler, planned as tasks.
+"""Internal: Dask collections on Scaler: what `dask.compute(..., scheduler=client.get)` hands a scheduler, planned as
+tasks.
 
 A scheduler's `get(dsk, keys, **kwargs)` receives, from current dask, an expression whose `__dask_graph__()` is a dict
 of task-spec nodes (`dask._task_spec`: `Task`, `Alias`, `DataNode`, with `TaskRef`s and nested containers in their

@@ -1,4 +1,4 @@
-"""`client.executor()`: the standard library's Executor interface on a Scaler cluster.
+"""Internal: `client.executor()`: the standard library's Executor interface on a Scaler cluster.
 
 Code written for `concurrent.futures` (ThreadPoolExecutor, ProcessPoolExecutor) runs on the cluster unchanged:
 `submit` returns a future, `map` yields results in order as they are asked for, `shutdown` stops accepting calls.

@@ -1,4 +1,4 @@
-"""Dask-style graphs: validated at the call, then planned as tasks whose arguments name other tasks.
+"""Internal: Dask-style graphs: validated at the call, then planned as tasks whose arguments name other tasks.
 
 A graph is a dict from keys to nodes. A node is a task `(callable, *args)`, a list, another key (an alias), an
 ObjectReference, or any other value (a constant). An argument of a task is a key (the value of that node), a nested

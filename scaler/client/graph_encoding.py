@@ -1,4 +1,4 @@
-"""A planned graph (graph.py) as Task messages: taskRef arguments and dependencies, in one frame.
+"""Internal: a planned graph (graph.py) as Task messages: taskRef arguments and dependencies, in one frame.
 
 The scheduler links a node to its dependencies when the node arrives, and keeps a dependency's result only for the
 consumers it knows of by the time the dependency finishes: so every node of a graph travels in one frame, dependencies

@@ -1,4 +1,4 @@
-"""The one thread that touches a client's DEALER: it sends queued messages, reads incoming ones, and keeps the
+"""Internal: the one thread that touches a client's DEALER: it sends queued messages, reads incoming ones, and keeps the
 connection alive.
 
 ZeroMQ sockets are not thread safe, so user threads never touch the DEALER: they append to the connection's queue

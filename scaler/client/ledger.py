@@ -1,4 +1,4 @@
-"""Which objects the scheduler holds for one connection, and when an argument object may be deleted.
+"""Internal: which objects the scheduler holds for one connection, and when an argument object may be deleted.
 
 The ledger also keeps each held object's ObjectPut items (the messages already built, so a reference each, not a
 copy), for as long as the scheduler should hold it: a scheduler that restarts has lost them, and the connection

@@ -1,4 +1,5 @@
-"""Objects a client ships to the scheduler: references, content ids, and the ObjectPut messages that carry them."""
+"""Internal: objects a client ships to the scheduler: references, content ids, and the ObjectPut messages that carry
+them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Task policies a client view applies to every task it creates: `client.options(resources=..., priority=...,
+"""Internal: task policies a client view applies to every task it creates: `client.options(resources=..., priority=...,
 retries=..., timeout_seconds=..., profiling=...)`.
 
 Checked once, when the view is made, so that a bad value raises at the call that gave it (TypeError for a wrong type,

@@ -1,5 +1,6 @@
-"""Printing what the tasks of a Client(stream_output=True) write: each line on this process's stdout or stderr, marked
-with its task, as "[name#number] line" (the function's name, and the task's number among those its connection made).
+"""Internal: printing what the tasks of a Client(stream_output=True) write: each line on this process's stdout or
+stderr, marked with its task, as "[name#number] line" (the function's name, and the task's number among those its
+connection made).
 
 The IO thread hands each TaskOutput to the process's printer, a thread of its own, and never waits for it: a slow or
 stuck terminal must not hold up results and heartbeats. The printer keeps at most MAX_QUEUED_BYTES waiting; beyond

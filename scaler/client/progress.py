@@ -1,4 +1,4 @@
-"""Progress bars for long runs: `client.map(..., progress=True)` and `scaler.progress(futures)`.
+"""Internal: progress bars for long runs: `client.map(..., progress=True)` and `scaler.progress(futures)`.
 
 The bar is tqdm's (`tqdm.auto`: a text bar in a terminal, a widget in a notebook), an optional dependency:
 `pip install "scaler[progress]"`. It is moved by the thread waiting for the results, from a count the client keeps as

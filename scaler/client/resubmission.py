@@ -1,4 +1,4 @@
-"""What a client sends a scheduler that lost its session (it restarted), so that nothing unanswered is lost.
+"""Internal: what a client sends a scheduler that lost its session (it restarted), so that nothing unanswered is lost.
 
 The connection keeps, for every unanswered task, the message it was sent as (ScalerFuture._message: the Task object,
 or the bytes already built by a template or for a frame of its own; a reference, not a copy), and the ledger keeps the

@@ -1,4 +1,4 @@
-"""What a TaskResult means for its future: the value's bytes, the task's own exception, or a Scaler error.
+"""Internal: what a TaskResult means for its future: the value's bytes, the task's own exception, or a Scaler error.
 
 A failure after more than one attempt (retries, worker deaths) carries a note saying which attempt it was (add_note on
 Python 3.11+, __notes__ before), as tracebacks show notes."""

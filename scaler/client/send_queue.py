@@ -1,5 +1,5 @@
-"""A client's outgoing messages between the threads that queue them and the IO thread that sends them, and when the IO
-thread must be woken for them.
+"""Internal: a client's outgoing messages between the threads that queue them and the IO thread that sends them, and
+when the IO thread must be woken for them.
 
 Waking the IO thread costs the queuing thread a hand-off of the GIL (the IO thread takes it as soon as the wake byte
 is written, runs its turn, and only then gives it back), so a loop of submit() calls that woke it for every few tasks

@@ -1,4 +1,4 @@
-"""Arguments that cannot bind to a function's signature raise TypeError at submit(), not later on a worker.
+"""Internal: arguments that cannot bind to a function's signature raise TypeError at submit(), not later on a worker.
 
 `inspect.signature` is slow (tens of microseconds) and `Signature.bind` is a few microseconds, so each function's
 signature is looked up once per client, and the common call (positional arguments only, a count the signature

@@ -1,4 +1,4 @@
-"""Turning calls into Task messages: the serializer, the function cache and arguments, and sending them.
+"""Internal: turning calls into Task messages: the serializer, the function cache and arguments, and sending them.
 
 Serialization happens in the calling thread, so a bad argument raises at the call, as do arguments that do not bind
 to the function's signature (signatures.py) and references to objects clear() deleted. Each distinct function is

@@ -1,1 +1,1 @@
-"""The scheduler: a sans-IO core (`core.SchedulerCore`) and the ZeroMQ shell that feeds it (`shell`)."""
+"""Internal: the scheduler: a sans-IO core (`core.SchedulerCore`) and the ZeroMQ shell that feeds it (`shell`)."""

@@ -1,4 +1,4 @@
-"""How often peers heartbeat and how long a silent one is given, as the cluster grows: sans-IO, no clock.
+"""Internal: how often peers heartbeat and how long a silent one is given, as the cluster grows: sans-IO, no clock.
 
 Every heartbeat costs the scheduler a read, a decode and an echo (about 50 us under PyPy, nearly all of it in ZeroMQ
 and the event loop), so at a fixed interval idle peers cost in proportion to their number: 4,096 workers at 1 s took

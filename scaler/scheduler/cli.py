@@ -1,4 +1,5 @@
-"""`scaler_scheduler ADDRESS`, also `python -m scaler.scheduler ADDRESS` and `pypy3 -m scaler.scheduler ADDRESS`."""
+"""Internal: `scaler_scheduler ADDRESS`, also `python -m scaler.scheduler ADDRESS` and `pypy3 -m scaler.scheduler
+ADDRESS`."""
 
 from __future__ import annotations
 

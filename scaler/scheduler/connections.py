@@ -1,4 +1,4 @@
-"""What ZeroMQ does to the scheduler's connections on its own, made visible in the log.
+"""Internal: what ZeroMQ does to the scheduler's connections on its own, made visible in the log.
 
 libzmq refuses failed CurveZMQ handshakes, and closes the connection of a peer that sends a frame over
 --max-frame-bytes, without the scheduler ever reading a message; only the socket's monitor events tell, and of a

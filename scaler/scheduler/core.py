@@ -1,4 +1,4 @@
-"""The scheduler's sans-IO core: decoded messages and the time in, encoded messages per peer out.
+"""Internal: the scheduler's sans-IO core: decoded messages and the time in, encoded messages per peer out.
 
 No sockets, clocks or event loops here: `receive`, `receive_malformed` and `tick` change state and queue messages, and
 `take_outgoing` hands the queued bytes to whoever does the IO. Every message type is handled in exactly one method,

@@ -1,4 +1,5 @@
-"""Where the next task goes: workers filed by load, so that placing a task and balancing never walk every worker."""
+"""Internal: where the next task goes: workers filed by load, so that placing a task and balancing never walk every
+worker."""
 
 from __future__ import annotations
 

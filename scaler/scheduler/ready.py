@@ -1,4 +1,4 @@
-"""The scheduler's ready tasks: one queue per distinct resource requirement, each a FIFO per priority level.
+"""Internal: the scheduler's ready tasks: one queue per distinct resource requirement, each a FIFO per priority level.
 
 Tasks with no resources and priority 0 (every task, when nobody sets options) live in one deque of one queue: handing
 one out costs a `popleft`, as a single deque would. Other priorities add a deque each and an entry in a small heap of

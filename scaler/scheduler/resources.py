@@ -1,4 +1,4 @@
-"""Resources as the scheduler compares them: what a worker offers (Hello.resources) and what a task needs
+"""Internal: resources as the scheduler compares them: what a worker offers (Hello.resources) and what a task needs
 (Task.resources), normalized once when they arrive so that placing a task never compares names."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scheduler settings: one read-only slot per setting declared for the scheduler in scaler.config."""
+"""Internal: scheduler settings: one read-only slot per setting declared for the scheduler in scaler.config."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The scheduler's IO shell: ZeroMQ sockets, the event loop and timers around the sans-IO core.
+"""Internal: the scheduler's IO shell: ZeroMQ sockets, the event loop and timers around the sans-IO core.
 
 The ROUTER socket's file descriptor is registered with the event loop (asyncio's own, or uvloop's); when it is
 readable the shell drains every waiting frame without blocking, feeds the decoded messages to the core, then sends

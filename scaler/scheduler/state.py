@@ -1,4 +1,4 @@
-"""What the scheduler core remembers about tasks, workers, clients and objects: flat `__slots__` records."""
+"""Internal: what the scheduler core remembers about tasks, workers, clients and objects: flat `__slots__` records."""
 
 from __future__ import annotations
 

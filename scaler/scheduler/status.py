@@ -1,5 +1,5 @@
-"""The workers' rows of the published status, kept encoded: a status costs O(rows changed since the last one), not
-O(workers), so thousands of idle workers cost a status no more than their heartbeats changed.
+"""Internal: the workers' rows of the published status, kept encoded: a status costs O(rows changed since the last one),
+not O(workers), so thousands of idle workers cost a status no more than their heartbeats changed.
 
 Our encoder lays a SchedulerStatus out root first, then what its pointers lead to in field order, and `workers` is its
 last pointer field: the list of rows and everything they point to (names, resources) close the message, and every

@@ -1,4 +1,4 @@
-"""Warm PyPy's JIT before the scheduler serves: synthetic peers against a private scheduler in this process.
+"""Internal: warm PyPy's JIT before the scheduler serves: synthetic peers against a private scheduler in this process.
 
 Under PyPy the scheduler's hot paths run in the interpreter until the JIT has traced them, which takes some thousands
 of tasks. A fresh PyPy scheduler spent about 40 µs of CPU per task on a user's first 10,000-task graph, 12 to 15 on

@@ -1,4 +1,5 @@
-"""The scheduler's ZAP handler: answers libzmq's CurveZMQ authentication requests inside the scheduler's event loop."""
+"""Internal: the scheduler's ZAP handler: answers libzmq's CurveZMQ authentication requests inside the scheduler's event
+loop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The worker agent: the shell around WorkerCore (core.py), one per worker.
+"""Internal: the worker agent: the shell around WorkerCore (core.py), one per worker.
 
 It owns what the core must not touch: the ZeroMQ socket to the scheduler, the processors' channels, shared
 progress and output pipes, the fork server that starts processors (zygote.py), signals, psutil and the clock.

@@ -1,4 +1,4 @@
-"""Messages between a worker agent and its processor: length-prefixed tuples over a Unix stream socket.
+"""Internal: messages between a worker agent and its processor: length-prefixed tuples over a Unix stream socket.
 
 Both ends are the same code of the same user on the same host, run by the same interpreter (the processor is forked
 from the agent's fork server), so marshal is safe here and the fastest way to move tuples of bytes: about a third of

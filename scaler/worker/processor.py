@@ -1,4 +1,4 @@
-"""The processor: the process that runs user code, one task at a time, for its worker agent.
+"""Internal: the processor: the process that runs user code, one task at a time, for its worker agent.
 
 It lives apart from the agent so that a long CPU-bound task, a crash or a kill never stops the agent's heartbeats.
 It keeps functions, serializers and objects deserialized between tasks, so a function is unpickled once per processor.

@@ -1,4 +1,4 @@
-"""The agent's side of one processor process: its channel, its shared progress, its output pipes, its pid and
+"""Internal: the agent's side of one processor process: its channel, its shared progress, its output pipes, its pid and
 resource usage.
 
 IO only; what the processor was handed and holds is the core's business (state.ProcessorState)."""
