@@ -37,8 +37,8 @@ from scaler.worker.watchdog import LoopTurns, StackPipe, Stall
 from scaler.worker.zygote import describe_wait_status
 
 # While stopping, a healthy agent turns its loop at once on the signal and then at least once a second: one that has
-# not for this long will not stop on its own.
-_STOPPING_STALL_SECONDS = 3.0
+# not for this long will not stop on its own (the margin is for a loaded host, whose run queue may delay a process).
+_STOPPING_STALL_SECONDS = 5.0
 _STACKS_TIMEOUT_SECONDS = 2.0  # faulthandler answers in milliseconds; this bounds the wait for a dump that never comes
 # The exit codes of a worker that decided to leave (scaler/worker/core.py); any other end of a worker the launcher
 # did not ask for is a worker lost.

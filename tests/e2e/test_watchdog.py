@@ -77,7 +77,7 @@ def test_sigterm_stops_a_cluster_within_seconds_even_with_a_wedged_agent(live) -
         launcher.popen.send_signal(signal.SIGTERM)
         launcher.popen.wait(20)  # the retirement deadline is 45 s: waiting that long means the wedge held it
         elapsed = time.monotonic() - started
-        assert elapsed < 10, f"the cluster took {elapsed:.1f}s to stop"
+        assert elapsed < 15, f"the cluster took {elapsed:.1f}s to stop"
         log = launcher.output()
         assert f"(pid {agents[0].pid}) is wedged" in log and "the other workers retired" in log, log
         wait_for(lambda: not psutil.pid_exists(agents[1].pid), 10, "the healthy worker to retire and exit")
