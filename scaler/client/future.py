@@ -1,4 +1,4 @@
-"""Internal: the future a task's submission returns: a concurrent.futures.Future that knows its task and can cancel it."""
+"""Internal: the future a submission returns: a concurrent.futures.Future that knows its task and can cancel it."""
 
 from __future__ import annotations
 

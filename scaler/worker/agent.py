@@ -299,7 +299,7 @@ class WorkerAgent:
         for instruction in self._core.take_instructions():
             kind = type(instruction)
             if kind is HandTasks:
-                self._order(instruction.number, ProcessorLink.hand, instruction.tasks)
+                self._order(instruction.number, ProcessorLink.hand, instruction.tasks, instruction.shared)
             elif kind is DropTasks:
                 self._order(instruction.number, ProcessorLink.drop, instruction.task_ids)
             elif kind is SendHeartbeat:

@@ -135,6 +135,9 @@ class ProcessorOrders(NamedTuple):
     end_of_parking: bool = False
     # objects to drop now; sent only to a processor that was handed no task it has not answered (see core.py)
     forget: Tuple[bytes, ...] = ()
+    # The shared payloads of the tasks' arguments, in order: in the tasks, each is its size (an int) in place of its
+    # bytes, its descriptor sent beside (set by the core as it builds the tasks: no scan per task to find them).
+    shared: Sequence[SharedBytes] = ()
 
 
 class ProcessorResult(NamedTuple):
@@ -152,6 +155,7 @@ class ProcessorReport(NamedTuple):
     dropped: List[bytes]  # tasks dropped on the agent's drop orders, never started; nothing else
     blocked: Optional[bytes] = None  # the running task waits on a future: this processor runs nothing else for now
     streamed: bool = False  # a task it answers had streamOutput: read the output pipes first (capture.py)
+    shared: Sequence[SharedBytes] = ()  # the results' shared payloads, each an int (its size) in its result, in order
 
 
 # On the wire the NamedTuples travel as plain tuples: marshal writes no tuple subclass, and pickle writes a NamedTuple
@@ -164,27 +168,27 @@ _PICKLE_FIRST_BYTE = 0x80
 
 
 def _to_wire(message: Any, shared: List[SharedBytes]) -> tuple:
-    """The message as plain tuples; each SharedBytes payload becomes its size, its descriptor appended to `shared`
-    (they travel beside the bytes, in order)."""
+    """The message as plain tuples; the descriptors of its shared payloads (whose places hold their sizes) are
+    appended to `shared`, to travel beside the bytes, in order."""
     if type(message) is ProcessorOrders:
         tasks: list = message.tasks
         if tasks and type(tasks[0]) is not tuple:  # NamedTuples (tests): as plain tuples, like the agent's own
-            tasks = [(*task[:6], [tuple(argument) for argument in task[6]], *task[7:]) for task in tasks]
-        for task in tasks:
-            arguments = task[6]
-            for index, argument in enumerate(arguments):
-                if type(argument[2]) is SharedBytes:
-                    shared.append(argument[2])
-                    arguments[index] = (argument[0], argument[1], argument[2].size, argument[3])
+            tasks = [(*task[:6], [_placed(argument, shared) for argument in task[6]], *task[7:]) for task in tasks]
+        shared.extend(message.shared)
         return (_ORDERS, tasks, message.drops, message.end_of_parking, tuple(message.forget), len(shared))
     if type(message) is ProcessorReport:
         results = [tuple(result) for result in message.results]
-        for index, result in enumerate(results):
-            if type(result[2]) is SharedBytes:
-                shared.append(result[2])
-                results[index] = (result[0], result[1], result[2].size, *result[3:])
+        shared.extend(message.shared)
         return (_REPORT, results, message.dropped, message.blocked, message.streamed, len(shared))
     raise TypeError(f"not a message of the processor channel: {type(message).__name__}")
+
+
+def _placed(argument: Any, shared: List[SharedBytes]) -> tuple:
+    """An argument of a test's NamedTuple task as the core builds it: a shared payload as its size."""
+    if type(argument[2]) is not SharedBytes:
+        return tuple(argument)
+    shared.append(argument[2])
+    return (argument[0], argument[1], argument[2].size, argument[3])
 
 
 def _from_wire(wire: tuple, fds: Deque[int]) -> Any:
@@ -200,7 +204,7 @@ def _from_wire(wire: tuple, fds: Deque[int]) -> Any:
                         shared = SharedBytes(fds.popleft(), argument[2])
                         arguments[index] = (argument[0], argument[1], shared, argument[3])
         # Tasks and their arguments stay plain tuples: the processor unpacks each once (processor.py).
-        return new(ProcessorOrders, (tasks, wire[2], wire[3], wire[4]))
+        return new(ProcessorOrders, (tasks, wire[2], wire[3], wire[4], ()))  # shared payloads: in the tasks now
     results = wire[1]
     if wire[5]:
         results = [
@@ -209,30 +213,35 @@ def _from_wire(wire: tuple, fds: Deque[int]) -> Any:
             else result
             for result in results
         ]
-    return new(ProcessorReport, ([new(ProcessorResult, result) for result in results], wire[2], wire[3], wire[4]))
+    return new(ProcessorReport, ([new(ProcessorResult, result) for result in results], wire[2], wire[3], wire[4], ()))
 
 
 def split_for_descriptors(message: Any) -> List[Any]:
-    """The message as several, in order, if it carries more shared payloads than one message may."""
-    if type(message) is ProcessorOrders:
-        items, count = message.tasks, lambda task: sum(type(argument[2]) is SharedBytes for argument in task[6])
-    else:
-        items, count = message.results, lambda result: type(result[2]) is SharedBytes
-    parts: List[list] = [[]]
-    carried = 0
-    for item in items:
-        shared = count(item)
-        if carried + shared > MAX_SHARED_PER_MESSAGE and parts[-1]:
-            parts.append([])
-            carried = 0
-        parts[-1].append(item)
-        carried += shared
-    if len(parts) == 1:
+    """The message as several, in order, if it carries more shared payloads than one message may (rare: only then
+    are its items looked at, by the sizes standing for their payloads)."""
+    if len(message.shared) <= MAX_SHARED_PER_MESSAGE:
         return [message]
-    if type(message) is ProcessorOrders:  # drops and the end of a parking go with the first part: they come first
-        return [message._replace(tasks=parts[0])] + [ProcessorOrders(part, []) for part in parts[1:]]
+    orders = type(message) is ProcessorOrders
+    items = message.tasks if orders else message.results
+    parts: List[Tuple[list, list]] = [([], [])]
+    shared = list(message.shared)
+    for item in items:
+        count = sum(type(argument[2]) is int for argument in item[6]) if orders else int(type(item[2]) is int)
+        if len(parts[-1][1]) + count > MAX_SHARED_PER_MESSAGE and parts[-1][0]:
+            parts.append(([], []))
+        parts[-1][0].append(item)
+        parts[-1][1].extend(shared[:count])
+        del shared[:count]
+    if orders:  # drops and the end of a parking go with the first part: they come first
+        first, *rest = parts
+        return [message._replace(tasks=first[0], shared=first[1])] + [
+            ProcessorOrders(tasks, [], shared=part_shared) for tasks, part_shared in rest
+        ]
     # results first; what the processor says of itself (dropped tasks, a parking) with the last part
-    return [ProcessorReport(part, []) for part in parts[:-1]] + [message._replace(results=parts[-1])]
+    *rest, last = parts
+    return [ProcessorReport(results, [], shared=part_shared) for results, part_shared in rest] + [
+        message._replace(results=last[0], shared=last[1])
+    ]
 
 
 def encode_message(message: Any) -> bytes:

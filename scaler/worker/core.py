@@ -70,7 +70,14 @@ from scaler.protocol import (
 )
 from scaler.rate_limit import LimitedLog
 from scaler.worker.capture import OutputChunk
-from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask, as_buffer
+from scaler.worker.channel import (
+    RESULT_DELAY_SECONDS,
+    ProcessorReport,
+    ProcessorResult,
+    ProcessorTask,
+    SharedBytes,
+    as_buffer,
+)
 from scaler.worker.instructions import (
     Connect,
     DropTasks,
@@ -1117,6 +1124,7 @@ class WorkerCore:
         room = config.DEFAULT_PREFETCH_TASKS - len(pipe)
         planned_seconds = processor.pipe_expected_seconds
         handed: List[ProcessorTask] = []
+        shared: List[SharedBytes] = []
         while room > 0:
             task = queue.first_ready()
             if task is None:
@@ -1134,7 +1142,7 @@ class WorkerCore:
             task.expected_seconds = expected
             planned_seconds += expected
             pipe[task.task_id] = task
-            handed.append(self._processor_task(task, processor))
+            handed.append(self._processor_task(task, processor, shared))
             if task.task.timeout_ms:
                 self.timed[task.task_id] = task
             room -= 1
@@ -1146,10 +1154,13 @@ class WorkerCore:
             last = instructions[-1] if instructions else None
             if type(last) is HandTasks and last.number == processor.number:
                 last.tasks.extend(handed)  # one message to the processor per turn of the shell's loop
+                last.shared.extend(shared)
             else:
-                instructions.append(HandTasks(processor.number, handed))
+                instructions.append(HandTasks(processor.number, handed, shared))
 
-    def _processor_task(self, task: WorkerTask, processor: ProcessorState) -> ProcessorTask:
+    def _processor_task(self, task: WorkerTask, processor: ProcessorState, shared: List[SharedBytes]) -> ProcessorTask:
+        """The task as its processor reads it; a shared payload of a graph result (held here, or fetched) stands as
+        its size, appended to `shared`, whose descriptors go beside (channel.ProcessorOrders.shared)."""
         forget = self._take_forget(processor)
         message = task.task
         serializer_id = message.serializer_id
@@ -1165,7 +1176,11 @@ class WorkerCore:
                 payload = self._payload_for(processor, serializer_id, argument.data)
                 arguments.append((argument.name, argument.data, payload, True))
             else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
-                arguments.append((argument.name, argument.data, self.cache.get(argument.data), False))
+                payload = self.cache.get(argument.data)
+                if type(payload) is SharedBytes:
+                    shared.append(payload)
+                    payload = payload.size
+                arguments.append((argument.name, argument.data, payload, False))
         return (  # type: ignore[return-value]
             task.seq,
             task.task_id,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import List, NamedTuple
 
 from scaler.protocol import WorkerHeartbeat
-from scaler.worker.channel import ProcessorTask
+from scaler.worker.channel import ProcessorTask, SharedBytes
 
 
 class Connect(NamedTuple):
@@ -21,6 +21,7 @@ class StartProcessor(NamedTuple):
 class HandTasks(NamedTuple):
     number: int
     tasks: List[ProcessorTask]
+    shared: List[SharedBytes]  # the tasks' shared payloads, in order (channel.ProcessorOrders.shared)
 
 
 class DropTasks(NamedTuple):

@@ -228,6 +228,7 @@ class _Reporter:
         self._lock = threading.Lock()  # the fields below; never held across a write
         self._send_lock = threading.Lock()  # taken before _lock: reports leave in the order they were taken
         self._results: List[ProcessorResult] = []
+        self._shared: List[SharedBytes] = []  # the shared payloads of _results, in order
         self._dropped: List[bytes] = []
         self._oldest = 0.0  # when the oldest unsent result was added
         self._task_started = 0.0  # when the running task started, if results wait (what the flusher watches)
@@ -238,10 +239,17 @@ class _Reporter:
         self.streamed = False  # a task with streamOutput ran since the last report
 
     def add(self, result: ProcessorResult, streamed: bool = False) -> None:
+        if type(result[2]) is SharedBytes:  # its descriptor travels beside the report, its size in its place
+            shared = result[2]
+            result = result._replace(payload=shared.size)
+        else:
+            shared = None
         with self._lock:
             if not self._results:
                 self._oldest = time.monotonic()
             self._results.append(result)
+            if shared is not None:
+                self._shared.append(shared)
             if streamed:  # with its result, under the lock: the flusher may send it any time from now on
                 self.streamed = True
 
@@ -289,9 +297,10 @@ class _Reporter:
         under _lock. The caller holds _send_lock and writes it after releasing _lock: the write may wait for the
         agent, and the task must not wait for the write to add a result (the agent reads reports while it writes
         orders, so a write always ends; see processor_link.py)."""
-        report = ProcessorReport(self._results, self._dropped, blocked, self.streamed)
+        report = ProcessorReport(self._results, self._dropped, blocked, self.streamed, self._shared)
         encoded = [encode_shared(message) for message in split_for_descriptors(report)]
         self._results = []
+        self._shared = []
         self._dropped = []
         self._armed = False
         self.streamed = False

@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 from collections import deque
-from typing import Deque, List, Optional, Tuple
+from typing import Deque, List, Optional, Sequence, Tuple
 
 import psutil
 
@@ -50,8 +50,8 @@ class ProcessorLink:
         """What its tasks with streamOutput wrote since the last call (capture.py); the pipes are read if told."""
         return self.output.read() if read_pipes else []
 
-    def hand(self, tasks: List[ProcessorTask]) -> None:
-        self._post(ProcessorOrders(tasks, []))
+    def hand(self, tasks: List[ProcessorTask], shared: Sequence[SharedBytes] = ()) -> None:
+        self._post(ProcessorOrders(tasks, [], shared=shared))
 
     def drop(self, task_ids: List[bytes]) -> None:
         self._post(ProcessorOrders([], task_ids))

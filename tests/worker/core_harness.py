@@ -252,6 +252,7 @@ class Harness:
                 self.processors[instruction.number] = SimProcessor(instruction.number)
             elif kind is HandTasks:
                 # through the channel's own encoding, as the processor receives them
+                # shared payloads stand as their sizes: the simulated processor reads no payload
                 orders = decode_message(encode_message(ProcessorOrders(instruction.tasks, [])))
                 # read by name in tests (the processor unpacks the plain tuples)
                 tasks = [
@@ -259,7 +260,7 @@ class Harness:
                     for task in orders.tasks
                 ]
                 orders = orders._replace(tasks=tasks)
-                self.hands.append(HandTasks(instruction.number, orders.tasks))
+                self.hands.append(HandTasks(instruction.number, orders.tasks, instruction.shared))
                 self.processors[instruction.number].inbox.append(orders)
             elif kind is DropTasks:
                 self.processors[instruction.number].inbox.append(ProcessorOrders([], list(instruction.task_ids)))
