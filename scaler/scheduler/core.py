@@ -1396,7 +1396,7 @@ class SchedulerCore(HeldResults):
                 self._send_message(peer, ObjectResponse(object_id=object_id, found=False))
                 continue
             if worker:  # a worker asks once for an object it keeps: a list, not a set, and a rare duplicate
-                stored.holders.append(peer)
+                stored.holders += (peer,)
             if stored.chunk_count == 0:
                 self._answer_held(stored, peer, relay)
                 continue

@@ -64,7 +64,7 @@ class HeldResults:
         stored = StoredObject(task.task_id, task.client, _KIND_RESULT, "", 0, size)
         assert task.worker is not None  # a result comes from the worker running the task
         stored.holder = task.worker
-        stored.holders.append(task.worker)
+        stored.holders += (task.worker,)
         stored.producer = task
         self.workers[task.worker].held[task.task_id] = None
         self.objects[task.task_id] = stored
@@ -77,7 +77,7 @@ class HeldResults:
         """Where a held result is, or its bytes relayed; once it is there again if its holder was lost."""
         holder = self.workers.get(stored.holder) if stored.holder is not None else None
         if holder is None:
-            stored.waiting.append((peer, relay))  # made again: answered then
+            stored.waiting += ((peer, relay),)  # made again: answered then
             self._make_room(peer)
             return
         if not relay and holder.data_address:
@@ -92,9 +92,9 @@ class HeldResults:
             self._send_message(peer, response)
             return
         if stored.uploading > 0:
-            stored.later.append(peer)  # its first chunks are gone by: the next upload is for it
+            stored.later += (peer,)  # its first chunks are gone by: the next upload is for it
             return
-        stored.waiting.append((peer, True))
+        stored.waiting += ((peer, True),)
         if stored.uploading < 0:
             stored.uploading = 0
             self._send_message(holder.identity, ObjectRequest(object_ids=[stored.object_id], via_scheduler=True))
@@ -119,8 +119,8 @@ class HeldResults:
         stored.uploading += 1
         if message.chunk_index + 1 < message.chunk_count:
             return
-        stored.waiting = [(peer, True) for peer in stored.later]
-        stored.later = []
+        stored.waiting = tuple((peer, True) for peer in stored.later)
+        stored.later = ()
         stored.uploading = -1
         if stored.waiting and stored.holder is not None:
             stored.uploading = 0
@@ -130,8 +130,8 @@ class HeldResults:
         """Its holder is gone: make it again from the task that made it, and first, recursively, what that task read
         that is gone too (from their lineage); if some of it cannot be made again, it is lost."""
         stored.holder = None
-        stored.waiting += [(peer, True) for peer in stored.later]  # a half-relayed upload starts over, from chunk 0
-        stored.later = []
+        stored.waiting += tuple((peer, True) for peer in stored.later)  # a half-relayed upload starts over, at 0
+        stored.later = ()
         stored.uploading = -1
         if stored.object_id in self._recomputing:
             return  # already being made again (an input of another lost result)
@@ -248,13 +248,13 @@ class HeldResults:
         if result.held_bytes:
             assert task.worker is not None  # a result comes from the worker running the task
             stored.holder = task.worker
-            stored.holders.append(task.worker)
+            stored.holders += (task.worker,)
             stored.producer = task
             stored.total_size = result.held_bytes
             self.workers[task.worker].held[object_id] = None
         else:  # small this time: kept here, as the results graph nodes read
             stored.chunks, stored.chunk_count, stored.total_size = [result.payload], 1, len(result.payload)
-        waiting, stored.waiting = stored.waiting, []
+        waiting, stored.waiting = stored.waiting, ()
         for peer, relay in waiting:
             if stored.chunk_count:
                 self._on_object_request(self._peer_state(peer), ObjectRequest(object_ids=[object_id]), 0.0)
@@ -281,8 +281,8 @@ class HeldResults:
         logger.warning("result of task %s is lost: %s", stored.object_id.hex(), why)
         for peer in {peer for peer, _ in stored.waiting} | set(stored.later):
             self._send_message(peer, ObjectResponse(object_id=stored.object_id, found=False))
-        stored.waiting = []
-        stored.later = []
+        stored.waiting = ()
+        stored.later = ()
 
     def _peer_state(self, peer: bytes) -> Any:
         return self.workers.get(peer) or self.clients.get(peer)

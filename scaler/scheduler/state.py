@@ -194,14 +194,16 @@ class StoredObject:
         self.total_size = total_size
         self.consumers = 0  # unfinished graph tasks that still need this result
         self.released = True  # False while the owning client still has to fetch it (a reported in-object result)
-        self.holders: List[bytes] = []  # workers it was sent to: told to drop their copies when it is freed
+        # Workers it was sent to: told to drop their copies when it is freed. Tuples, like the two below: shared empty
+        # ones cost nothing for the many objects (graph results) that never need them.
+        self.holders: Tuple[bytes, ...] = ()
         # A result held by a worker (TaskResult.heldBytes): no chunks here. `holder` is that worker (None while it is
         # made again, its holder gone); `waiting` the peers to answer once it is there again, or its upload relayed
         # (True: they want the bytes, False: where it is).
         self.holder: Optional[bytes] = None
-        self.waiting: List[Tuple[bytes, bool]] = []
+        self.waiting: Tuple[Tuple[bytes, bool], ...] = ()
         self.uploading = -1  # chunks relayed so far of the upload under way; -1: none under way
-        self.later: List[bytes] = []  # asked while an upload was half relayed: they get the next one
+        self.later: Tuple[bytes, ...] = ()  # asked while an upload was half relayed: they get the next one
         self.producer: Any = None  # the TaskState that made a held result: run again if its holder is lost
 
     @property

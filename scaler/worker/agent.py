@@ -436,7 +436,9 @@ class WorkerAgent:
         outgoing = self._core.take_outgoing()
         if self._outbox is None:
             return
-        self._outbox.payload_budget = config.object_chunk_bytes(self._core.max_frame_bytes)
+        if self._core.max_frame_bytes != self._outbox.frame_limit:  # announced by the scheduler it registered with
+            self._outbox.frame_limit = self._core.max_frame_bytes
+            self._outbox.payload_budget = config.object_chunk_bytes(self._core.max_frame_bytes)
         add = self._outbox.add
         for message, payload_bytes in outgoing:
             add(message, payload_bytes)

@@ -24,7 +24,8 @@ class Outbox:
         self._payload_bytes = 0
         # Frames hold at most one object chunk's worth of payload (plus headers), so that none is over the scheduler's
         # frame limit: the agent sets it from what the scheduler announced (WorkerCore.max_frame_bytes).
-        self.payload_budget = config.object_chunk_bytes(config.DEFAULT_MAX_FRAME_BYTES)
+        self.frame_limit = config.DEFAULT_MAX_FRAME_BYTES
+        self.payload_budget = config.object_chunk_bytes(self.frame_limit)
         self.largest = 0  # the largest frame sent, for WorkerCore.connection_dropped
 
     def add(self, message: object, payload_bytes: int = 0) -> None:
