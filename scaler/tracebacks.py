@@ -19,8 +19,6 @@ from typing import List, Optional, Set, Tuple
 
 import cloudpickle
 
-import scaler
-
 
 def _files_of(module: ModuleType, package: bool) -> Tuple[str, ...]:
     """The path prefix of a module's file, or of its package's directory; none for a module without a file."""
@@ -31,7 +29,8 @@ def _files_of(module: ModuleType, package: bool) -> Tuple[str, ...]:
 
 
 # Where Scaler's own frames come from: the processor's loop, the runner, a nested client's future, the serializer.
-SCALER_FILES = _files_of(scaler, package=True)
+# (This module is the package's own: its directory is the package's, without importing the package from below it.)
+SCALER_FILES = (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 # For an error of the serializer, its machinery too: what the user can act on is their object and its __reduce__.
 SERIALIZER_FILES = (
     *SCALER_FILES,

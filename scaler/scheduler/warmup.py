@@ -6,7 +6,7 @@ the same graph later (measured: docs/performance.md, JIT warm-up). The first tas
 
 So before it serves, the scheduler runs, for `jit_warmup_seconds`, a private scheduler: a second SchedulerShell with
 its own ZeroMQ context on an ipc endpoint in a temporary directory, in the same event loop, and one synthetic client
-and two synthetic workers on DEALER sockets (SyntheticPeers, in scaler/testing/synthetic_peers.py: a map, and a
+and two synthetic workers on DEALER sockets (SyntheticPeers, in synthetic_peers.py: a map, and a
 reduction tree whose small results the core inlines into the tasks that read them; the workers answer every task at
 once). The whole path is traced that way:
 the event loop, the shell's reading and sending, the codec and the core. The client first puts its function as an
@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, Iterator, NamedTuple
 import zmq
 
 from scaler.scheduler.settings import SchedulerSettings
-from scaler.testing.synthetic_peers import CLIENT, RESULTS_PER_ROUND, TASKS_PER_ROUND, WORKERS, SyntheticPeers
+from scaler.scheduler.synthetic_peers import CLIENT, RESULTS_PER_ROUND, TASKS_PER_ROUND, WORKERS, SyntheticPeers
 
 IS_PYPY = sys.implementation.name == "pypy"
 STALL_SECONDS = 10.0  # a round of the private scheduler takes milliseconds: this long without progress is a failure

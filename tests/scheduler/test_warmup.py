@@ -19,7 +19,7 @@ from scaler.scheduler import shell, warmup
 from scaler.scheduler.core import SchedulerCore
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.shell import SchedulerShell
-from scaler.testing.synthetic_peers import (
+from scaler.scheduler.synthetic_peers import (
     CLIENT,
     FUNCTION,
     FUNCTION_ID,
