@@ -450,13 +450,14 @@ class SchedulerCore(HeldResults):
         queues = self.ready_queues
         members: Dict[int, int] = {}  # recomputed from the task table: unfinished tasks with a requirement, per queue
         for task in self.tasks.values():
-            assert queues.get(task.queue.requirement) is task.queue, f"{task.task_id.hex()}'s queue is not listed"
-            if task.queue.requirement:
-                members[id(task.queue)] = members.get(id(task.queue), 0) + 1
+            queue: ReadyQueue = task.queue
+            assert queues.get(queue.requirement) is queue, f"{task.task_id.hex()}'s queue is not listed"
+            if queue.requirement:
+                members[id(queue)] = members.get(id(queue), 0) + 1
             assert task.queued == (task.state == READY), f"{task.task_id.hex()} is queued iff ready"
             if task.worker is not None:
                 offer = self.workers[task.worker].loads.offer
-                assert satisfies(offer, task.queue.requirement), f"{task.task_id.hex()} on an ineligible worker"
+                assert satisfies(offer, queue.requirement), f"{task.task_id.hex()} on an ineligible worker"
         queued: List[TaskState] = []
         for requirement, queue in queues.items():
             assert queue.requirement == requirement

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from scaler.protocol import WorkerStatus
 from scaler.scheduler.cadence import PeerClock
-
-if TYPE_CHECKING:
-    from scaler.scheduler.ready import ReadyQueue  # which imports this module
 
 # Task states, small ints so the hot path branches cheaply. A finished task is forgotten, not kept in a final state.
 WAITING = 0  # has unfinished dependencies
@@ -51,7 +48,7 @@ class TaskState:
         parent_task_id: bytes,
         dependency_ids: List[bytes],
         ready_since: float,
-        queue: ReadyQueue,
+        queue: Any,  # a ReadyQueue: ready.py imports this module, not the other way round
         priority: int,
         max_retries: int,
     ) -> None:
@@ -69,7 +66,7 @@ class TaskState:
         self.dependency_ids = dependency_ids
         self.ready_since = ready_since  # when it first became ready: how long it waits for a worker, for the status
         self.priority = priority  # effective: its own, raised for a nested task to its parent's + 1
-        self.queue = queue  # the ReadyQueue of its resource requirement (scaler.scheduler.ready)
+        self.queue: Any = queue  # the ReadyQueue of its resource requirement (scaler.scheduler.ready)
         self.queued = False  # it is in that queue's deques (a live entry)
         self.max_retries = max_retries  # Task.retries: runs again this often after failing or timing out
         self.failures = 0  # failed or timed-out attempts so far (worker deaths are counted in `retries`)
