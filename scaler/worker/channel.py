@@ -25,9 +25,10 @@ import pickle
 import select
 import socket
 import struct
-import tempfile
 from collections import deque
 from typing import Any, Deque, List, NamedTuple, Optional, Sequence, Tuple
+
+from scaler.io.shared_bytes import SharedBytes, shared_fd
 
 _HEADER = struct.Struct("<Q")
 SMALL_MESSAGE_BYTES = 64 * 1024  # below this, header and body go in one syscall; above, concatenating would copy
@@ -39,71 +40,6 @@ _ANCILLARY_BYTES = socket.CMSG_SPACE(4 * MAX_SHARED_PER_MESSAGE * 4)  # a read r
 # this: checked between tasks, and by a thread of the processor once a task has run this long (processor.py), so that
 # a task that runs long never holds back the results of the tasks before it.
 RESULT_DELAY_SECONDS = 0.005
-
-
-class SharedBytes:
-    """Bytes in an anonymous shared memory file (a memfd), passed between agent and processor as its descriptor
-    (SCM_RIGHTS) instead of through the socket: a large result goes from the processor that made it to the agent
-    that holds it, and from there to a processor that reads it, without a copy through the channel.
-
-    The holder of the object owns the descriptor: it is closed when the object is dropped (the mapping lives on
-    while a memoryview of it does, such as a send ZeroMQ has not finished). Reads go through `view()`, a read-only
-    memoryview of the mapping; `len()` and slicing work as on bytes, slices being views."""
-
-    __slots__ = ("fd", "size", "_map")
-
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd = fd
-        self.size = size
-        self._map: Optional[mmap.mmap] = None
-
-    @classmethod
-    def create(cls, data: Any) -> SharedBytes:
-        """A new memfd holding a copy of `data` (bytes-like)."""
-        fd = shared_fd("scaler-data")
-        size = len(data)
-        try:
-            os.ftruncate(fd, size)
-            if size:
-                with mmap.mmap(fd, size) as writable:
-                    writable[:] = data
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(fd, size)
-
-    def view(self) -> memoryview:
-        if self._map is None:
-            self._map = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) if self.size else mmap.mmap(-1, 1)
-        return memoryview(self._map)[: self.size]
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: slice) -> memoryview:
-        return self.view()[index]
-
-    def __del__(self) -> None:
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
-
-
-def as_buffer(payload: Any) -> Any:
-    """A payload (bytes, or SharedBytes) as something ZeroMQ, the encoder and slicing read without a copy."""
-    return payload.view() if type(payload) is SharedBytes else payload
-
-
-def shared_fd(name: str) -> int:
-    """A new, empty shared memory file (a memfd; elsewhere an unlinked temporary file), closed on exec."""
-    try:
-        return os.memfd_create(name, os.MFD_CLOEXEC)
-    except (AttributeError, OSError):  # not Linux: an unlinked temporary file does the same
-        handle = tempfile.TemporaryFile()
-        fd = os.dup(handle.fileno())
-        handle.close()
-        return fd
 
 
 class ProcessorArgument(NamedTuple):

@@ -42,6 +42,7 @@ import cloudpickle
 from scaler import config
 from scaler.drop_streak import DropStreak
 from scaler.errors import ProcessorDiedError, ScalerError, where_failed
+from scaler.io.shared_bytes import SharedBytes, as_buffer
 from scaler.protocol import (
     PROTOCOL_VERSION,
     ArgumentKind,
@@ -70,14 +71,7 @@ from scaler.protocol import (
 )
 from scaler.rate_limit import LimitedLog
 from scaler.worker.capture import OutputChunk
-from scaler.worker.channel import (
-    RESULT_DELAY_SECONDS,
-    ProcessorReport,
-    ProcessorResult,
-    ProcessorTask,
-    SharedBytes,
-    as_buffer,
-)
+from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
     Connect,
     DropTasks,

@@ -18,8 +18,8 @@ from typing import Any, Callable, Optional
 import zmq
 
 from scaler.config import DEFAULT_OBJECT_CHUNK_BYTES
+from scaler.io.shared_bytes import as_buffer
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
-from scaler.worker.channel import as_buffer
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import List, NamedTuple
 
+from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import WorkerHeartbeat
-from scaler.worker.channel import ProcessorTask, SharedBytes
+from scaler.worker.channel import ProcessorTask
 
 
 class Connect(NamedTuple):

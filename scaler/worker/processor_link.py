@@ -13,12 +13,12 @@ from typing import Deque, List, Optional, Sequence, Tuple
 
 import psutil
 
+from scaler.io.shared_bytes import SharedBytes
 from scaler.worker.capture import OutputChunk, OutputReader
 from scaler.worker.channel import (
     MessageReader,
     ProcessorOrders,
     ProcessorTask,
-    SharedBytes,
     encode_shared,
     fd_message,
     frame_encoded,

@@ -9,7 +9,8 @@ import time
 import cloudpickle
 import pytest
 
-from scaler.worker.channel import ProcessorArgument, ProcessorTask, SharedBytes
+from scaler.io.shared_bytes import SharedBytes
+from scaler.worker.channel import ProcessorArgument, ProcessorTask
 from scaler.worker.processor_link import ProcessorLink
 from scaler.worker.zygote import ProcessorZygote
 

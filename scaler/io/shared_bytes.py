@@ -1,0 +1,82 @@
+"""Internal: bytes in an anonymous shared memory file (a memfd), passed between processes by descriptor.
+
+A worker's task process pickles a large result into one and hands its descriptor to the agent (SCM_RIGHTS over their
+channel), which holds it; a task process reading it, or a client or worker on the same host (scaler/io/local_data.py),
+is handed the descriptor in turn and maps the same memory. No byte of it crosses a socket.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+from typing import Any, Optional
+
+
+class SharedBytes:
+    """Bytes in a memfd. The holder of the object owns the descriptor: it is closed when the object is dropped (the
+    mapping lives on while a memoryview of it does, such as a send ZeroMQ has not finished). Reads go through
+    `view()`, a read-only memoryview of the mapping, or `private_view()`, a copy-on-write one; `len()` and slicing
+    work as on bytes, slices being views."""
+
+    __slots__ = ("fd", "size", "_map")
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self._map: Optional[mmap.mmap] = None
+
+    @classmethod
+    def create(cls, data: Any) -> SharedBytes:
+        """A new memfd holding a copy of `data` (bytes-like)."""
+        fd = shared_fd("scaler-data")
+        size = len(data)
+        try:
+            os.ftruncate(fd, size)
+            if size:
+                with mmap.mmap(fd, size) as writable:
+                    writable[:] = data
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, size)
+
+    def view(self) -> memoryview:
+        if self._map is None:
+            self._map = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) if self.size else mmap.mmap(-1, 1)
+        return memoryview(self._map)[: self.size]
+
+    def private_view(self) -> memoryview:
+        """A writable view whose writes stay in this process (copy on write, page by page): for deserializing, so
+        that an array read from it without a copy can be modified in place by its reader, never in the holder."""
+        if not self.size:
+            return memoryview(bytearray())
+        return memoryview(mmap.mmap(self.fd, self.size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: slice) -> memoryview:
+        return self.view()[index]
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+def as_buffer(payload: Any) -> Any:
+    """A payload (bytes, or SharedBytes) as something ZeroMQ, the encoder and slicing read without a copy."""
+    return payload.view() if type(payload) is SharedBytes else payload
+
+
+def shared_fd(name: str) -> int:
+    """A new, empty shared memory file (a memfd; elsewhere an unlinked temporary file), closed on exec."""
+    try:
+        return os.memfd_create(name, os.MFD_CLOEXEC)
+    except (AttributeError, OSError):  # not Linux: an unlinked temporary file does the same
+        handle = tempfile.TemporaryFile()
+        fd = os.dup(handle.fileno())
+        handle.close()
+        return fd
