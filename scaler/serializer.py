@@ -10,9 +10,10 @@ from __future__ import annotations
 import abc
 import io
 import pickle
+import struct
 import types
 from collections import ChainMap
-from typing import Any, Type, Union
+from typing import IO, Any, List, Type, Union
 
 import cloudpickle
 
@@ -69,6 +70,60 @@ def _cloudpickle_dumps(obj: Any) -> bytes:
         return file.getvalue()
 
 
+# A large result of the default serializer whose pickle has out-of-band buffers (protocol 5: numpy arrays, pandas
+# frames) is laid out so that a reader maps the buffers where they are instead of copying them out of the pickle:
+#   _BUFFERS_MAGIC, the pickle stream (in-band part), then each buffer at a 64-byte aligned offset, then a table of
+#   (offset, length) per buffer, then a trailer (buffer count, length of the pickle stream).
+# A pickle never starts with a zero byte (protocol 2 and later start with PROTO, 0x80), so the first byte tells them
+# apart. Only workers write it (to shared memory: scaler/worker/processor.py); every reader of the default serializer
+# reads both.
+_BUFFERS_MAGIC = b"\x00SC5"
+_BUFFER_ENTRY = struct.Struct("<QQ")
+_BUFFERS_TRAILER = struct.Struct("<QQ")
+_BUFFER_ALIGNMENT = 64
+
+
+def default_loads(payload: Any) -> Any:
+    """What the default serializer wrote (bytes-like): a pickle, or one laid out with its buffers (see above). The
+    buffers are views of `payload` when it is writable (a private mapping of shared memory): arrays read without a
+    copy and stay writable; copied once otherwise (the received frame is read-only), as an in-band pickle would be."""
+    if payload[0] != 0:
+        return pickle.loads(payload)
+    view = memoryview(payload)
+    if view[: len(_BUFFERS_MAGIC)] != _BUFFERS_MAGIC:
+        return pickle.loads(payload)  # not ours: pickle says why
+    end = len(view) - _BUFFERS_TRAILER.size
+    count, stream_length = _BUFFERS_TRAILER.unpack_from(view, end)
+    table = end - count * _BUFFER_ENTRY.size
+    entries = _BUFFER_ENTRY.iter_unpack(view[table:end])
+    buffers: List[Any] = [view[offset : offset + length] for offset, length in entries]
+    if view.readonly:
+        buffers = [bytearray(buffer) for buffer in buffers]
+    start = len(_BUFFERS_MAGIC)
+    return pickle.loads(view[start : start + stream_length], buffers=buffers)
+
+
+def dump_with_buffers(value: Any, file: IO[bytes]) -> None:
+    """`value` as the default serializer writes it, laid out with its out-of-band buffers (see above; none is fine),
+    into `file` from its start, each buffer written once, straight from where it is."""
+    buffers: List[pickle.PickleBuffer] = []
+    file.write(_BUFFERS_MAGIC)
+    _Pickler(file, protocol=5, buffer_callback=buffers.append).dump(value)
+    stream_length = file.tell() - len(_BUFFERS_MAGIC)
+    raws = [buffer.raw() for buffer in buffers]  # pickle takes contiguous ones only: in place
+    entries = []
+    position = file.tell()
+    for raw in raws:
+        padding = -position % _BUFFER_ALIGNMENT
+        file.write(bytes(padding))
+        position += padding
+        entries.append(_BUFFER_ENTRY.pack(position, raw.nbytes))
+        file.write(raw)
+        position += raw.nbytes
+    file.write(b"".join(entries))
+    file.write(_BUFFERS_TRAILER.pack(len(raws), stream_length))
+
+
 class DefaultSerializer(Serializer):
     """cloudpickle, with the highest pickle protocol. Tasks naming no serializer are read with it by workers.
 
@@ -81,9 +136,7 @@ class DefaultSerializer(Serializer):
             return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         return _cloudpickle_dumps(obj)
 
-    @staticmethod
-    def deserialize(payload: bytes) -> Any:
-        return pickle.loads(payload)
+    deserialize = staticmethod(default_loads)  # itself: a client tells the default serializer by it
 
 
 SerializerLike = Union[Serializer, Type[Serializer]]  # an instance, or the class: its methods are static

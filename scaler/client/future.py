@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import pickle
 import threading
 import time
 from _thread import allocate_lock
@@ -15,6 +14,7 @@ from typing import Any, Callable, List, Optional, Protocol
 from scaler import task_context
 from scaler.client import output
 from scaler.errors import ProfilingInfoError
+from scaler.serializer import default_loads
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class ScalerFuture(concurrent.futures.Future):
         task_id: bytes,
         canceller: Optional[TaskCanceller] = None,
         profiling: bool = False,
-        deserialize: Callable[[bytes], Any] = pickle.loads,  # the default serializer's
+        deserialize: Callable[[bytes], Any] = default_loads,  # the default serializer's
     ) -> None:
         # Future.__init__ is not called: it would build the Condition this class does without.
         self._state = RUNNING  # submitted: see the class docstring

@@ -21,8 +21,9 @@ import cloudpickle
 from scaler import config
 from scaler import task_context as context
 from scaler.errors import ResultSerializationError
+from scaler.io.shared_bytes import SharedBytes, shared_fd
 from scaler.logs import flush_logs
-from scaler.serializer import DefaultSerializer
+from scaler.serializer import DefaultSerializer, default_loads, dump_with_buffers
 from scaler.tracebacks import SERIALIZER_FILES, task_traceback
 from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import (
@@ -33,11 +34,9 @@ from scaler.worker.channel import (
     ProcessorReport,
     ProcessorResult,
     ProcessorTask,
-    SharedBytes,
     SharedProgress,
     encode_shared,
     send_encoded,
-    shared_fd,
     split_for_descriptors,
 )
 from scaler.worker.lifetime import parent_alive
@@ -60,7 +59,7 @@ class _CloudpickleSerializer:
 
     # the client's default: plain values (most results) skip cloudpickle's costly Pickler set-up, same bytes
     serialize = staticmethod(DefaultSerializer.serialize)
-    deserialize = staticmethod(cloudpickle.loads)  # pickle.loads itself: no Python frame per argument
+    deserialize = staticmethod(default_loads)  # a pickle, or one laid out with its buffers
 
 
 _CLOUDPICKLE = _CloudpickleSerializer()
@@ -492,8 +491,8 @@ class TaskRunner:
                     self._values[(serializer_id, object_id)] = _Serialized(payload)
                 value = self._value(serializer, serializer_id, object_id)
             elif type(payload) is SharedBytes:  # a large graph result, from the agent's memory without a copy
-                view = payload.view()
-                value = deserialize(view if serializer is _CLOUDPICKLE else bytes(view))
+                # copy on write: the task may modify an array read from it in place, never the held result
+                value = deserialize(payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view()))
             else:  # inline data, or a graph result used by one task or a few: not worth keeping
                 value = deserialize(payload)
             if name:
@@ -534,15 +533,16 @@ def _known_large(value: Any) -> bool:
 
 
 def _pickle_to_shared(value: Any) -> SharedBytes:
-    """The value pickled as the default serializer does, straight into shared memory: the pickler writes a large
-    bytes or array buffer to the file directly, so it is copied once, not into a bytes object and then again."""
+    """The value as the default serializer writes it, straight into shared memory: a large bytes object or array
+    buffer is written to the file directly, so it is copied once, not into a bytes object and then again; arrays go
+    out of band (serializer.dump_with_buffers), so that readers map them instead of copying them out."""
     fd = shared_fd("scaler-result")
     try:
         with open(fd, "wb", buffering=0, closefd=False) as file:
             if type(value) is bytes:
                 pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
             else:
-                cloudpickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+                dump_with_buffers(value, file)
             size = file.tell()
     except BaseException:
         os.close(fd)
