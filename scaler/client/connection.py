@@ -37,6 +37,7 @@ from scaler.client.send_queue import SendQueue
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_MAX_FRAME_BYTES
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
 from scaler.io.curve import CurvePeerKeys
+from scaler.io.shared_bytes import SharedBytes
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, check_resolvable, make_identity
 from scaler.protocol import (
     PROTOCOL_VERSION,
@@ -54,7 +55,7 @@ from scaler.protocol import (
     TaskResult,
     encode,
 )
-from scaler.serializer import DefaultSerializer
+from scaler.serializer import default_loads
 
 logger = logging.getLogger(__name__)
 
@@ -601,7 +602,9 @@ class Connection:
         fetch = self._fetches.pop(object_id)
         self._queue(ObjectDelete(object_ids=[object_id]))
         self._release(fetch.held_objects)
-        if type(payload) is not bytes and fetch.future._deserialize is not DefaultSerializer.deserialize:
+        if type(payload) is SharedBytes:  # from a holder on this host: its memory, mapped copy-on-write
+            payload = payload.private_view() if fetch.future._deserialize is default_loads else bytes(payload.view())
+        elif type(payload) is not bytes and fetch.future._deserialize is not default_loads:
             payload = bytes(payload)
         self._settle_success(fetch.future, fetch.result, payload)
 

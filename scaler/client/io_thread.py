@@ -213,13 +213,8 @@ class IOThread:
         """What holders sent, and the fetches that heard nothing for too long."""
         on_data = self.on_data
         assert on_data is not None  # set by the connection before any fetch
-        now = time.monotonic()
-        for sock in data.sockets:
-            if sock in ready:
-                for object_id, payload in data.receive(sock, now):
-                    on_data(object_id, payload, False)
-        for object_id in data.expired(now):
-            on_data(object_id, None, True)
+        for object_id, payload, timed_out in data.ready(ready, time.monotonic()):
+            on_data(object_id, payload, timed_out)
 
     def register_again(self) -> None:
         """From the IO thread (a handler, an event): the scheduler was lost; Hello until one answers."""

@@ -26,9 +26,10 @@ from zmq.utils.monitor import recv_monitor_message
 from scaler import config
 from scaler.gc_tuning import tune_for_a_loop
 from scaler.io.data_fetch import DataFetcher
+from scaler.io.local_data import LocalDataServer
+from scaler.io.shared_bytes import SharedBytes
 from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
 from scaler.protocol import ProtocolError, decode_frame
-from scaler.worker.channel import SharedBytes
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
 from scaler.worker.data_server import DataServer, data_host
 from scaler.worker.instructions import (
@@ -93,6 +94,7 @@ class WorkerAgent:
         self._turns = turns
         self._replaces = replaces
         self._data: Optional[DataServer] = None
+        self._local_data: Optional[LocalDataServer] = None  # the data address's socket for readers on this host
         self._fetching = False  # fetches from other workers under way: their sockets and deadlines are watched
         self._links: Dict[int, ProcessorLink] = {}  # by the core's processor number
         self._dealer: Optional[zmq.Socket] = None
@@ -117,6 +119,11 @@ class WorkerAgent:
         self._poller.register(self._wake_read.fileno(), zmq.POLLIN)
         self._poller.register(self._zygote.fileno(), zmq.POLLIN)
         self._data = self._open_data_address()
+        if self._data is not None:
+            try:
+                self._local_data = LocalDataServer(self._data.address, self._poller)
+            except OSError as error:  # not Linux (no abstract Unix sockets): readers here fetch through the network
+                logging.info("%s: no local data socket (%s)", self._name, error)
         self._fetcher = DataFetcher(self._context, self._poller)  # held results of other workers, for our tasks
         self._core = WorkerCore(
             self._settings,
@@ -158,6 +165,8 @@ class WorkerAgent:
         wake_write.close()
         if self._data is not None:
             self._data.close()
+        if self._local_data is not None:
+            self._local_data.close()
         self._fetcher.close()
         assert self._exit is not None  # the loop ends, or failed, with one
         self._close_dealer(linger=_DISCONNECT_LINGER_MS if self._exit.disconnect else 0)
@@ -205,6 +214,8 @@ class WorkerAgent:
             self._read_scheduler(now)
         if self._data is not None and self._data.sock in events:
             self._data.serve(core.held_payload)
+        if self._local_data is not None:
+            self._local_data.on_events(events, core.held_payload)
         if self._fetching:
             self._read_fetches(events, now)
         if now >= deadline:  # a timer is due (the stimuli above dispatch on their own)
@@ -365,18 +376,19 @@ class WorkerAgent:
             self._core.data_fetched(instruction.object_id, None, now)
 
     def _read_fetches(self, events: Dict, now: float) -> None:
-        """What holders sent, and the fetches that heard nothing for too long. A large result goes into shared memory
-        once here, so the processor that reads it gets its descriptor, not a copy through the channel."""
+        """What holders sent, and the fetches that heard nothing for too long. A large result fetched through the
+        network goes into shared memory once here, so the processor that reads it gets its descriptor, not a copy
+        through the channel; one from a holder on this host is that holder's shared memory already."""
         fetcher = self._fetcher
         core = self._core
-        for sock in fetcher.sockets:
-            if sock in events:
-                for object_id, payload in fetcher.receive(sock, now):
-                    if payload is not None and len(payload) > config.DEFAULT_INLINE_LIMIT_BYTES:
-                        payload = SharedBytes.create(payload)
-                    core.data_fetched(object_id, payload, now)
-        for object_id in fetcher.expired(now):
-            core.data_fetched(object_id, None, now)
+        for object_id, payload, _ in fetcher.ready(events, now):
+            if (
+                payload is not None
+                and type(payload) is not SharedBytes
+                and len(payload) > config.DEFAULT_INLINE_LIMIT_BYTES
+            ):
+                payload = SharedBytes.create(payload)
+            core.data_fetched(object_id, payload, now)
         self._fetching = fetcher.next_deadline() is not None
 
     def _open_data_address(self) -> Optional[DataServer]:

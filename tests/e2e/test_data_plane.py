@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 import cloudpickle
 import psutil
@@ -90,3 +90,39 @@ def test_a_holder_killed_mid_graph_has_what_it_held_made_again(live, tmp_path) -
         (tmp_path / "go").touch()
         assert future.result(timeout=60) == 2 * MiB
     wait_for(lambda: "running the task again to make it" in live.scheduler.output(), 10, "the result made again")
+
+
+def make_array(size: int) -> Any:
+    import numpy
+
+    return numpy.arange(size, dtype=numpy.float64)
+
+
+def add_in_place(array: Any, amount: float) -> Any:
+    array += amount  # the task's own copy on write: never the held input another task reads
+    return array
+
+
+def test_a_holder_on_this_host_hands_its_memory_over_without_a_copy(live) -> None:
+    """Same host: the client maps the holder's shared memory (the array's memory is that mapping), copy on write, and
+    two graph nodes reading one held array each get it as it was made, whatever the other did to its own."""
+    import mmap
+
+    import numpy
+
+    live.add_worker()
+    live.wait_workers(1)
+    size = 1_000_000
+    graph = {"base": (make_array, size), "plus1": (add_in_place, "base", 1.0), "plus2": (add_in_place, "base", 2.0)}
+    with Client(live.address) as client:
+        array = client.submit(make_array, size).result(timeout=60)
+        assert numpy.array_equal(array, numpy.arange(size, dtype=numpy.float64))
+        owner = array.base
+        while isinstance(owner, memoryview) or (owner is not None and not isinstance(owner, mmap.mmap)):
+            owner = owner.obj if isinstance(owner, memoryview) else getattr(owner, "base", None)
+        assert isinstance(owner, mmap.mmap), "the client's array is the holder's memory, mapped"
+        array[0] = 42.0  # writable: copy on write
+        results = client.get(graph, keys=["plus1", "plus2"])
+    base = numpy.arange(size, dtype=numpy.float64)
+    assert numpy.array_equal(results["plus1"], base + 1.0)
+    assert numpy.array_equal(results["plus2"], base + 2.0)

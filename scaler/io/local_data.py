@@ -1,0 +1,250 @@
+"""Internal: held results read by a peer on the same host without a copy, from the holder's shared memory.
+
+A worker with a data address (scaler/worker/data_server.py) also listens on a Unix socket of the abstract namespace
+named after it (`local_name`). Abstract names belong to a network namespace: a peer on another host, or in another
+network namespace, finds nothing there (its connect fails at once) and fetches through the data address. A peer that
+connects sends the same DataRequest; each result comes back as one DataResponse (chunkCount 1) carrying the descriptor
+of the shared memory file that holds it (SCM_RIGHTS), which the peer maps: no byte of the result crosses a socket,
+and killing the holder's task processes, or the holder freeing the result, leaves the peer's mapping intact.
+
+SOCK_SEQPACKET keeps each request and answer one message. Neither end ever blocks: the holder queues answers a full
+socket does not take and sends them when it polls writable; a request over _MAX_REQUEST_BYTES or one that does not
+decode closes that peer's connection.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import socket
+from collections import deque
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+
+import zmq
+
+from scaler.io.shared_bytes import SharedBytes
+from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
+
+logger = logging.getLogger(__name__)
+
+_MAX_REQUEST_BYTES = 1024 * 1024
+_MAX_RESPONSE_BYTES = 4096  # a DataResponse without its payload
+_ANCILLARY_BYTES = socket.CMSG_SPACE(array.array("i").itemsize)
+_REQUESTS_PER_TURN = 256  # then the holder's loop runs once before reading on
+
+
+def local_name(data_address: str) -> bytes:
+    """The abstract Unix socket name of the worker serving `data_address`."""
+    return b"\0scaler-data:" + data_address.encode()
+
+
+def _seqpacket() -> socket.socket:
+    return socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+
+
+class _Peer:
+    __slots__ = ("sock", "answers")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.answers: Deque[Tuple[bytes, Optional[SharedBytes]]] = deque()  # what the socket did not take yet
+
+
+class LocalDataServer:
+    """The holder's end, polled by the worker agent's loop (its descriptors are in `poller`)."""
+
+    def __init__(self, data_address: str, poller: zmq.Poller) -> None:
+        self._poller = poller
+        self._listener = _seqpacket()
+        try:
+            self._listener.bind(local_name(data_address))
+            self._listener.listen(128)
+        except OSError:
+            self._listener.close()
+            raise
+        poller.register(self._listener.fileno(), zmq.POLLIN)
+        self._peers: Dict[int, _Peer] = {}
+        self.malformed = 0
+        self.served = 0
+
+    def on_events(self, events: Dict[Any, int], held_payload: Callable[[bytes], Any]) -> None:
+        if self._listener.fileno() in events:
+            self._accept()
+        for fd, peer in list(self._peers.items()):
+            flags = events.get(fd, 0)
+            if flags & zmq.POLLIN:
+                self._read(peer, held_payload)
+            if flags & zmq.POLLOUT or (flags & zmq.POLLIN and peer.answers):
+                self._write(peer)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as error:  # out of descriptors: the peer's connect sees it closed and fetches by TCP
+                logger.warning("data address: cannot accept a local reader: %s", error)
+                return
+            sock.setblocking(False)
+            self._peers[sock.fileno()] = _Peer(sock)
+            self._poller.register(sock.fileno(), zmq.POLLIN)
+
+    def _read(self, peer: _Peer, held_payload: Callable[[bytes], Any]) -> None:
+        for _ in range(_REQUESTS_PER_TURN):
+            try:
+                data = peer.sock.recv(_MAX_REQUEST_BYTES + 1, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:  # the reader left
+                self._close(peer)
+                return
+            try:
+                if len(data) > _MAX_REQUEST_BYTES:
+                    raise ProtocolError(f"a request of {len(data)} bytes or more")
+                requests = decode_frame(data)
+            except ProtocolError as error:
+                self.malformed += 1
+                if self.malformed == 1:
+                    logger.warning("data address: closed a local reader that sent a malformed request: %s", error)
+                self._close(peer)
+                return
+            for request in requests:
+                if type(request) is DataRequest:
+                    for object_id in request.object_ids:
+                        peer.answers.append(_answer(object_id, held_payload(object_id)))
+
+    def _write(self, peer: _Peer) -> None:
+        answers = peer.answers
+        while answers:
+            header, shared = answers[0]
+            try:
+                if shared is None:
+                    peer.sock.send(header, socket.MSG_DONTWAIT)
+                else:
+                    fds = array.array("i", [shared.fd]).tobytes()
+                    peer.sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_DONTWAIT)
+                    self.served += shared.size
+            except (BlockingIOError, InterruptedError):
+                self._poller.register(peer.sock.fileno(), zmq.POLLIN | zmq.POLLOUT)
+                return
+            except OSError:  # the reader left
+                self._close(peer)
+                return
+            answers.popleft()
+        self._poller.register(peer.sock.fileno(), zmq.POLLIN)
+
+    def _close(self, peer: _Peer) -> None:
+        fd = peer.sock.fileno()
+        self._poller.unregister(fd)
+        del self._peers[fd]
+        peer.sock.close()
+
+    def close(self) -> None:
+        for peer in list(self._peers.values()):
+            self._close(peer)
+        self._poller.unregister(self._listener.fileno())
+        self._listener.close()
+
+
+def _answer(object_id: bytes, payload: Any) -> Tuple[bytes, Optional[SharedBytes]]:
+    if payload is None:
+        return encode(DataResponse(object_id=object_id, found=False)), None
+    shared = payload if type(payload) is SharedBytes else SharedBytes.create(payload)
+    return encode(DataResponse(object_id=object_id, found=True, total_size=len(shared))), shared
+
+
+class LocalDataReader:
+    """The reader's end: one connection per holder on this host, made on the first fetch from it."""
+
+    def __init__(self, poller: zmq.Poller) -> None:
+        self._poller = poller
+        self._by_address: Dict[str, Optional[socket.socket]] = {}  # None: not on this host
+        self._addresses: Dict[int, str] = {}  # by descriptor
+
+    def request(self, address: str, object_id: bytes) -> bool:
+        """Asks the holder at `address` for `object_id`, if it is on this host; False: fetch it through the network."""
+        if address in self._by_address:
+            sock = self._by_address[address]
+        else:
+            sock = self._by_address[address] = self._connect(address)
+        if sock is None:
+            return False
+        try:
+            sock.send(encode(DataRequest(object_ids=[object_id])), socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return False  # its queue is full: this one goes through the network
+        except OSError:
+            self._drop(sock)
+            return False
+        return True
+
+    def _connect(self, address: str) -> Optional[socket.socket]:
+        sock = _seqpacket()
+        try:
+            sock.connect(local_name(address))
+        except OSError:  # not on this host (or not serving locally): through the network from now on
+            sock.close()
+            return None
+        self._addresses[sock.fileno()] = address
+        self._poller.register(sock.fileno(), zmq.POLLIN)
+        return sock
+
+    def descriptors(self) -> List[int]:
+        return list(self._addresses)
+
+    def receive(self, fd: int) -> Tuple[List[Tuple[bytes, Optional[SharedBytes]]], Optional[str]]:
+        """(object id, its shared bytes or None if the holder does not have it) for each answer waiting on `fd`, and
+        the address of the holder if the connection closed (it is gone: what was asked of it is not coming)."""
+        address = self._addresses[fd]
+        sock = self._by_address[address]
+        assert sock is not None
+        done: List[Tuple[bytes, Optional[SharedBytes]]] = []
+        while True:
+            try:
+                data, ancillary, _, _ = sock.recvmsg(_MAX_RESPONSE_BYTES, _ANCILLARY_BYTES, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return done, None
+            except OSError:
+                data, ancillary = b"", []
+            received = [
+                descriptor
+                for level, kind, raw in ancillary
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+                for descriptor in array.array("i", raw[: len(raw) - len(raw) % 4])
+            ]
+            if not data:
+                for extra in received:
+                    _close_fd(extra)
+                self._drop(sock)
+                return done, address
+            try:
+                (response,) = decode_frame(data)
+            except (ProtocolError, ValueError):
+                response = None
+            if type(response) is not DataResponse or response.found != bool(received) or len(received) > 1:
+                for extra in received:
+                    _close_fd(extra)
+                self._drop(sock)  # not a holder we understand: through the network from now on
+                return done, address
+            done.append((response.object_id, SharedBytes(received[0], response.total_size) if received else None))
+
+    def _drop(self, sock: socket.socket) -> None:
+        address = self._addresses.pop(sock.fileno())
+        self._by_address[address] = None
+        self._poller.unregister(sock.fileno())
+        sock.close()
+
+    def close(self) -> None:
+        for sock in list(self._by_address.values()):
+            if sock is not None:
+                self._drop(sock)
+
+
+def _close_fd(fd: int) -> None:
+    try:
+        socket.close(fd)
+    except OSError:
+        pass

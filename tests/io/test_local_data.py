@@ -1,0 +1,154 @@
+"""A holder and a reader on the same host, over real Unix sockets: results handed over as descriptors of the holder's
+shared memory, what is not held answered as such, a holder that leaves or speaks nonsense, and a reader on another
+host (no such socket here) told to go through the network."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+import zmq
+
+from scaler.io.data_fetch import DataFetcher
+from scaler.io.local_data import LocalDataReader, LocalDataServer, local_name
+from scaler.io.shared_bytes import SharedBytes
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Pair:
+    """A holder's server and a reader, both polled by one poller here (in real life: two processes)."""
+
+    def __init__(self, held: Dict[bytes, Any]) -> None:
+        self.held = held
+        self.address = f"tcp://127.0.0.1:{os.getpid()}{time.monotonic_ns() % 100000}"
+        self.poller = zmq.Poller()
+        self.server = LocalDataServer(self.address, self.poller)
+        self.reader = LocalDataReader(self.poller)
+
+    def answers(self, count: int) -> Tuple[List[Tuple[bytes, Optional[SharedBytes]]], Optional[str]]:
+        done: List[Tuple[bytes, Optional[SharedBytes]]] = []
+        deadline = time.monotonic() + 10
+        while len(done) < count and time.monotonic() < deadline:
+            events = dict(self.poller.poll(100))
+            self.server.on_events(events, self.held.get)
+            for fd in self.reader.descriptors():
+                if fd in events:
+                    answers, gone = self.reader.receive(fd)
+                    done.extend(answers)
+                    if gone is not None:
+                        return done, gone
+        return done, None
+
+    def close(self) -> None:
+        self.reader.close()
+        self.server.close()
+
+
+def test_a_held_result_is_handed_over_as_its_shared_memory() -> None:
+    shared = SharedBytes.create(b"x" * 100_000)
+    pair = Pair({b"a": shared, b"b": b"small, not in shared memory"})
+    try:
+        assert pair.reader.request(pair.address, b"a")
+        assert pair.reader.request(pair.address, b"b")
+        assert pair.reader.request(pair.address, b"gone")
+        answers, gone = pair.answers(3)
+        assert gone is None
+        by_id = dict(answers)
+        assert by_id[b"a"] is not None and by_id[b"a"].fd != shared.fd, "a descriptor of its own"
+        assert os.fstat(by_id[b"a"].fd).st_ino == os.fstat(shared.fd).st_ino, "the same memory, not a copy"
+        assert bytes(by_id[b"a"].view()) == b"x" * 100_000
+        assert bytes(by_id[b"b"].view()) == b"small, not in shared memory"
+        assert by_id[b"gone"] is None
+        assert pair.server.served == 100_000 + len(b"small, not in shared memory")
+    finally:
+        pair.close()
+
+
+def test_a_private_view_is_writable_and_leaves_the_holder_untouched() -> None:
+    shared = SharedBytes.create(b"y" * 8192)
+    view = shared.private_view()
+    view[0:4] = b"mine"
+    assert bytes(view[:6]) == b"mineyy"
+    assert bytes(shared.view()[:6]) == b"yyyyyy"
+
+
+def test_a_reader_on_another_host_is_told_to_use_the_network() -> None:
+    reader = LocalDataReader(zmq.Poller())
+    assert not reader.request("tcp://127.0.0.1:1", b"a"), "nobody serves that name on this host"
+    assert reader.descriptors() == []
+    reader.close()
+
+
+def test_a_holder_that_leaves_ends_what_was_asked_of_it() -> None:
+    pair = Pair({})
+    try:
+        assert pair.reader.request(pair.address, b"a")
+        pair.server.close()  # without answering: its connections close
+        done: List[Any] = []
+        gone = None
+        deadline = time.monotonic() + 10
+        while gone is None and time.monotonic() < deadline:
+            events = dict(pair.poller.poll(100))
+            for fd in pair.reader.descriptors():
+                if fd in events:
+                    answers, gone = pair.reader.receive(fd)
+                    done.extend(answers)
+        assert gone == pair.address and done == []
+        assert not pair.reader.request(pair.address, b"b"), "through the network from now on"
+    finally:
+        pair.reader.close()
+
+
+def test_a_malformed_request_closes_that_reader_only() -> None:
+    pair = Pair({b"a": SharedBytes.create(b"z" * 1000)})
+    rogue = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        rogue.connect(local_name(pair.address))
+        rogue.send(b"\xff" * 64)
+        rogue.settimeout(10)
+        closed_at = time.monotonic() + 10
+        while time.monotonic() < closed_at:
+            pair.server.on_events(dict(pair.poller.poll(100)), pair.held.get)
+            try:
+                rogue.setblocking(False)
+                if rogue.recv(16) == b"":
+                    break
+            except BlockingIOError:
+                continue
+        else:
+            pytest.fail("the server kept a reader that sent garbage")
+        assert pair.server.malformed == 1
+        assert pair.reader.request(pair.address, b"a"), "others are still served"
+        answers, _ = pair.answers(1)
+        assert bytes(answers[0][1].view()) == b"z" * 1000
+    finally:
+        rogue.close()
+        pair.close()
+
+
+def test_a_fetch_from_a_holder_on_this_host_ends_with_its_shared_memory() -> None:
+    context = zmq.Context()
+    poller = zmq.Poller()
+    shared = SharedBytes.create(b"w" * 70_000)
+    server = LocalDataServer("tcp://127.0.0.1:9", poller)  # a data address nobody needs to reach by TCP
+    fetcher = DataFetcher(context, poller)
+    try:
+        now = time.monotonic()
+        fetcher.fetch("tcp://127.0.0.1:9", b"a", now)
+        done: List[Any] = []
+        while not done and time.monotonic() < now + 10:
+            events = dict(poller.poll(100))
+            server.on_events(events, {b"a": shared}.get)
+            done = fetcher.ready(events, time.monotonic())
+        ((object_id, payload, timed_out),) = done
+        assert object_id == b"a" and not timed_out
+        assert type(payload) is SharedBytes and bytes(payload.view()) == b"w" * 70_000
+        assert fetcher.next_deadline() is None
+    finally:
+        fetcher.close()
+        server.close()
+        context.term()
