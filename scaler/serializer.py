@@ -83,6 +83,12 @@ _BUFFERS_TRAILER = struct.Struct("<QQ")
 _BUFFER_ALIGNMENT = 64
 
 
+def memory_as_pickleable(view: memoryview) -> Any:
+    """A memoryview (which pickle refuses; cloudpickle copies it into bytes first) as what pickles to its bytes
+    without a copy: read back as bytes, or as a bytearray if it was writable."""
+    return pickle.PickleBuffer(view) if view.contiguous else view.tobytes()
+
+
 def default_loads(payload: Any) -> Any:
     """What the default serializer wrote (bytes-like): a pickle, or one laid out with its buffers (see above). The
     buffers are views of `payload` when it is writable (a private mapping of shared memory): arrays read without a

@@ -23,7 +23,7 @@ from scaler import task_context as context
 from scaler.errors import ResultSerializationError
 from scaler.io.shared_bytes import SharedBytes, shared_fd
 from scaler.logs import flush_logs
-from scaler.serializer import DefaultSerializer, default_loads, dump_with_buffers
+from scaler.serializer import DefaultSerializer, default_loads, dump_with_buffers, memory_as_pickleable
 from scaler.tracebacks import SERIALIZER_FILES, task_traceback
 from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import (
@@ -539,8 +539,8 @@ def _pickle_to_shared(value: Any) -> SharedBytes:
     fd = shared_fd("scaler-result")
     try:
         with open(fd, "wb", buffering=0, closefd=False) as file:
-            if type(value) is bytes:
-                pickle.dump(value, file, protocol=pickle.HIGHEST_PROTOCOL)
+            if type(value) is bytes or type(value) is memoryview:  # a raw buffer: its bytes, written once
+                pickle.dump(memory_as_pickleable(value) if type(value) is memoryview else value, file, protocol=5)
             else:
                 dump_with_buffers(value, file)
             size = file.tell()

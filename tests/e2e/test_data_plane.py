@@ -126,3 +126,16 @@ def test_a_holder_on_this_host_hands_its_memory_over_without_a_copy(live) -> Non
     base = numpy.arange(size, dtype=numpy.float64)
     assert numpy.array_equal(results["plus1"], base + 1.0)
     assert numpy.array_equal(results["plus2"], base + 2.0)
+
+
+def view_of(size: int) -> memoryview:
+    return memoryview(bytes(range(256)) * (size // 256))
+
+
+def test_memoryview_results_arrive_as_their_bytes(live) -> None:
+    live.add_worker()
+    live.wait_workers(1)
+    with Client(live.address) as client:
+        small, large = client.submit(view_of, 1024), client.submit(view_of, 4 * MiB)
+        assert small.result(timeout=60) == bytes(range(256)) * 4
+        assert large.result(timeout=60) == bytes(range(256)) * (4 * MiB // 256)
