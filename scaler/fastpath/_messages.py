@@ -276,6 +276,7 @@ class HelloReply:
         "task_policies",
         "max_frame_bytes",
         "holds_on_workers",
+        "holds_on_clients",
         "raw",
     )
     WHICH = 1
@@ -290,6 +291,7 @@ class HelloReply:
     task_policies: bool
     max_frame_bytes: int
     holds_on_workers: bool
+    holds_on_clients: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -305,6 +307,7 @@ class HelloReply:
         task_policies: bool = False,
         max_frame_bytes: int = 0,
         holds_on_workers: bool = False,
+        holds_on_clients: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
@@ -316,6 +319,7 @@ class HelloReply:
         self.task_policies = task_policies
         self.max_frame_bytes = max_frame_bytes
         self.holds_on_workers = holds_on_workers
+        self.holds_on_clients = holds_on_clients
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -332,6 +336,7 @@ class HelloReply:
             and self.task_policies == other.task_policies
             and self.max_frame_bytes == other.max_frame_bytes
             and self.holds_on_workers == other.holds_on_workers
+            and self.holds_on_clients == other.holds_on_clients
         )
 
     def __repr__(self) -> str:
@@ -347,6 +352,7 @@ class HelloReply:
             + ", task_policies=" + short_repr(self.task_policies)
             + ", max_frame_bytes=" + short_repr(self.max_frame_bytes)
             + ", holds_on_workers=" + short_repr(self.holds_on_workers)
+            + ", holds_on_clients=" + short_repr(self.holds_on_clients)
             + ")"
         )
 
@@ -872,6 +878,7 @@ class ObjectPut:
         "chunk_index",
         "chunk_count",
         "total_size",
+        "held_by_sender",
         "raw",
     )
     WHICH = 8
@@ -883,6 +890,7 @@ class ObjectPut:
     chunk_index: int
     chunk_count: int
     total_size: int
+    held_by_sender: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -895,6 +903,7 @@ class ObjectPut:
         chunk_index: int = 0,
         chunk_count: int = 1,
         total_size: int = 0,
+        held_by_sender: bool = False,
     ) -> None:
         self.object_id = object_id
         self.kind = kind
@@ -903,6 +912,7 @@ class ObjectPut:
         self.chunk_index = chunk_index
         self.chunk_count = chunk_count
         self.total_size = total_size
+        self.held_by_sender = held_by_sender
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -916,6 +926,7 @@ class ObjectPut:
             and self.chunk_index == other.chunk_index
             and self.chunk_count == other.chunk_count
             and self.total_size == other.total_size
+            and self.held_by_sender == other.held_by_sender
         )
 
     def __repr__(self) -> str:
@@ -928,6 +939,7 @@ class ObjectPut:
             + ", chunk_index=" + short_repr(self.chunk_index)
             + ", chunk_count=" + short_repr(self.chunk_count)
             + ", total_size=" + short_repr(self.total_size)
+            + ", held_by_sender=" + short_repr(self.held_by_sender)
             + ")"
         )
 
@@ -1788,7 +1800,7 @@ _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<BxxxiII")
 _DATA_TASK_RESULT = struct.Struct("<HBxIQQQQ")
 _DATA_TASK_OUTPUT = struct.Struct("<H")
-_DATA_OBJECT_PUT = struct.Struct("<HxxIIxxxxQ")
+_DATA_OBJECT_PUT = struct.Struct("<HBxIIxxxxQ")
 _DATA_OBJECT_REQUEST = struct.Struct("<B")
 _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
 _DATA_DATA_RESPONSE = struct.Struct("<BxxxIIxxxxQ")
@@ -1825,7 +1837,7 @@ _MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQQiIiIiI")
 _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000100")
 _MESSAGE_TASK_CANCEL = struct.Struct("<II24siI")
 _HEAD_OBJECT_PUT = bytes.fromhex("000000000100010008000000000000000000000003000300")
-_MESSAGE_OBJECT_PUT = struct.Struct("<II24sHxxIIxxxxQiIiIiI")
+_MESSAGE_OBJECT_PUT = struct.Struct("<II24sHBxIIxxxxQiIiIiI")
 _HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000001000100")
 _MESSAGE_OBJECT_REQUEST = struct.Struct("<II24sBxxxxxxxiI")
 _HEAD_OBJECT_RESPONSE = bytes.fromhex("00000000010001000a000000000000000000000003000400")
@@ -1926,12 +1938,14 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.resumed = False
         obj.task_policies = False
         obj.holds_on_workers = False
+        obj.holds_on_clients = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
         obj.resumed = (u1 & 4) != 0
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
+        obj.holds_on_clients = (u1 & 32) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.max_frame_bytes = u4
@@ -2106,16 +2120,18 @@ def _read_object_put(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: i
     buf = r.buf
     obj = _new(ObjectPut)
     if dn >= 24:
-        u0, u1, u2, u3 = _DATA_OBJECT_PUT.unpack_from(buf, d)
+        u0, u1, u2, u3, u4 = _DATA_OBJECT_PUT.unpack_from(buf, d)
     else:
         u0 = _UNIT_H.unpack_from(buf, d)[0] if dn >= 2 else 0
-        u1 = _UNIT_I.unpack_from(buf, d + 4)[0] if dn >= 8 else 0
-        u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
-        u3 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
+        u1 = buf[d + 2] if dn >= 3 else 0
+        u2 = _UNIT_I.unpack_from(buf, d + 4)[0] if dn >= 8 else 0
+        u3 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
+        u4 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
     obj.kind = u0
-    obj.chunk_index = u1
-    obj.chunk_count = u2 ^ 1
-    obj.total_size = u3
+    obj.held_by_sender = (u1 & 1) != 0
+    obj.chunk_index = u2
+    obj.chunk_count = u3 ^ 1
+    obj.total_size = u4
     obj.object_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.name = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.payload = read_data(r, lo, hi, p + 16) if pn > 2 else b""
@@ -2638,12 +2654,14 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.resumed = False
         obj.task_policies = False
         obj.holds_on_workers = False
+        obj.holds_on_clients = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
         obj.resumed = (u1 & 4) != 0
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
+        obj.holds_on_clients = (u1 & 32) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.max_frame_bytes = u4
@@ -2672,6 +2690,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         and msg.resumed is False
         and msg.task_policies is False
         and msg.holds_on_workers is False
+        and msg.holds_on_clients is False
     ):
         u1 = 0
     else:
@@ -2685,6 +2704,8 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
         v = msg.holds_on_workers
         u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
+        v = msg.holds_on_clients
+        u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
     base = len(parts)
     parts.append(b"")
     c = 64
@@ -3795,7 +3816,7 @@ def _encode_task_cancel(msg: TaskCancel, parts: list) -> int:
 
 
 def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
-    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_PUT.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_PUT.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_PUT:
         raise NotCanonical
     size = words * 8 + 8
@@ -3807,9 +3828,10 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
         m = frame
     obj = _new(ObjectPut)
     obj.kind = u0
-    obj.chunk_index = u1
-    obj.chunk_count = u2 ^ 1
-    obj.total_size = u3
+    obj.held_by_sender = (u1 & 1) != 0
+    obj.chunk_index = u2
+    obj.chunk_count = u3 ^ 1
+    obj.total_size = u4
     c = 80
     blobs = None
     if b0:
@@ -3862,6 +3884,8 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
 
 def _encode_object_put(msg: ObjectPut, parts: list) -> int:
     v: Any
+    v = msg.held_by_sender
+    u1 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
     c = 80
@@ -3916,6 +3940,7 @@ def _encode_object_put(msg: ObjectPut, parts: list) -> int:
         c - 8 >> 3,
         _HEAD_OBJECT_PUT,
         msg.kind,
+        u1,
         msg.chunk_index,
         msg.chunk_count ^ 1,
         msg.total_size,
@@ -5624,6 +5649,7 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         and obj.resumed is False
         and obj.task_policies is False
         and obj.holds_on_workers is False
+        and obj.holds_on_clients is False
     ):
         u1 = 0
     else:
@@ -5637,6 +5663,8 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
         v = obj.holds_on_workers
         u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
+        v = obj.holds_on_clients
+        u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
     _DATA_HELLO_REPLY.pack_into(
         buf,
         start,
@@ -5744,7 +5772,10 @@ def _fill_task_cancel(buf: bytearray, blobs: Blobs, start: int, obj: TaskCancel)
 
 
 def _fill_object_put(buf: bytearray, blobs: Blobs, start: int, obj: ObjectPut) -> None:
-    _DATA_OBJECT_PUT.pack_into(buf, start, obj.kind, obj.chunk_index, obj.chunk_count ^ 1, obj.total_size)
+    v: Any
+    v = obj.held_by_sender
+    u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+    _DATA_OBJECT_PUT.pack_into(buf, start, obj.kind, u1, obj.chunk_index, obj.chunk_count ^ 1, obj.total_size)
     write_data(buf, blobs, start + 24, obj.object_id)
     write_text(buf, start + 32, obj.name)
     write_data(buf, blobs, start + 40, obj.payload)
@@ -6336,6 +6367,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("task_policies", "taskPolicies", "bool", None),
         FieldInfo("max_frame_bytes", "maxFrameBytes", "uint64", None),
         FieldInfo("holds_on_workers", "holdsOnWorkers", "bool", None),
+        FieldInfo("holds_on_clients", "holdsOnClients", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -6408,6 +6440,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("chunk_index", "chunkIndex", "uint32", None),
         FieldInfo("chunk_count", "chunkCount", "uint32", None),
         FieldInfo("total_size", "totalSize", "uint64", None),
+        FieldInfo("held_by_sender", "heldBySender", "bool", None),
     ),
     ObjectRequest: (
         FieldInfo("object_ids", "objectIds", "data_list", None),

@@ -68,7 +68,8 @@ struct Hello {
                                      # (e.g. "Worker[0] pid 123: its agent stalled for 10.2s"); the scheduler logs and
                                      # counts it (SchedulerStatus.workersReplaced)
   dataAddress @10 :Text;             # workers: where it serves the results it holds (DataRequest); empty: it sends
-                                     # large results to the scheduler (ObjectPut), as older workers do
+                                     # large results to the scheduler (ObjectPut), as older workers do. Clients: where
+                                     # it serves the large objects it keeps (ObjectPut.heldBySender)
   fetchesFromHolders @11 :Bool;      # clients and workers: it understands ObjectResponse.holderAddress and fetches
                                      # from there; older peers get the bytes through the scheduler
 }
@@ -90,6 +91,9 @@ struct HelloReply {
                                # themselves. 0: an older scheduler, whose limit is the default (512 MiB)
   holdsOnWorkers @9 :Bool;     # workers with a dataAddress keep their large results and say so (TaskResult.heldBytes)
                                # instead of putting them; an older scheduler leaves it false
+  holdsOnClients @10 :Bool;    # clients with a dataAddress keep their large objects (arguments, functions, serializers,
+                               # send_object) and put only their size (ObjectPut.heldBySender); an older scheduler
+                               # leaves it false, and they are put whole
 }
 
 struct ClientHeartbeat {
@@ -184,6 +188,8 @@ struct ObjectPut {
   chunkIndex @4 :UInt32;
   chunkCount @5 :UInt32 = 1;
   totalSize @6 :UInt64;
+  heldBySender @7 :Bool;  # clients, when HelloReply.holdsOnClients: the client keeps the object and serves it at its
+                          # Hello.dataAddress; no payload, chunkCount 0, totalSize its size
 }
 
 struct ObjectRequest {

@@ -203,6 +203,7 @@ class SchedulerCore(HeldResults):
             (ObjectPut, self._on_object_put),
             (ObjectRequest, self._on_object_request),
             (ObjectDelete, self._on_object_delete),
+            (ObjectResponse, self._on_keeper_response),
             (ClientDisconnect, self._on_client_disconnect),
             (Hello, self._on_hello_again),
         ):
@@ -573,6 +574,7 @@ class SchedulerCore(HeldResults):
         elif message.role == Role.client:
             client = ClientState(peer, name, now, again)
             client.fetches_from_holders = message.fetches_from_holders
+            client.data_address = message.data_address
             self.clients[peer] = client
             self._fit_cadence()
             self._watch(client, now + self._told_cadence(client))
@@ -618,6 +620,7 @@ class SchedulerCore(HeldResults):
                 task_policies=True,
                 max_frame_bytes=self.settings.max_frame_bytes,
                 holds_on_workers=True,
+                holds_on_clients=True,
             ),
         )
 
@@ -1349,7 +1352,7 @@ class SchedulerCore(HeldResults):
             self._relay_chunk(stored, message)  # a held result its holder uploads for peers that asked us
             return
         if stored is None:
-            if message.chunk_index != 0 or message.chunk_count < 1:
+            if message.chunk_index != 0 or (message.chunk_count < 1 and not message.held_by_sender):
                 self._misuse(
                     state.identity,
                     state,
@@ -1375,11 +1378,21 @@ class SchedulerCore(HeldResults):
                     len(client.objects),
                 )
                 return
-            stored = StoredObject(object_id, owner, message.kind, message.name, message.chunk_count, message.total_size)
+            if message.held_by_sender:
+                if state is not client or not client.data_address or message.chunk_count:
+                    self._misuse(state.identity, state, "ObjectPut.heldBySender from a peer that serves no data", now)
+                    return
+                stored = StoredObject(object_id, owner, message.kind, message.name, 0, message.total_size)
+                stored.holder = owner  # the client serves it: the scheduler keeps where and how large, not its bytes
+            else:
+                chunks = message.chunk_count
+                stored = StoredObject(object_id, owner, message.kind, message.name, chunks, message.total_size)
             self.objects[object_id] = stored
             client.objects[object_id] = None
             if message.kind == ObjectKind.function and message.name:
                 self.function_names[object_id] = message.name
+            if message.held_by_sender:
+                return
         elif stored.complete:
             return  # the same content id again: objects are immutable, the first copy stands
         if message.chunk_index != len(stored.chunks):
@@ -1456,6 +1469,12 @@ class SchedulerCore(HeldResults):
         if stored is not None and stored.holder == worker.identity and not message.found:
             worker.held.pop(stored.object_id, None)
             self._lost_held(stored, f"worker {worker.name} no longer held it")
+
+    def _on_keeper_response(self, client: ClientState, message: ObjectResponse, now: float) -> None:
+        """A client asked to upload an object it keeps answers it no longer has it (it deleted it meanwhile)."""
+        stored = self.objects.get(message.object_id)
+        if stored is not None and stored.holder == client.identity and not message.found:
+            self._answer_lost(stored, f"client {client.name} no longer has it")
 
     # ---- balancing ---------------------------------------------------------------------------------------------------
 

@@ -75,7 +75,7 @@ class HeldResults:
 
     def _answer_held(self, stored: StoredObject, peer: bytes, relay: bool) -> None:
         """Where a held result is, or its bytes relayed; once it is there again if its holder was lost."""
-        holder = self.workers.get(stored.holder) if stored.holder is not None else None
+        holder = self._peer_state(stored.holder) if stored.holder is not None else None
         if holder is None:
             stored.waiting += ((peer, relay),)  # made again: answered then
             self._make_room(peer)
@@ -278,7 +278,8 @@ class HeldResults:
                 pending.extend(recipe.dependency_ids)
 
     def _answer_lost(self, stored: StoredObject, why: str) -> None:
-        logger.warning("result of task %s is lost: %s", stored.object_id.hex(), why)
+        what = "result of task" if stored.kind == _KIND_RESULT else "object"
+        logger.warning("%s %s is lost: %s", what, stored.object_id.hex(), why)
         for peer in {peer for peer, _ in stored.waiting} | set(stored.later):
             self._send_message(peer, ObjectResponse(object_id=stored.object_id, found=False))
         stored.waiting = ()
@@ -297,6 +298,8 @@ class HeldResults:
                 continue
             if stored.holder is None:
                 assert self._recomputing.get(object_id) is stored and object_id in self.tasks, "lost and not remade"
+            elif stored.holder in self.clients:  # kept by the client that sent it
+                assert stored.owner == stored.holder and object_id in self.clients[stored.holder].objects
             else:
                 assert object_id in self.workers[stored.holder].held, f"{object_id.hex()} held but not listed"
             assert stored.uploading < 0 or stored.holder is not None, "an upload from no holder"

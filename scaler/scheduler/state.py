@@ -143,6 +143,7 @@ class ClientState:
         "previous_registrations",
         "resumed",
         "fetches_from_holders",
+        "data_address",
     )
 
     def __init__(self, identity: bytes, name: str, now: float, previous_registrations: int = 0) -> None:
@@ -158,6 +159,7 @@ class ClientState:
         # id it already has here is a copy to ignore, not a clash to refuse.
         self.resumed = False
         self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
+        self.data_address = ""  # Hello.dataAddress: where it serves the large objects it keeps (ObjectPut.heldBySender)
 
 
 class StoredObject:
@@ -194,9 +196,10 @@ class StoredObject:
         # Workers it was sent to: told to drop their copies when it is freed. Tuples, like the two below: shared empty
         # ones cost nothing for the many objects (graph results) that never need them.
         self.holders: Tuple[bytes, ...] = ()
-        # A result held by a worker (TaskResult.heldBytes): no chunks here. `holder` is that worker (None while it is
-        # made again, its holder gone); `waiting` the peers to answer once it is there again, or its upload relayed
-        # (True: they want the bytes, False: where it is).
+        # A result held by a worker (TaskResult.heldBytes), or an object kept by its client (ObjectPut.heldBySender):
+        # no chunks here. `holder` is that worker or client (None while a result is made again, its holder gone);
+        # `waiting` the peers to answer once it is there again, or its upload relayed (True: they want the bytes,
+        # False: where it is).
         self.holder: Optional[bytes] = None
         self.waiting: Tuple[Tuple[bytes, bool], ...] = ()
         self.uploading = -1  # chunks relayed so far of the upload under way; -1: none under way

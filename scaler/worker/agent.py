@@ -26,12 +26,12 @@ from zmq.utils.monitor import recv_monitor_message
 from scaler import config
 from scaler.gc_tuning import tune_for_a_loop
 from scaler.io.data_fetch import DataFetcher
+from scaler.io.data_server import DataServer, data_host
 from scaler.io.local_data import LocalDataServer
 from scaler.io.shared_bytes import SharedBytes
 from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
 from scaler.protocol import ProtocolError, decode_frame
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
-from scaler.worker.data_server import DataServer, data_host
 from scaler.worker.instructions import (
     Connect,
     DropTasks,

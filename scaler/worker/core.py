@@ -1158,7 +1158,16 @@ class WorkerCore:
         forget = self._take_forget(processor)
         message = task.task
         serializer_id = message.serializer_id
+        # In the order the processor's channel reads the descriptors of shared payloads: serializer, function, then
+        # each argument (channel._from_wire).
         serializer_payload = self._payload_for(processor, b"", serializer_id) if serializer_id else None
+        if type(serializer_payload) is SharedBytes:  # a large object fetched from its client: its memory, mapped
+            shared.append(serializer_payload)
+            serializer_payload = serializer_payload.size
+        function_payload = self._payload_for(processor, serializer_id, message.function_id)
+        if type(function_payload) is SharedBytes:
+            shared.append(function_payload)
+            function_payload = function_payload.size
         # Plain tuples of ProcessorArgument's and ProcessorTask's shapes: marshalled as they are (channel.py), which
         # NamedTuples could not be.
         arguments = []
@@ -1168,6 +1177,9 @@ class WorkerCore:
                 arguments.append((argument.name, b"", argument.data, False))
             elif kind == _OBJECT_REF:
                 payload = self._payload_for(processor, serializer_id, argument.data)
+                if type(payload) is SharedBytes:
+                    shared.append(payload)
+                    payload = payload.size
                 arguments.append((argument.name, argument.data, payload, True))
             else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
                 payload = self.cache.get(argument.data)
@@ -1181,7 +1193,7 @@ class WorkerCore:
             serializer_id,
             serializer_payload,
             message.function_id,
-            self._payload_for(processor, serializer_id, message.function_id),
+            function_payload,
             arguments,
             message.profiling,
             forget,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import signal
 import socket
 import threading
@@ -21,9 +20,9 @@ import cloudpickle
 from scaler import config
 from scaler import task_context as context
 from scaler.errors import ResultSerializationError
-from scaler.io.shared_bytes import SharedBytes, shared_fd
+from scaler.io.shared_bytes import SharedBytes
 from scaler.logs import flush_logs
-from scaler.serializer import DefaultSerializer, default_loads, dump_with_buffers, memory_as_pickleable
+from scaler.serializer import DefaultSerializer, default_loads, dump_to_shared, known_large
 from scaler.tracebacks import SERIALIZER_FILES, task_traceback
 from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import (
@@ -467,8 +466,8 @@ class TaskRunner:
                 context.end_task()
         payload: Any
         try:
-            if serializer is _CLOUDPICKLE and _known_large(value):
-                payload = _pickle_to_shared(value)  # written where the agent holds it: no copy in between
+            if serializer is _CLOUDPICKLE and known_large(value, _SHARED_RESULT_BYTES):
+                payload = dump_to_shared(value)  # written where the agent holds it: no copy in between
             else:
                 payload = serializer.serialize(value)
                 if len(payload) > _SHARED_RESULT_BYTES:  # to the agent as a descriptor, not through the channel
@@ -507,47 +506,17 @@ class TaskRunner:
         if value is _MISSING:
             raise RuntimeError(f"object {object_id.hex()} was never sent to this processor")
         if type(value) is _Serialized:
+            payload = value.payload
+            if type(payload) is SharedBytes:  # a large object, in the memory its holder handed over: copy on write
+                payload = payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view())
             try:
-                value = serializer.deserialize(value.payload)
+                value = serializer.deserialize(payload)
             except Exception as error:
                 value = _LoadFailure(error)
             self._values[key] = value
         if type(value) is _LoadFailure:
             raise value.error.with_traceback(value.traceback)
         return value
-
-
-_SMALL_TYPES = frozenset({int, float, bool, type(None), complex})
-
-
-def _known_large(value: Any) -> bool:
-    """A value sure to pickle to more than the inline limit, told cheaply (no call for the small types of most
-    results): bytes, or anything with an `nbytes` (numpy arrays, pandas frames)."""
-    kind = type(value)
-    if kind in _SMALL_TYPES:
-        return False
-    if kind is bytes or kind is bytearray:
-        return len(value) > _SHARED_RESULT_BYTES
-    nbytes = getattr(value, "nbytes", None)
-    return type(nbytes) is int and nbytes > _SHARED_RESULT_BYTES
-
-
-def _pickle_to_shared(value: Any) -> SharedBytes:
-    """The value as the default serializer writes it, straight into shared memory: a large bytes object or array
-    buffer is written to the file directly, so it is copied once, not into a bytes object and then again; arrays go
-    out of band (serializer.dump_with_buffers), so that readers map them instead of copying them out."""
-    fd = shared_fd("scaler-result")
-    try:
-        with open(fd, "wb", buffering=0, closefd=False) as file:
-            if type(value) is bytes or type(value) is memoryview:  # a raw buffer: its bytes, written once
-                pickle.dump(memory_as_pickleable(value) if type(value) is memoryview else value, file, protocol=5)
-            else:
-                dump_with_buffers(value, file)
-            size = file.tell()
-    except BaseException:
-        os.close(fd)
-        raise
-    return SharedBytes(fd, size)
 
 
 # Said before the traceback of a task that failed before its function ran

@@ -1,12 +1,13 @@
-"""Internal: a worker's data address, where it serves the results it holds to clients and workers that ask.
+"""Internal: a data address, where a worker serves the results it holds, and a client the large objects it keeps, to
+the peers that ask.
 
-A ROUTER bound on the interface the worker reaches its scheduler from. A peer connects a DEALER and sends
+A ROUTER bound on the interface the peer reaches its scheduler from. A peer connects a DEALER and sends
 DataRequest{objectIds}; each held result goes back in chunks, each a two-part message: the DataResponse, then the
 chunk's bytes, sent from the held bytes without a copy (a view). What is not held (freed meanwhile) is answered
 found = false. Requests are small: a frame over _MAX_REQUEST_BYTES is dropped by ZeroMQ with its connection, and a
-frame that does not decode is dropped and counted, so no peer can stall the agent through it.
+frame that does not decode is dropped and counted, so no peer can stall the server's loop through it.
 
-Not with CurveZMQ yet: a worker with keys has no data address and puts its results through the scheduler as before.
+Not with CurveZMQ yet: a peer with keys has no data address and puts its data through the scheduler as before.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_fra
 logger = logging.getLogger(__name__)
 
 _MAX_REQUEST_BYTES = 1024 * 1024  # a DataRequest of 60,000 ids
-_REQUESTS_PER_TURN = 256  # then the agent's loop runs once before reading on, so heartbeats keep flowing
+_REQUESTS_PER_TURN = 256  # then the server's loop runs once before reading on, so heartbeats keep flowing
 
 
 def data_host(scheduler_address: str) -> Optional[str]:
