@@ -64,12 +64,15 @@ class Harness:
     def outbox(self) -> Dict[bytes, List[object]]:
         return {peer: decode_frame(b"".join(chunks)) for peer, chunks in self.core.take_outgoing().items()}
 
-    def connect_client(self, peer: bytes = CLIENT, fetches_from_holders: bool = False) -> HelloReply:
+    def connect_client(
+        self, peer: bytes = CLIENT, fetches_from_holders: bool = False, data_address: str = ""
+    ) -> HelloReply:
         hello = Hello(
             protocol_version=PROTOCOL_VERSION,
             role=Role.client,
             name="client",
             fetches_from_holders=fetches_from_holders,
+            data_address=data_address,
         )
         (reply,) = self.send(peer, hello)[peer]
         assert isinstance(reply, HelloReply) and reply.accepted, reply
@@ -81,6 +84,7 @@ class Harness:
         capacity: int = 10,
         resources: Optional[Dict[str, float]] = None,
         data_address: str = "",
+        fetches_from_holders: bool = False,
     ) -> HelloReply:
         hello = Hello(
             protocol_version=PROTOCOL_VERSION,
@@ -90,6 +94,7 @@ class Harness:
             resources=[Resource(name=name, amount=amount) for name, amount in (resources or {}).items()],
             task_policies=True,
             data_address=data_address,
+            fetches_from_holders=fetches_from_holders,
         )
         reply = self.send(peer, hello)[peer][0]  # ready tasks may follow the reply at once
         assert isinstance(reply, HelloReply) and reply.accepted, reply
