@@ -364,6 +364,7 @@ class Connection:
             io.follow_cadence(reply.heartbeat_interval_ms)
             io.max_frame_bytes = reply.max_frame_bytes or DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's default
             io.holds_on_clients = reply.holds_on_clients  # an older scheduler is put large objects whole
+            io.follow_relay(reply.relay_port)
             io.drops.registered(time.monotonic())
         if not self._hello_reply.done():  # the first handshake, which __init__ waits for
             if reply.accepted:

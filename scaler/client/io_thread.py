@@ -43,6 +43,7 @@ from scaler.io.data_fetch import DataFetcher
 from scaler.io.data_server import DataServer, data_host
 from scaler.io.limits import raise_open_files_limit
 from scaler.io.local_data import LocalDataServer
+from scaler.io.relay_link import RelayLink, relay_address
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
 from scaler.protocol import (
     ClientHeartbeat,
@@ -102,6 +103,8 @@ class IOThread:
         self._serve = curve is None
         self._data_server: Optional[DataServer] = None
         self._local_data: Optional[LocalDataServer] = None
+        self._relay_link: Optional[RelayLink] = None  # to the data relay, for workers that cannot reach this client
+        self._poller: Optional[zmq.Poller] = None
         # the connection's handler of a fetch that ended: (object id, its bytes or None, whether it timed out)
         self.on_data: Optional[Callable[[bytes, Optional[bytes], bool], None]] = None
         self._address = address
@@ -164,7 +167,7 @@ class IOThread:
     def _run(self) -> None:
         dealer = self._socket
         try:
-            poller = zmq.Poller()
+            poller = self._poller = zmq.Poller()
             self._open_data_address(poller)  # before the Hello, which announces it
             self._send_hello(time.monotonic())
             poller.register(dealer, zmq.POLLIN)
@@ -213,6 +216,8 @@ class IOThread:
                         self._data_server.serve(self.served.get)
                     if self._local_data is not None:
                         self._local_data.on_events(ready, self.served.get)
+                    if self._relay_link is not None and self._relay_link.sock in ready:
+                        self._relay_link.serve(self.served.get)
             if self.registered:
                 self._flush()
         except Exception as error:  # a bug here must not leave futures waiting forever
@@ -225,6 +230,8 @@ class IOThread:
                 self._local_data.close()
             if self._data_server is not None:
                 self._data_server.close()
+            if self._relay_link is not None:
+                self._relay_link.close()
             self.served.clear()
             dealer.disable_monitor()
             self._events.close(linger=0)
@@ -232,6 +239,28 @@ class IOThread:
             self._wake_reader.close()
             self._wake_writer.close()
             self._context.term()
+
+    def follow_relay(self, port: int) -> None:
+        """From the IO thread, on each registration with a scheduler: fetch through its data relay (HelloReply
+        .relayPort; 0: none) what holders out of reach hold, and serve through it what this client keeps."""
+        address = relay_address(self._address, port) if port else None
+        if self.data is not None:
+            self.data.relay = address
+            self.data.max_frame_bytes = self.max_frame_bytes
+        link = self._relay_link
+        assert self._poller is not None  # made by the loop, which runs this
+        if link is not None and link.address != address:
+            self._poller.unregister(link.sock)
+            link.close()
+            link = self._relay_link = None
+        if address is None or self._data_server is None:
+            return
+        if link is None:
+            link = RelayLink(self._context, address, self._data_server.address, self.max_frame_bytes)
+            self._relay_link = link
+            self._poller.register(link.sock, zmq.POLLIN)
+        else:
+            link.hello()  # a restarted scheduler's relay is new: it knows nobody
 
     def _open_data_address(self, poller: zmq.Poller) -> None:
         """Where this client serves the large objects it keeps: on the interface it reaches the scheduler from, and

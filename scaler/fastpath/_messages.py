@@ -58,6 +58,7 @@ __all__ = [
     "ObjectRequest",
     "ObjectResponse",
     "DataRequest",
+    "RelayHello",
     "DataResponse",
     "ObjectDelete",
     "BalanceRequest",
@@ -277,6 +278,7 @@ class HelloReply:
         "max_frame_bytes",
         "holds_on_workers",
         "holds_on_clients",
+        "relay_port",
         "raw",
     )
     WHICH = 1
@@ -292,6 +294,7 @@ class HelloReply:
     max_frame_bytes: int
     holds_on_workers: bool
     holds_on_clients: bool
+    relay_port: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -308,6 +311,7 @@ class HelloReply:
         max_frame_bytes: int = 0,
         holds_on_workers: bool = False,
         holds_on_clients: bool = False,
+        relay_port: int = 0,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
@@ -320,6 +324,7 @@ class HelloReply:
         self.max_frame_bytes = max_frame_bytes
         self.holds_on_workers = holds_on_workers
         self.holds_on_clients = holds_on_clients
+        self.relay_port = relay_port
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -337,6 +342,7 @@ class HelloReply:
             and self.max_frame_bytes == other.max_frame_bytes
             and self.holds_on_workers == other.holds_on_workers
             and self.holds_on_clients == other.holds_on_clients
+            and self.relay_port == other.relay_port
         )
 
     def __repr__(self) -> str:
@@ -353,6 +359,7 @@ class HelloReply:
             + ", max_frame_bytes=" + short_repr(self.max_frame_bytes)
             + ", holds_on_workers=" + short_repr(self.holds_on_workers)
             + ", holds_on_clients=" + short_repr(self.holds_on_clients)
+            + ", relay_port=" + short_repr(self.relay_port)
             + ")"
         )
 
@@ -1073,19 +1080,27 @@ class DataRequest:
 
     __slots__ = (
         "object_ids",
+        "holder_address",
+        "reply_to",
         "raw",
     )
     WHICH = 21
 
     object_ids: list[bytes]
+    holder_address: str
+    reply_to: bytes
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
         self,
         *,
         object_ids: Optional[list[bytes]] = None,
+        holder_address: str = "",
+        reply_to: bytes = b"",
     ) -> None:
         self.object_ids = [] if object_ids is None else object_ids
+        self.holder_address = holder_address
+        self.reply_to = reply_to
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1093,12 +1108,51 @@ class DataRequest:
             return NotImplemented
         return (
             self.object_ids == other.object_ids
+            and self.holder_address == other.holder_address
+            and self.reply_to == other.reply_to
         )
 
     def __repr__(self) -> str:
         return (
             "DataRequest("
             + "object_ids=" + short_repr(self.object_ids)
+            + ", holder_address=" + short_repr(self.holder_address)
+            + ", reply_to=" + short_repr(self.reply_to)
+            + ")"
+        )
+
+
+class RelayHello:
+    """Cap'n Proto struct RelayHello (@0xfc5e13801c01ae9b), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "data_address",
+        "raw",
+    )
+    WHICH = 23
+
+    data_address: str
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        data_address: str = "",
+    ) -> None:
+        self.data_address = data_address
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not RelayHello:
+            return NotImplemented
+        return (
+            self.data_address == other.data_address
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "RelayHello("
+            + "data_address=" + short_repr(self.data_address)
             + ")"
         )
 
@@ -1112,6 +1166,7 @@ class DataResponse:
         "chunk_index",
         "chunk_count",
         "total_size",
+        "reply_to",
         "raw",
     )
     WHICH = 22
@@ -1121,6 +1176,7 @@ class DataResponse:
     chunk_index: int
     chunk_count: int
     total_size: int
+    reply_to: bytes
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1131,12 +1187,14 @@ class DataResponse:
         chunk_index: int = 0,
         chunk_count: int = 1,
         total_size: int = 0,
+        reply_to: bytes = b"",
     ) -> None:
         self.object_id = object_id
         self.found = found
         self.chunk_index = chunk_index
         self.chunk_count = chunk_count
         self.total_size = total_size
+        self.reply_to = reply_to
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1148,6 +1206,7 @@ class DataResponse:
             and self.chunk_index == other.chunk_index
             and self.chunk_count == other.chunk_count
             and self.total_size == other.total_size
+            and self.reply_to == other.reply_to
         )
 
     def __repr__(self) -> str:
@@ -1158,6 +1217,7 @@ class DataResponse:
             + ", chunk_index=" + short_repr(self.chunk_index)
             + ", chunk_count=" + short_repr(self.chunk_count)
             + ", total_size=" + short_repr(self.total_size)
+            + ", reply_to=" + short_repr(self.reply_to)
             + ")"
         )
 
@@ -1641,6 +1701,8 @@ class SchedulerStatus:
         "retried_tasks",
         "workers_lost",
         "workers_replaced",
+        "relayed_fetches",
+        "relayed_bytes",
         "raw",
     )
     WHICH = 18
@@ -1670,6 +1732,8 @@ class SchedulerStatus:
     retried_tasks: int
     workers_lost: int
     workers_replaced: int
+    relayed_fetches: int
+    relayed_bytes: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1700,6 +1764,8 @@ class SchedulerStatus:
         retried_tasks: int = 0,
         workers_lost: int = 0,
         workers_replaced: int = 0,
+        relayed_fetches: int = 0,
+        relayed_bytes: int = 0,
     ) -> None:
         self.time_us = time_us
         self.cpu = cpu
@@ -1726,6 +1792,8 @@ class SchedulerStatus:
         self.retried_tasks = retried_tasks
         self.workers_lost = workers_lost
         self.workers_replaced = workers_replaced
+        self.relayed_fetches = relayed_fetches
+        self.relayed_bytes = relayed_bytes
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1757,6 +1825,8 @@ class SchedulerStatus:
             and self.retried_tasks == other.retried_tasks
             and self.workers_lost == other.workers_lost
             and self.workers_replaced == other.workers_replaced
+            and self.relayed_fetches == other.relayed_fetches
+            and self.relayed_bytes == other.relayed_bytes
         )
 
     def __repr__(self) -> str:
@@ -1787,12 +1857,14 @@ class SchedulerStatus:
             + ", retried_tasks=" + short_repr(self.retried_tasks)
             + ", workers_lost=" + short_repr(self.workers_lost)
             + ", workers_replaced=" + short_repr(self.workers_replaced)
+            + ", relayed_fetches=" + short_repr(self.relayed_fetches)
+            + ", relayed_bytes=" + short_repr(self.relayed_bytes)
             + ")"
         )
 
 _DATA_RESOURCE = struct.Struct("<d")
 _DATA_HELLO = struct.Struct("<IHBxIII")
-_DATA_HELLO_REPLY = struct.Struct("<IBxxxIIQ")
+_DATA_HELLO_REPLY = struct.Struct("<IBxHIIQ")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
 _DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQII")
 _DATA_HEARTBEAT_ECHO = struct.Struct("<QII")
@@ -1811,7 +1883,7 @@ _DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQI")
-_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQ")
+_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQQQ")
 _CANON_RESOURCE = struct.Struct("<diI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
@@ -1819,7 +1891,7 @@ _CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiIiI")
 _HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000500")
 _MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000100")
-_MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIQiI")
+_MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxHIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
 _MESSAGE_CLIENT_HEARTBEAT = struct.Struct("<II24sQfIQ")
 _HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000007000000")
@@ -1856,16 +1928,18 @@ _HEAD_WORKER_DISCONNECT = bytes.fromhex("000000000100010010000000000000000000000
 _MESSAGE_WORKER_DISCONNECT = struct.Struct("<II24siI")
 _HEAD_GOODBYE = bytes.fromhex("000000000100010011000000000000000000000001000100")
 _MESSAGE_GOODBYE = struct.Struct("<II24sBxxxxxxxiI")
-_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000012000500")
-_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQQQQQiIiIiIiIiI")
+_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000014000500")
+_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQQQQQQQiIiIiIiIiI")
 _HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000200")
 _MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
 _HEAD_WORKER_RETIRE = bytes.fromhex("000000000100010014000000000000000000000001000100")
 _MESSAGE_WORKER_RETIRE = struct.Struct("<II24sIxxxxiI")
-_HEAD_DATA_REQUEST = bytes.fromhex("000000000100010015000000000000000000000000000100")
-_MESSAGE_DATA_REQUEST = struct.Struct("<II24siI")
-_HEAD_DATA_RESPONSE = bytes.fromhex("000000000100010016000000000000000000000003000100")
-_MESSAGE_DATA_RESPONSE = struct.Struct("<II24sBxxxIIxxxxQiI")
+_HEAD_DATA_REQUEST = bytes.fromhex("000000000100010015000000000000000000000000000300")
+_MESSAGE_DATA_REQUEST = struct.Struct("<II24siIiIiI")
+_HEAD_DATA_RESPONSE = bytes.fromhex("000000000100010016000000000000000000000003000200")
+_MESSAGE_DATA_RESPONSE = struct.Struct("<II24sBxxxIIxxxxQiIiI")
+_HEAD_RELAY_HELLO = bytes.fromhex("000000000100010017000000000000000000000000000100")
+_MESSAGE_RELAY_HELLO = struct.Struct("<II24siI")
 
 
 def _read_resource(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Resource:
@@ -1924,13 +1998,14 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
     buf = r.buf
     obj = _new(HelloReply)
     if dn >= 24:
-        u0, u1, u2, u3, u4 = _DATA_HELLO_REPLY.unpack_from(buf, d)
+        u0, u1, u2, u3, u4, u5 = _DATA_HELLO_REPLY.unpack_from(buf, d)
     else:
         u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
         u1 = buf[d + 4] if dn >= 5 else 0
-        u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
-        u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
-        u4 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
+        u2 = _UNIT_H.unpack_from(buf, d + 6)[0] if dn >= 8 else 0
+        u3 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
+        u4 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
+        u5 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
     obj.protocol_version = u0
     if not u1:
         obj.accepted = False
@@ -1946,9 +2021,10 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
         obj.holds_on_clients = (u1 & 32) != 0
-    obj.heartbeat_interval_ms = u2
-    obj.peer_timeout_ms = u3
-    obj.max_frame_bytes = u4
+    obj.relay_port = u2
+    obj.heartbeat_interval_ms = u3
+    obj.peer_timeout_ms = u4
+    obj.max_frame_bytes = u5
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
@@ -2176,6 +2252,15 @@ def _read_object_response(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, 
 def _read_data_request(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> DataRequest:
     obj = _new(DataRequest)
     obj.object_ids = read_data_list(r, lo, hi, p) if pn > 0 else []
+    obj.holder_address = read_text(r, lo, hi, p + 8) if pn > 1 else ""
+    obj.reply_to = read_data(r, lo, hi, p + 16) if pn > 2 else b""
+    obj.raw = None
+    return obj
+
+
+def _read_relay_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> RelayHello:
+    obj = _new(RelayHello)
+    obj.data_address = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
 
@@ -2195,6 +2280,7 @@ def _read_data_response(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.chunk_count = u2 ^ 1
     obj.total_size = u3
     obj.object_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    obj.reply_to = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.raw = None
     return obj
 
@@ -2342,8 +2428,8 @@ def _read_list_worker_status(r: Reader, lo: int, hi: int, at: int) -> list[Worke
 def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> SchedulerStatus:
     buf = r.buf
     obj = _new(SchedulerStatus)
-    if dn >= 144:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
+    if dn >= 160:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19, u20, u21 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -2365,6 +2451,8 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u17 = _UNIT_Q.unpack_from(buf, d + 120)[0] if dn >= 128 else 0
         u18 = _UNIT_Q.unpack_from(buf, d + 128)[0] if dn >= 136 else 0
         u19 = _UNIT_Q.unpack_from(buf, d + 136)[0] if dn >= 144 else 0
+        u20 = _UNIT_Q.unpack_from(buf, d + 144)[0] if dn >= 152 else 0
+        u21 = _UNIT_Q.unpack_from(buf, d + 152)[0] if dn >= 160 else 0
     obj.time_us = u0
     obj.cpu = u1
     obj.clients = u2
@@ -2385,6 +2473,8 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     obj.retried_tasks = u17
     obj.workers_lost = u18
     obj.workers_replaced = u19
+    obj.relayed_fetches = u20
+    obj.relayed_bytes = u21
     obj.task_states = _read_list_counter(r, lo, hi, p) if pn > 0 else []
     obj.sent = _read_list_counter(r, lo, hi, p + 8) if pn > 1 else []
     obj.received = _read_list_counter(r, lo, hi, p + 16) if pn > 2 else []
@@ -2636,7 +2726,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
 
 
 def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
-    segments, words, head, u0, u1, u2, u3, u4, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO_REPLY:
         raise NotCanonical
     size = words * 8 + 8
@@ -2662,9 +2752,10 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
         obj.holds_on_clients = (u1 & 32) != 0
-    obj.heartbeat_interval_ms = u2
-    obj.peer_timeout_ms = u3
-    obj.max_frame_bytes = u4
+    obj.relay_port = u2
+    obj.heartbeat_interval_ms = u3
+    obj.peer_timeout_ms = u4
+    obj.max_frame_bytes = u5
     c = 64
     if b0:
         n = b0 >> 3
@@ -2728,6 +2819,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         _HEAD_HELLO_REPLY,
         msg.protocol_version,
         u1,
+        msg.relay_port,
         msg.heartbeat_interval_ms,
         msg.peer_timeout_ms,
         msg.max_frame_bytes,
@@ -4629,7 +4721,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     el2: Any
     items1: list
     items2: list
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19, u20, u21, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
     size = words * 8 + 8
@@ -4660,9 +4752,11 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.retried_tasks = u17
     obj.workers_lost = u18
     obj.workers_replaced = u19
-    c = 216
+    obj.relayed_fetches = u20
+    obj.relayed_bytes = u21
+    c = 232
     if b0:
-        if a0 + a0 != c - 182 or b0 & 7 != 7:
+        if a0 + a0 != c - 198 or b0 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
@@ -4708,7 +4802,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.task_states = []
     if b1:
-        if a1 + a1 != c - 190 or b1 & 7 != 7:
+        if a1 + a1 != c - 206 or b1 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b1 >> 3:
@@ -4754,7 +4848,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.sent = []
     if b2:
-        if a2 + a2 != c - 198 or b2 & 7 != 7:
+        if a2 + a2 != c - 214 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -4800,7 +4894,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.received = []
     if b3:
-        if a3 + a3 != c - 206 or b3 & 7 != 7:
+        if a3 + a3 != c - 222 or b3 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b3 >> 3:
@@ -4846,7 +4940,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.function_tasks = []
     if b4:
-        if a4 + a4 != c - 214 or b4 & 7 != 7:
+        if a4 + a4 != c - 230 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 131080 or (t >> 2) * 10 != b4 >> 3:
@@ -5019,13 +5113,13 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     v: Any
     base = len(parts)
     parts.append(b"")
-    c = 216
+    c = 232
     items1 = msg.task_states
     if items1.__class__ is not list:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a0 = c - 182 >> 1
+        a0 = c - 198 >> 1
         b0 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5058,7 +5152,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a1 = c - 190 >> 1
+        a1 = c - 206 >> 1
         b1 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5091,7 +5185,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 198 >> 1
+        a2 = c - 214 >> 1
         b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5124,7 +5218,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a3 = c - 206 >> 1
+        a3 = c - 222 >> 1
         b3 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5157,7 +5251,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a4 = c - 214 >> 1
+        a4 = c - 230 >> 1
         b4 = count1 * 80 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5261,6 +5355,8 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         msg.retried_tasks,
         msg.workers_lost,
         msg.workers_replaced,
+        msg.relayed_fetches,
+        msg.relayed_bytes,
         a0,
         b0,
         a1,
@@ -5426,7 +5522,7 @@ def _encode_worker_retire(msg: WorkerRetire, parts: list) -> int:
 
 def _decode_data_request(frame: bytes, pos: int) -> DataRequest:
     items1: list
-    segments, words, head, a0, b0 = _MESSAGE_DATA_REQUEST.unpack_from(frame, pos)
+    segments, words, head, a0, b0, a1, b1, a2, b2 = _MESSAGE_DATA_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_DATA_REQUEST:
         raise NotCanonical
     size = words * 8 + 8
@@ -5437,7 +5533,7 @@ def _decode_data_request(frame: bytes, pos: int) -> DataRequest:
     else:
         m = frame
     obj = _new(DataRequest)
-    c = 40
+    c = 56
     blobs = None
     if b0:
         if a0 + a0 != c - 38 or b0 & 7 != 6:
@@ -5467,6 +5563,31 @@ def _decode_data_request(frame: bytes, pos: int) -> DataRequest:
         raise NotCanonical
     else:
         obj.object_ids = []
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 != c - 46 or b1 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.holder_address = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.holder_address = ""
+    if b2:
+        n = b2 >> 3
+        if a2 + a2 == c - 54 and b2 & 7 == 2:
+            obj.reply_to = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b2 & 7 == 2 and a2 & 3 == 1:
+            s = 56 + (a2 >> 2 << 3)
+            obj.reply_to = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a2:
+        raise NotCanonical
+    else:
+        obj.reply_to = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -5481,7 +5602,7 @@ def _encode_data_request(msg: DataRequest, parts: list) -> int:
     words1: list
     base = len(parts)
     parts.append(b"")
-    c = 40
+    c = 56
     blobs = None
     items1 = msg.object_ids
     if items1.__class__ is not list:
@@ -5511,14 +5632,43 @@ def _encode_data_request(msg: DataRequest, parts: list) -> int:
         parts[slot1] = b"".join(words1)
     else:
         a0 = b0 = 0
-    parts[base] = _MESSAGE_DATA_REQUEST.pack(0, c - 8 >> 3, _HEAD_DATA_REQUEST, a0, b0)
+    v = msg.holder_address
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a1 = c - 46 >> 1
+        b1 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a1 = b1 = 0
+    v = msg.reply_to
+    if v:
+        n = len(v)
+        if n < 1024:
+            a2 = c - 54 >> 1
+            b2 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a2 = b2 = 0
+            blobs = defer_blob(blobs, 48, v)
+    elif v.__class__ is bytes:
+        a2 = b2 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    parts[base] = _MESSAGE_DATA_REQUEST.pack(0, c - 8 >> 3, _HEAD_DATA_REQUEST, a0, b0, a1, b1, a2, b2)
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c
 
 
 def _decode_data_response(frame: bytes, pos: int) -> DataResponse:
-    segments, words, head, u0, u1, u2, u3, a0, b0 = _MESSAGE_DATA_RESPONSE.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1 = _MESSAGE_DATA_RESPONSE.unpack_from(frame, pos)
     if segments or head != _HEAD_DATA_RESPONSE:
         raise NotCanonical
     size = words * 8 + 8
@@ -5533,7 +5683,7 @@ def _decode_data_response(frame: bytes, pos: int) -> DataResponse:
     obj.chunk_index = u1
     obj.chunk_count = u2 ^ 1
     obj.total_size = u3
-    c = 64
+    c = 72
     blobs = None
     if b0:
         n = b0 >> 3
@@ -5550,6 +5700,21 @@ def _decode_data_response(frame: bytes, pos: int) -> DataResponse:
         raise NotCanonical
     else:
         obj.object_id = b""
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 == c - 70 and b1 & 7 == 2:
+            obj.reply_to = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
+            s = 72 + (a1 >> 2 << 3)
+            obj.reply_to = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.reply_to = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -5564,7 +5729,7 @@ def _encode_data_response(msg: DataResponse, parts: list) -> int:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 64
+    c = 72
     blobs = None
     v = msg.object_id
     if v:
@@ -5582,6 +5747,22 @@ def _encode_data_response(msg: DataResponse, parts: list) -> int:
         a0 = b0 = 0
     else:
         raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    v = msg.reply_to
+    if v:
+        n = len(v)
+        if n < 1024:
+            a1 = c - 70 >> 1
+            b1 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a1 = b1 = 0
+            blobs = defer_blob(blobs, 64, v)
+    elif v.__class__ is bytes:
+        a1 = b1 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
     parts[base] = _MESSAGE_DATA_RESPONSE.pack(
         0,
         c - 8 >> 3,
@@ -5592,9 +5773,62 @@ def _encode_data_response(msg: DataResponse, parts: list) -> int:
         msg.total_size,
         a0,
         b0,
+        a1,
+        b1,
     )
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
+    return c
+
+
+def _decode_relay_hello(frame: bytes, pos: int) -> RelayHello:
+    segments, words, head, a0, b0 = _MESSAGE_RELAY_HELLO.unpack_from(frame, pos)
+    if segments or head != _HEAD_RELAY_HELLO:
+        raise NotCanonical
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
+    else:
+        m = frame
+    obj = _new(RelayHello)
+    c = 40
+    if b0:
+        n = b0 >> 3
+        if a0 + a0 != c - 38 or b0 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.data_address = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.data_address = ""
+    if c != size:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _encode_relay_hello(msg: RelayHello, parts: list) -> int:
+    v: Any
+    base = len(parts)
+    parts.append(b"")
+    c = 40
+    v = msg.data_address
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a0 = c - 38 >> 1
+        b0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a0 = b0 = 0
+    parts[base] = _MESSAGE_RELAY_HELLO.pack(0, c - 8 >> 3, _HEAD_RELAY_HELLO, a0, b0)
     return c
 
 
@@ -5670,6 +5904,7 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         start,
         obj.protocol_version,
         u1,
+        obj.relay_port,
         obj.heartbeat_interval_ms,
         obj.peer_timeout_ms,
         obj.max_frame_bytes,
@@ -5802,6 +6037,12 @@ def _fill_object_response(buf: bytearray, blobs: Blobs, start: int, obj: ObjectR
 
 def _fill_data_request(buf: bytearray, blobs: Blobs, start: int, obj: DataRequest) -> None:
     write_data_list(buf, blobs, start + 0, obj.object_ids)
+    write_text(buf, start + 8, obj.holder_address)
+    write_data(buf, blobs, start + 16, obj.reply_to)
+
+
+def _fill_relay_hello(buf: bytearray, blobs: Blobs, start: int, obj: RelayHello) -> None:
+    write_text(buf, start + 0, obj.data_address)
 
 
 def _fill_data_response(buf: bytearray, blobs: Blobs, start: int, obj: DataResponse) -> None:
@@ -5810,6 +6051,7 @@ def _fill_data_response(buf: bytearray, blobs: Blobs, start: int, obj: DataRespo
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_DATA_RESPONSE.pack_into(buf, start, u0, obj.chunk_index, obj.chunk_count ^ 1, obj.total_size)
     write_data(buf, blobs, start + 24, obj.object_id)
+    write_data(buf, blobs, start + 32, obj.reply_to)
 
 
 def _fill_object_delete(buf: bytearray, blobs: Blobs, start: int, obj: ObjectDelete) -> None:
@@ -5938,12 +6180,14 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
         obj.retried_tasks,
         obj.workers_lost,
         obj.workers_replaced,
+        obj.relayed_fetches,
+        obj.relayed_bytes,
     )
-    _write_list_counter(buf, blobs, start + 144, obj.task_states)
-    _write_list_counter(buf, blobs, start + 152, obj.sent)
-    _write_list_counter(buf, blobs, start + 160, obj.received)
-    _write_list_counter(buf, blobs, start + 168, obj.function_tasks)
-    _write_list_worker_status(buf, blobs, start + 176, obj.workers)
+    _write_list_counter(buf, blobs, start + 160, obj.task_states)
+    _write_list_counter(buf, blobs, start + 168, obj.sent)
+    _write_list_counter(buf, blobs, start + 176, obj.received)
+    _write_list_counter(buf, blobs, start + 184, obj.function_tasks)
+    _write_list_worker_status(buf, blobs, start + 192, obj.workers)
 
 
 _PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000500") + bytes(64)
@@ -6126,7 +6370,7 @@ def _build_goodbye(msg: Goodbye, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000012000500") + bytes(184)
+_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000014000500") + bytes(200)
 
 
 def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
@@ -6156,7 +6400,7 @@ def _build_worker_retire(msg: WorkerRetire, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_DATA_REQUEST = bytes.fromhex("0000000000000000000000000100010015000000000000000000000000000100") + bytes(8)
+_PREFIX_DATA_REQUEST = bytes.fromhex("0000000000000000000000000100010015000000000000000000000000000300") + bytes(24)
 
 
 def _build_data_request(msg: DataRequest, parts: list) -> int:
@@ -6166,13 +6410,23 @@ def _build_data_request(msg: DataRequest, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_DATA_RESPONSE = bytes.fromhex("0000000000000000000000000100010016000000000000000000000003000100") + bytes(32)
+_PREFIX_DATA_RESPONSE = bytes.fromhex("0000000000000000000000000100010016000000000000000000000003000200") + bytes(40)
 
 
 def _build_data_response(msg: DataResponse, parts: list) -> int:
     buf = bytearray(_PREFIX_DATA_RESPONSE)
     blobs: Blobs = []
     _fill_data_response(buf, blobs, 32, msg)
+    return finish_message(parts, buf, blobs)
+
+
+_PREFIX_RELAY_HELLO = bytes.fromhex("0000000000000000000000000100010017000000000000000000000000000100") + bytes(8)
+
+
+def _build_relay_hello(msg: RelayHello, parts: list) -> int:
+    buf = bytearray(_PREFIX_RELAY_HELLO)
+    blobs: Blobs = []
+    _fill_relay_hello(buf, blobs, 32, msg)
     return finish_message(parts, buf, blobs)
 
 
@@ -6203,6 +6457,7 @@ MESSAGE_TYPES = (
     WorkerRetire,
     DataRequest,
     DataResponse,
+    RelayHello,
 )
 
 # By message type (the union's discriminant): the general reader of a message's body, its fast reader.
@@ -6230,6 +6485,7 @@ BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ..
     _read_worker_retire,
     _read_data_request,
     _read_data_response,
+    _read_relay_hello,
 )
 FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_hello,
@@ -6255,6 +6511,7 @@ FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_worker_retire,
     _decode_data_request,
     _decode_data_response,
+    _decode_relay_hello,
 )
 # The same, except that a message's fields in emit_fast.UNREAD_WHEN_ROUTING are checked but left None.
 ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
@@ -6281,6 +6538,7 @@ ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_worker_retire,
     _decode_data_request,
     _decode_data_response,
+    _decode_relay_hello,
 )
 
 # Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out
@@ -6309,6 +6567,7 @@ PARTS_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     WorkerRetire: _encode_worker_retire,
     DataRequest: _encode_data_request,
     DataResponse: _encode_data_response,
+    RelayHello: _encode_relay_hello,
 }
 BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     Hello: _build_hello,
@@ -6334,6 +6593,7 @@ BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     WorkerRetire: _build_worker_retire,
     DataRequest: _build_data_request,
     DataResponse: _build_data_response,
+    RelayHello: _build_relay_hello,
 }
 ENCODERS = BYTEARRAY_ENCODERS if sys.implementation.name == "pypy" else PARTS_ENCODERS
 
@@ -6368,6 +6628,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("max_frame_bytes", "maxFrameBytes", "uint64", None),
         FieldInfo("holds_on_workers", "holdsOnWorkers", "bool", None),
         FieldInfo("holds_on_clients", "holdsOnClients", "bool", None),
+        FieldInfo("relay_port", "relayPort", "uint16", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -6459,6 +6720,11 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
     ),
     DataRequest: (
         FieldInfo("object_ids", "objectIds", "data_list", None),
+        FieldInfo("holder_address", "holderAddress", "text", None),
+        FieldInfo("reply_to", "replyTo", "data", None),
+    ),
+    RelayHello: (
+        FieldInfo("data_address", "dataAddress", "text", None),
     ),
     DataResponse: (
         FieldInfo("object_id", "objectId", "data", None),
@@ -6466,6 +6732,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("chunk_index", "chunkIndex", "uint32", None),
         FieldInfo("chunk_count", "chunkCount", "uint32", None),
         FieldInfo("total_size", "totalSize", "uint64", None),
+        FieldInfo("reply_to", "replyTo", "data", None),
     ),
     ObjectDelete: (
         FieldInfo("object_ids", "objectIds", "data_list", None),
@@ -6541,5 +6808,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("retried_tasks", "retriedTasks", "uint64", None),
         FieldInfo("workers_lost", "workersLost", "uint64", None),
         FieldInfo("workers_replaced", "workersReplaced", "uint64", None),
+        FieldInfo("relayed_fetches", "relayedFetches", "uint64", None),
+        FieldInfo("relayed_bytes", "relayedBytes", "uint64", None),
     ),
 }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import zmq
 
@@ -86,19 +86,31 @@ class DataServer:
                         self._send(peer, object_id, held_payload(object_id))
 
     def _send(self, peer: bytes, object_id: bytes, payload: Any) -> None:
-        if payload is None:
-            self.sock.send_multipart([peer, encode(DataResponse(object_id=object_id, found=False))])
-            return
-        total = len(payload)
-        chunk = DEFAULT_OBJECT_CHUNK_BYTES
-        count = max(1, -(-total // chunk))
-        view = memoryview(as_buffer(payload))  # held in shared memory, or bytes: sent from where it is
-        for index in range(count):
-            header = DataResponse(
-                object_id=object_id, found=True, chunk_index=index, chunk_count=count, total_size=total
-            )
-            self.sock.send_multipart([peer, encode(header), view[index * chunk : (index + 1) * chunk]], copy=False)
-        self.served_bytes += total
+        self.served_bytes += send_held(self.sock, [peer], object_id, payload, b"")
 
     def close(self) -> None:
         self.sock.close(linger=0)
+
+
+def send_held(sock: zmq.Socket, route: List[Any], object_id: bytes, payload: Any, reply_to: bytes) -> int:
+    """Send what is held under `object_id` (bytes, SharedBytes, or None: not held) as DataResponse chunks, each a
+    message of `route` (a ROUTER's peer; nothing on a DEALER), the header and the chunk's bytes, a view of where they
+    are; `reply_to` echoed (a relay's requester). Returns the bytes sent."""
+    if payload is None:
+        sock.send_multipart([*route, encode(DataResponse(object_id=object_id, found=False, reply_to=reply_to))])
+        return 0
+    total = len(payload)
+    chunk = DEFAULT_OBJECT_CHUNK_BYTES
+    count = max(1, -(-total // chunk))
+    view = memoryview(as_buffer(payload))  # held in shared memory, or bytes: sent from where it is
+    for index in range(count):
+        header = DataResponse(
+            object_id=object_id,
+            found=True,
+            chunk_index=index,
+            chunk_count=count,
+            total_size=total,
+            reply_to=reply_to,
+        )
+        sock.send_multipart([*route, encode(header), view[index * chunk : (index + 1) * chunk]], copy=False)
+    return total

@@ -94,6 +94,8 @@ struct HelloReply {
   holdsOnClients @10 :Bool;    # clients with a dataAddress keep their large objects (arguments, functions, serializers,
                                # send_object) and put only their size (ObjectPut.heldBySender); an older scheduler
                                # leaves it false, and they are put whole
+  relayPort @11 :UInt16;       # the data relay's port, on the host the peer reaches the scheduler at (RelayHello,
+                               # DataRequest.holderAddress); 0: no relay (an older scheduler, or CurveZMQ on)
 }
 
 struct ClientHeartbeat {
@@ -212,8 +214,16 @@ struct ObjectResponse {
 }
 
 struct DataRequest {
-  # On a worker's data address (a ROUTER; requesters connect a DEALER): send me these results it holds.
+  # On a data address (a ROUTER; requesters connect a DEALER): send me these results or objects it holds.
   objectIds @0 :List(Data);
+  holderAddress @1 :Text;  # to the relay: forward this to the peer serving at that data address (RelayHello)
+  replyTo @2 :Data;        # from the relay to that peer: who asked; echoed in each DataResponse
+}
+
+struct RelayHello {
+  # A peer that serves data, on its connection to the relay (a DEALER to HelloReply.relayPort): requests for this
+  # data address may come this way, with their replyTo (peers that cannot reach it directly ask the relay).
+  dataAddress @0 :Text;
 }
 
 struct DataResponse {
@@ -225,6 +235,7 @@ struct DataResponse {
   chunkIndex @2 :UInt32;
   chunkCount @3 :UInt32 = 1;
   totalSize @4 :UInt64;
+  replyTo @5 :Data;        # DataRequest.replyTo, echoed: the relay passes the chunk on to that requester
 }
 
 struct ObjectDelete {
@@ -323,6 +334,8 @@ struct SchedulerStatus {
   retriedTasks @22 :UInt64;        # task attempts started again after the function raised or timed out, since start
   workersLost @23 :UInt64;         # workers removed because they went silent (no heartbeat), since start
   workersReplaced @24 :UInt64;     # workers whose Hello.replaces said a cluster started them in place of a lost one
+  relayedFetches @25 :UInt64;      # DataRequests the relay passed on (peers that cannot reach a holder), since start
+  relayedBytes @26 :UInt64;        # bytes of DataResponse chunks it passed on, since start
 }
 
 struct Message {
@@ -350,5 +363,6 @@ struct Message {
     workerRetire @20 :WorkerRetire;
     dataRequest @21 :DataRequest;
     dataResponse @22 :DataResponse;
+    relayHello @23 :RelayHello;
   }
 }

@@ -169,6 +169,7 @@ class SchedulerCore(HeldResults):
         self.registered_again = 0  # peers whose Hello said they had registered before: survivors of a lost scheduler
         self.workers_lost = 0  # workers removed because they went silent
         self.workers_replaced = 0  # workers whose Hello said their cluster started them in place of a lost one
+        self.relay_port = 0  # the data relay's, set by the shell that started it (HelloReply.relayPort); 0: none
         self.peer_warnings = LimitedLog(logger)  # what peers make us warn about: a few lines, then a summary
         # peers connecting and leaving: every line while a cluster starts, not an endless stream when a peer loops
         self.peer_events = LimitedLog(
@@ -621,6 +622,7 @@ class SchedulerCore(HeldResults):
                 max_frame_bytes=self.settings.max_frame_bytes,
                 holds_on_workers=True,
                 holds_on_clients=True,
+                relay_port=self.relay_port,
             ),
         )
 

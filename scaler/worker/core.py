@@ -180,6 +180,7 @@ class WorkerCore:
         self.lag_us = 0
         self.output_forwarded = False  # the scheduler forwards TaskOutput: only then is streamOutput honoured
         self.max_frame_bytes = config.DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
+        self.relay_port = 0  # the data relay's, from its HelloReply (0: none); the shell connects to it
         self._drops = DropStreak()
         self.last_heard = now
         self.malformed = 0
@@ -547,6 +548,7 @@ class WorkerCore:
         self.max_frame_bytes = reply.max_frame_bytes or config.DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's
         self._drops.registered(self._now)
         self.holds_results = reply.holds_on_workers and bool(self.data_address)
+        self.relay_port = reply.relay_port
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
