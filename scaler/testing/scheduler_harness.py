@@ -85,7 +85,9 @@ class Harness:
         resources: Optional[Dict[str, float]] = None,
         data_address: str = "",
         fetches_from_holders: bool = False,
+        takes_handoffs: Optional[bool] = None,
     ) -> HelloReply:
+        """`takes_handoffs`: by default, whether it has a data address (as our workers say)."""
         hello = Hello(
             protocol_version=PROTOCOL_VERSION,
             role=Role.worker,
@@ -95,6 +97,7 @@ class Harness:
             task_policies=True,
             data_address=data_address,
             fetches_from_holders=fetches_from_holders,
+            takes_handoffs=bool(data_address) if takes_handoffs is None else takes_handoffs,
         )
         reply = self.send(peer, hello)[peer][0]  # ready tasks may follow the reply at once
         assert isinstance(reply, HelloReply) and reply.accepted, reply
