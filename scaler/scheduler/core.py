@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import heapq
 import logging
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
+from collections import deque
+from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
@@ -158,6 +159,14 @@ class SchedulerCore(HeldResults):
         self.lineage: Dict[bytes, TaskState] = {}
         self._lineage_refs: Dict[bytes, int] = {}
         self.recomputed_results = 0  # held results made again after their holder was lost, since start
+        # Held results a worker registering again still holds (Hello.heldResults) that no task here made: kept for
+        # a client resubmitting the task that made them (a scheduler restart) until a deadline, by id: (worker,
+        # size, deadline); and their ids in deadline order. Tasks claiming one in the frame being read wait in
+        # _claims, settled once the frame is read (its later nodes may read the result).
+        self._unclaimed: Dict[bytes, Tuple[bytes, int, float]] = {}
+        self._unclaimed_order: Deque[Tuple[float, bytes]] = deque()
+        self._claims: List[TaskState] = []
+        self.adopted_results = 0  # held results reported by workers registering again that answered a task here
         self.children: Dict[bytes, List[bytes]] = {}  # parent task id -> nested task ids
         self.function_names: Dict[bytes, str] = {}
         self.function_tasks: Dict[bytes, int] = {}
@@ -248,6 +257,8 @@ class SchedulerCore(HeldResults):
                 self._misuse(peer, state, type(message).__name__, now)
                 continue
             handler(state, message, now)
+        if self._claims:  # rare: only after a scheduler restart
+            self._settle_claims()
         if self.retiring:  # rare: one check per frame, none per task
             self._advance_retirements(now)
         self._assign_ready()
@@ -282,6 +293,8 @@ class SchedulerCore(HeldResults):
             self._balance()
         if self.retiring:
             self._advance_retirements(now)
+        if self._unclaimed_order:
+            self._expire_unclaimed(now)
         self._assign_ready()
         self._report_unmet_requirements(now)
 
@@ -585,6 +598,8 @@ class SchedulerCore(HeldResults):
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
             return
         self._accept_hello(peer, message.role, resumed=False)
+        if message.role == Role.worker and message.held_results:
+            self._adopt_held(self.workers[peer], message.held_results, now)
 
     def _on_hello_again(self, state, message: Hello, now: float) -> None:
         """Hello from a registered peer: its connection dropped and came back to this same scheduler. A client keeps
@@ -622,6 +637,7 @@ class SchedulerCore(HeldResults):
                 max_frame_bytes=self.settings.max_frame_bytes,
                 holds_on_workers=True,
                 holds_on_clients=True,
+                adopts_held_results=role == Role.worker,
             ),
         )
 
@@ -807,6 +823,8 @@ class SchedulerCore(HeldResults):
             self._end_handoff(worker, object_id)
         if self.retiring:
             self._give_up_handoffs(worker)
+        if self._unclaimed:
+            self._forget_unclaimed(worker)
         lost = [self.objects[object_id] for object_id in worker.held]
         worker.held.clear()
         worker.held_bytes = 0
@@ -954,6 +972,10 @@ class SchedulerCore(HeldResults):
             else:
                 siblings.append(task_id)
         if message.dependencies and not self._link_dependencies(task):
+            return
+        if self._unclaimed and task_id in self._unclaimed:  # made before a restart, and held: answered, not run
+            self._set_state(task, WAITING)
+            self._claims.append(task)
             return
         if task.pending_dependencies:
             self._set_state(task, WAITING)

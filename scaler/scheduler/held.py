@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import heapq
 import logging
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from scaler.protocol import (
     BalanceRequest,
+    HeldResult,
     ObjectDelete,
     ObjectKind,
     ObjectPut,
@@ -63,6 +64,14 @@ class HeldResults:
     _maybe_free: Callable[[StoredObject], None]
     _on_object_request: Callable[[Any, ObjectRequest, float], None]
     retiring: Dict[bytes, WorkerState]
+    settings: Any  # SchedulerSettings
+    adopted_results: int
+    _unclaimed: Dict[bytes, Tuple[bytes, int, float]]
+    _unclaimed_order: Deque[Tuple[float, bytes]]
+    _claims: List[TaskState]
+    _finish: Callable[[TaskState, int, TaskResult, Optional[bytes]], None]
+    _set_state: Callable[[TaskState, int], None]
+    _inline_results: Callable[[TaskState], None]
 
     def _hold(self, task: TaskState, size: int) -> StoredObject:
         stored = StoredObject(task.task_id, task.client, _KIND_RESULT, "", 0, size)
@@ -295,7 +304,7 @@ class HeldResults:
         stored.waiting = ()
         stored.later = ()
 
-    # ---- a retiring holder hands its results over -------------------------------------------------------------------
+    # ---- a retiring holder hands its results over --------------------------------------------------------------------
 
     def _hand_over(self, worker: WorkerState, object_ids: List[bytes]) -> None:
         """A retiring worker holds these results, still needed: ask other workers to fetch them from it and hold them
@@ -386,6 +395,97 @@ class HeldResults:
                     del giver.handing[object_id]
         target.taking = 0
 
+    # ---- results held across a scheduler restart ---------------------------------------------------------------------
+
+    def _adopt_held(self, worker: WorkerState, held_results: List[HeldResult], now: float) -> None:
+        """A worker registering again (its scheduler was lost) still holds these results. Those of tasks this
+        scheduler does not know (it restarted) are kept for a while: a client resubmitting the task that made one is
+        answered with it (_claim), not run again. One whose task was resubmitted already and waits is answered now;
+        one known here, or whose task already runs elsewhere, the worker drops."""
+        deadline = now + self.settings.client_timeout_seconds
+        dropped: List[bytes] = []
+        answered: List[Tuple[TaskState, int]] = []
+        kept = 0
+        for held in held_results:
+            object_id = held.object_id
+            if not object_id or object_id in self.objects or object_id in self._unclaimed:
+                dropped.append(object_id)
+                continue
+            task = self.tasks.get(object_id)
+            if task is not None:
+                if task.state in (WAITING, READY) and object_id not in self._recomputing:
+                    answered.append((task, held.size))
+                else:
+                    dropped.append(object_id)
+                continue
+            self._unclaimed[object_id] = (worker.identity, held.size, deadline)
+            self._unclaimed_order.append((deadline, object_id))
+            kept += 1
+        logger.info(
+            "worker %s registered again holding %d result(s): %d kept %gs for the tasks clients resubmit, %d "
+            "answering tasks resubmitted already, %d dropped",
+            worker.name,
+            len(held_results),
+            kept,
+            self.settings.client_timeout_seconds,
+            len(answered),
+            len(dropped),
+        )
+        if dropped:
+            self._send_message(worker.identity, ObjectDelete(object_ids=dropped))
+        for task, size in answered:
+            self._answer_from_held(task, worker, size)
+
+    def _settle_claims(self) -> None:
+        """Tasks of the frame just read whose results a worker holds from before a restart: answered with them now
+        that every node of the frame that reads one is linked to it. One canceled meanwhile frees what it claimed;
+        one whose holder left meanwhile runs after all."""
+        claims, self._claims = self._claims, []
+        for task in claims:
+            entry = self._unclaimed.pop(task.task_id, None)
+            live = self.tasks.get(task.task_id) is task and task.state == WAITING
+            if entry is None:  # its holder left
+                if live and not task.pending_dependencies:
+                    self._set_state(task, READY)
+                    if task.dependency_ids:
+                        self._inline_results(task)
+                    task.queue.push(task)
+                continue
+            identity, size, _ = entry
+            if live:
+                self._answer_from_held(task, self.workers[identity], size)
+            else:
+                self._send_message(identity, ObjectDelete(object_ids=[task.task_id]))
+
+    def _answer_from_held(self, task: TaskState, worker: WorkerState, size: int) -> None:
+        """The task's result is held by `worker` from before a scheduler restart: it finishes as if it had just run
+        there (its client told TaskResult{inObject, heldBytes}, its dependents released)."""
+        task.worker = worker.identity
+        self.adopted_results += 1
+        self._finish(task, _SUCCESS, TaskResult(task_id=task.task_id, in_object=True, held_bytes=size), None)
+
+    def _expire_unclaimed(self, now: float) -> None:
+        """Held results nobody resubmitted a task for in time: their workers drop them."""
+        order = self._unclaimed_order
+        dropped: Dict[bytes, List[bytes]] = {}
+        while order and order[0][0] <= now:
+            deadline, object_id = order.popleft()
+            entry = self._unclaimed.get(object_id)
+            if entry is not None and entry[2] == deadline:
+                del self._unclaimed[object_id]
+                dropped.setdefault(entry[0], []).append(object_id)
+        for identity, object_ids in dropped.items():
+            logger.info(
+                "worker %s: %d result(s) it held from before a restart were not claimed in time, dropped",
+                self.workers[identity].name,
+                len(object_ids),
+            )
+            self._send_message(identity, ObjectDelete(object_ids=object_ids))
+
+    def _forget_unclaimed(self, worker: WorkerState) -> None:
+        for object_id in [key for key, entry in self._unclaimed.items() if entry[0] == worker.identity]:
+            del self._unclaimed[object_id]
+
     def _peer_state(self, peer: bytes) -> Any:
         return self.workers.get(peer) or self.clients.get(peer)
 
@@ -399,6 +499,10 @@ class HeldResults:
             for object_id, target in worker.handing.items():
                 assert object_id in worker.held, f"{object_id.hex()} handed over by a worker that does not hold it"
                 assert target in self.workers and target != identity, "handed over to a worker that is not there"
+        assert not self._claims, "claims left unsettled after a frame"
+        for object_id, (identity, _, _) in self._unclaimed.items():
+            assert identity in self.workers, "an unclaimed result of a worker that left"
+            assert object_id not in self.objects and object_id not in self.workers[identity].held
         taking: Dict[bytes, int] = {}
         for worker in self.workers.values():
             for target in worker.handing.values():

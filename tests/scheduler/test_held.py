@@ -5,20 +5,28 @@ location and the task that made it, never the bytes."""
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Dict, List, Tuple
 
 from scaler.protocol import (
+    PROTOCOL_VERSION,
     BalanceResponse,
+    ClientHeartbeat,
     Goodbye,
+    HeldResult,
+    Hello,
+    HelloReply,
     ObjectDelete,
     ObjectKind,
     ObjectPut,
     ObjectRequest,
     ObjectResponse,
+    Role,
     Task,
+    TaskCancel,
     TaskResult,
     TaskStatus,
     WorkerDisconnect,
+    WorkerHeartbeat,
     WorkerRetire,
 )
 from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type
@@ -320,3 +328,106 @@ def test_a_retiring_holder_no_worker_can_relieve_leaves_at_once_and_its_results_
     out = harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
     assert of_type(out[WORKER_A], Goodbye)[0].retired
     assert [again.task_id for again in of_type(out[WORKER_B], Task)] == [task.task_id]
+
+
+# ---- results held across a scheduler restart -------------------------------------------------------------------------
+
+
+def restarted(client_timeout_seconds: float = 30.0) -> Tuple[Harness, Task]:
+    """A scheduler started again: its client comes back, and worker A registers again holding a result of a task."""
+    harness = Harness(client_timeout_seconds=client_timeout_seconds)
+    harness.connect_client(fetches_from_holders=True)
+    task = harness.task()
+    reply = harness.connect_worker(WORKER_A, data_address=ADDRESS_A, held_results={task.task_id: SIZE})
+    assert reply.adopts_held_results, "it tells the worker to keep them"
+    return harness, task
+
+
+def register_holding(harness: Harness, peer: bytes, address: str, object_ids: List[bytes]) -> Dict[bytes, list]:
+    """A worker registers again holding these results (SIZE each); what the scheduler sent."""
+    hello = Hello(
+        protocol_version=PROTOCOL_VERSION,
+        role=Role.worker,
+        name=peer.decode(),
+        capacity=10,
+        data_address=address,
+        held_results=[HeldResult(object_id=object_id, size=SIZE) for object_id in object_ids],
+    )
+    return harness.send(peer, hello)
+
+
+def test_a_resubmitted_task_whose_result_is_held_is_answered_without_running() -> None:
+    harness, task = restarted()
+    assert harness.outbox() == {}, "the worker keeps it"
+    out = harness.send(CLIENT, task)
+    assert out == {CLIENT: [TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE)]}, "not run again"
+    (where,) = harness.send(CLIENT, ObjectRequest(object_ids=[task.task_id]))[CLIENT]
+    assert where.holder_address == ADDRESS_A and where.total_size == SIZE
+    out = harness.send(CLIENT, ObjectDelete(object_ids=[task.task_id]))
+    assert out == {WORKER_A: [ObjectDelete(object_ids=[task.task_id])]}
+    assert harness.core.adopted_results == 1 and not harness.core.objects
+
+
+def test_a_resubmitted_graph_reads_its_held_intermediate_where_it_is() -> None:
+    harness = Harness()
+    harness.connect_client(fetches_from_holders=True)
+    first = harness.task(report_result=False)
+    second = harness.task(dependencies=[first.task_id])
+    harness.connect_worker(WORKER_A, data_address=ADDRESS_A, held_results={first.task_id: SIZE})
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    out = harness.send(CLIENT, first, second)  # one frame, dependencies first, as a client resubmits a graph
+    assert of_type(out[WORKER_A], Task) == [second] and WORKER_B not in out, "only the node not held runs, on A"
+    assert CLIENT not in out, "nobody asked for the intermediate"
+    out = harness.send(WORKER_A, TaskResult(task_id=second.task_id, payload=b"done"))
+    assert out[WORKER_A] == [ObjectDelete(object_ids=[first.task_id])], "its reader is done: freed"
+    assert [result.task_id for result in of_type(out[CLIENT], TaskResult)] == [second.task_id]
+
+
+def test_a_task_resubmitted_before_its_holder_registered_again_is_answered_when_it_does() -> None:
+    harness = Harness()
+    harness.connect_client(fetches_from_holders=True)
+    task = harness.task()
+    assert harness.send(CLIENT, task) == {}, "no worker yet: it waits"
+    out = register_holding(harness, WORKER_A, ADDRESS_A, [task.task_id])
+    assert [type(message) for message in out[WORKER_A]] == [HelloReply], "registered, and given no task"
+    assert out[CLIENT] == [TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE)]
+    assert not harness.core.tasks and harness.core.objects[task.task_id].holder == WORKER_A
+
+
+def test_held_results_nobody_claims_in_time_are_dropped() -> None:
+    harness, task = restarted(client_timeout_seconds=5.0)
+    for _ in range(2):
+        assert harness.tick(2.45) == {}
+        harness.send(CLIENT, ClientHeartbeat())
+        harness.send(WORKER_A, WorkerHeartbeat())
+    assert harness.tick(0.2) == {WORKER_A: [ObjectDelete(object_ids=[task.task_id])]}
+    out = harness.send(CLIENT, task)
+    assert of_type(out[WORKER_A], Task) == [task], "claimed too late: it runs"
+
+
+def test_a_worker_registering_again_drops_what_is_known_or_runs_elsewhere() -> None:
+    harness, task = held_on_a()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    running = harness.task()
+    harness.send(CLIENT, running)
+    assert harness.core.tasks[running.task_id].worker is not None
+    # the same scheduler: A's connection dropped and it registers again under a new identity, with what it holds
+    out = register_holding(harness, WORKER_C, ADDRESS_A, [task.task_id, running.task_id])
+    assert out[WORKER_C][1:] == [ObjectDelete(object_ids=[task.task_id, running.task_id])]
+    assert harness.core.objects[task.task_id].holder == WORKER_A, "known here under its old identity"
+
+
+def test_a_claimed_task_canceled_in_the_same_frame_frees_what_it_claimed() -> None:
+    harness, task = restarted()
+    out = harness.send(CLIENT, task, TaskCancel(task_ids=[task.task_id]))
+    assert out[WORKER_A] == [ObjectDelete(object_ids=[task.task_id])]
+    assert [result.status for result in of_type(out[CLIENT], TaskResult)] == [TaskStatus.canceled]
+    assert not harness.core.objects and not harness.core.tasks
+
+
+def test_held_results_leave_with_their_worker_and_their_tasks_run() -> None:
+    harness, task = restarted()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(WORKER_A, WorkerDisconnect(reason="gone"))
+    out = harness.send(CLIENT, task)
+    assert of_type(out[WORKER_B], Task) == [task]
