@@ -24,7 +24,9 @@ answered timedOut. The worker says so in its Hello (taskPolicies).
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
 its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
-registers as a new worker, retrying with backoff; it exits only when nothing was heard for the death timeout.
+registers as a new worker, retrying with backoff; it exits only when nothing was heard for the death timeout. The
+results it holds for the cluster stay: its Hello lists them (heldResults), and a restarted scheduler answers the tasks
+clients resubmit with them rather than running them again; the rest it is told to drop (ObjectDelete).
 
 Retirement (`retire`, on SIGTERM): the worker asks the scheduler to take it out of the pool (WorkerRetire), hands back
 its queued tasks when asked (BalanceRequest), runs the rest, and exits on Goodbye(retired). If the scheduler does not
@@ -51,6 +53,7 @@ from scaler.protocol import (
     Encoded,
     Goodbye,
     HeartbeatEcho,
+    HeldResult,
     Hello,
     HelloReply,
     ObjectDelete,
@@ -246,6 +249,8 @@ class WorkerCore:
                     data_address=self.data_address,
                     fetches_from_holders=bool(self.data_address),  # one that serves data fetches it too
                     takes_handoffs=bool(self.data_address),  # and may hold what a retiring worker held
+                    # registering again: what it still holds, for the tasks clients resubmit to a restarted scheduler
+                    held_results=[HeldResult(object_id=key, size=size) for key, size in self.cache.held_sizes()],
                 ),
                 0,
             )
@@ -549,6 +554,8 @@ class WorkerCore:
         self.max_frame_bytes = reply.max_frame_bytes or config.DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's
         self._drops.registered(self._now)
         self.holds_results = reply.holds_on_workers and bool(self.data_address)
+        if not (self.holds_results and reply.adopts_held_results):  # an older scheduler: nobody would free them
+            self._forget_objects(self.cache.drop_held())
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
@@ -614,9 +621,8 @@ class WorkerCore:
         self._requested = set()
         self._taking = set()
         self._outgoing = []
-        # The results held here were known by the scheduler under our old identity only: whoever needed them gets
-        # them made again. (Reporting them to the scheduler we register with is not done yet.)
-        self._forget_objects(self.cache.drop_held())
+        # The results held here are kept and listed in the next Hello (heldResults): a restarted scheduler answers
+        # the tasks clients resubmit with them; one that knows them already, or does not take them, says to drop them.
         if self.active is None:
             self.active = self.spares.pop() if self.spares else self._start_processor()
             self.active.role = ACTIVE

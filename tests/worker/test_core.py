@@ -15,6 +15,7 @@ from scaler.protocol import (
     BalanceResponse,
     Goodbye,
     HeartbeatEcho,
+    HeldResult,
     Hello,
     HelloReply,
     ObjectDelete,
@@ -425,12 +426,29 @@ def test_without_a_data_address_or_an_older_scheduler_a_large_result_is_put():
         assert [type(message) for message in out] == [ObjectPut, TaskResult] and not out[1].held_bytes
 
 
-def test_held_results_are_dropped_when_the_scheduler_that_knew_them_is_lost():
+def test_held_results_outlive_a_lost_scheduler_and_are_listed_for_the_next_one():
     harness = connected(data_address="tcp://10.0.0.1:5000")
     task, _ = run_large(harness)
     harness.core.connection_dropped(harness.now)
     harness._step()
+    assert harness.core.held_payload(task.task_id) is not None, "kept, and still served, while it registers again"
+    hello = of_type(harness.sent, Hello)[-1]
+    assert hello.previous_registrations == 1
+    assert hello.held_results == [HeldResult(object_id=task.task_id, size=config.DEFAULT_INLINE_LIMIT_BYTES + 1)]
+    harness.send(
+        HelloReply(protocol_version=1, accepted=True, holds_on_workers=True, adopts_held_results=True),
+        ObjectDelete(object_ids=[task.task_id]),  # the scheduler knew it already, or nobody claimed it in time
+    )
     assert harness.core.held_payload(task.task_id) is None
+
+
+def test_held_results_are_dropped_when_the_next_scheduler_does_not_adopt_them():
+    harness = connected(data_address="tcp://10.0.0.1:5000")
+    task, _ = run_large(harness)
+    harness.core.connection_dropped(harness.now)
+    harness._step()
+    harness.send(HelloReply(protocol_version=1, accepted=True, holds_on_workers=True))  # an older scheduler
+    assert harness.core.held_payload(task.task_id) is None, "nobody would ever free it"
 
 
 def test_goodbye_and_signals_exit():
