@@ -400,15 +400,19 @@ class HeldResults:
     def _adopt_held(self, worker: WorkerState, held_results: List[HeldResult], now: float) -> None:
         """A worker registering again (its scheduler was lost) still holds these results. Those of tasks this
         scheduler does not know (it restarted) are kept for a while: a client resubmitting the task that made one is
-        answered with it (_claim), not run again. One whose task was resubmitted already and waits is answered now;
-        one known here, or whose task already runs elsewhere, the worker drops."""
+        answered with it (_on_task, _settle_claims), not run again. One whose task was resubmitted already and waits
+        is answered now; one known here, or whose task already runs elsewhere, the worker drops."""
         deadline = now + self.settings.client_timeout_seconds
         dropped: List[bytes] = []
         answered: List[Tuple[TaskState, int]] = []
         kept = 0
+        seen: Set[bytes] = set()
         for held in held_results:
             object_id = held.object_id
-            if not object_id or object_id in self.objects or object_id in self._unclaimed:
+            if not object_id or object_id in seen:
+                continue
+            seen.add(object_id)
+            if object_id in self.objects or object_id in self._unclaimed:  # known, or another worker holds it too
                 dropped.append(object_id)
                 continue
             task = self.tasks.get(object_id)

@@ -431,3 +431,12 @@ def test_held_results_leave_with_their_worker_and_their_tasks_run() -> None:
     harness.send(WORKER_A, WorkerDisconnect(reason="gone"))
     out = harness.send(CLIENT, task)
     assert of_type(out[WORKER_B], Task) == [task]
+
+
+def test_a_result_two_workers_report_is_kept_on_the_first_one() -> None:
+    harness, task = restarted()
+    out = register_holding(harness, WORKER_B, ADDRESS_B, [task.task_id, task.task_id])
+    assert out[WORKER_B][1:] == [ObjectDelete(object_ids=[task.task_id])], "the second copy goes, once"
+    out = harness.send(CLIENT, task)
+    assert out == {CLIENT: [TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE)]}
+    assert harness.core.objects[task.task_id].holder == WORKER_A
