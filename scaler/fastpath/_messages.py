@@ -44,6 +44,7 @@ __all__ = [
     "ObjectKind",
     "OutputStream",
     "Resource",
+    "HeldResult",
     "Hello",
     "HelloReply",
     "ClientHeartbeat",
@@ -162,6 +163,43 @@ class Resource:
         )
 
 
+class HeldResult:
+    """Cap'n Proto struct HeldResult (@0xfe2003954c8950ed), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "object_id",
+        "size",
+    )
+
+    object_id: bytes
+    size: int
+
+    def __init__(
+        self,
+        *,
+        object_id: bytes = b"",
+        size: int = 0,
+    ) -> None:
+        self.object_id = object_id
+        self.size = size
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not HeldResult:
+            return NotImplemented
+        return (
+            self.object_id == other.object_id
+            and self.size == other.size
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "HeldResult("
+            + "object_id=" + short_repr(self.object_id)
+            + ", size=" + short_repr(self.size)
+            + ")"
+        )
+
+
 class Hello:
     """Cap'n Proto struct Hello (@0x9c8b767533fdcd03), see scaler/protocol/scaler.capnp."""
 
@@ -178,6 +216,8 @@ class Hello:
         "replaces",
         "data_address",
         "fetches_from_holders",
+        "held_results",
+        "takes_handoffs",
         "raw",
     )
     WHICH = 0
@@ -194,6 +234,8 @@ class Hello:
     replaces: str
     data_address: str
     fetches_from_holders: bool
+    held_results: list[HeldResult]
+    takes_handoffs: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -211,6 +253,8 @@ class Hello:
         replaces: str = "",
         data_address: str = "",
         fetches_from_holders: bool = False,
+        held_results: Optional[list[HeldResult]] = None,
+        takes_handoffs: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.role = role
@@ -224,6 +268,8 @@ class Hello:
         self.replaces = replaces
         self.data_address = data_address
         self.fetches_from_holders = fetches_from_holders
+        self.held_results = [] if held_results is None else held_results
+        self.takes_handoffs = takes_handoffs
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -242,6 +288,8 @@ class Hello:
             and self.replaces == other.replaces
             and self.data_address == other.data_address
             and self.fetches_from_holders == other.fetches_from_holders
+            and self.held_results == other.held_results
+            and self.takes_handoffs == other.takes_handoffs
         )
 
     def __repr__(self) -> str:
@@ -259,6 +307,8 @@ class Hello:
             + ", replaces=" + short_repr(self.replaces)
             + ", data_address=" + short_repr(self.data_address)
             + ", fetches_from_holders=" + short_repr(self.fetches_from_holders)
+            + ", held_results=" + short_repr(self.held_results)
+            + ", takes_handoffs=" + short_repr(self.takes_handoffs)
             + ")"
         )
 
@@ -279,6 +329,7 @@ class HelloReply:
         "holds_on_workers",
         "holds_on_clients",
         "relay_port",
+        "adopts_held_results",
         "raw",
     )
     WHICH = 1
@@ -295,6 +346,7 @@ class HelloReply:
     holds_on_workers: bool
     holds_on_clients: bool
     relay_port: int
+    adopts_held_results: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -312,6 +364,7 @@ class HelloReply:
         holds_on_workers: bool = False,
         holds_on_clients: bool = False,
         relay_port: int = 0,
+        adopts_held_results: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
@@ -325,6 +378,7 @@ class HelloReply:
         self.holds_on_workers = holds_on_workers
         self.holds_on_clients = holds_on_clients
         self.relay_port = relay_port
+        self.adopts_held_results = adopts_held_results
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -343,6 +397,7 @@ class HelloReply:
             and self.holds_on_workers == other.holds_on_workers
             and self.holds_on_clients == other.holds_on_clients
             and self.relay_port == other.relay_port
+            and self.adopts_held_results == other.adopts_held_results
         )
 
     def __repr__(self) -> str:
@@ -360,6 +415,7 @@ class HelloReply:
             + ", holds_on_workers=" + short_repr(self.holds_on_workers)
             + ", holds_on_clients=" + short_repr(self.holds_on_clients)
             + ", relay_port=" + short_repr(self.relay_port)
+            + ", adopts_held_results=" + short_repr(self.adopts_held_results)
             + ")"
         )
 
@@ -957,12 +1013,14 @@ class ObjectRequest:
     __slots__ = (
         "object_ids",
         "via_scheduler",
+        "take_from",
         "raw",
     )
     WHICH = 9
 
     object_ids: list[bytes]
     via_scheduler: bool
+    take_from: str
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -970,9 +1028,11 @@ class ObjectRequest:
         *,
         object_ids: Optional[list[bytes]] = None,
         via_scheduler: bool = False,
+        take_from: str = "",
     ) -> None:
         self.object_ids = [] if object_ids is None else object_ids
         self.via_scheduler = via_scheduler
+        self.take_from = take_from
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -981,6 +1041,7 @@ class ObjectRequest:
         return (
             self.object_ids == other.object_ids
             and self.via_scheduler == other.via_scheduler
+            and self.take_from == other.take_from
         )
 
     def __repr__(self) -> str:
@@ -988,6 +1049,7 @@ class ObjectRequest:
             "ObjectRequest("
             + "object_ids=" + short_repr(self.object_ids)
             + ", via_scheduler=" + short_repr(self.via_scheduler)
+            + ", take_from=" + short_repr(self.take_from)
             + ")"
         )
 
@@ -1863,6 +1925,7 @@ class SchedulerStatus:
         )
 
 _DATA_RESOURCE = struct.Struct("<d")
+_DATA_HELD_RESULT = struct.Struct("<Q")
 _DATA_HELLO = struct.Struct("<IHBxIII")
 _DATA_HELLO_REPLY = struct.Struct("<IBxHIIQ")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
@@ -1885,11 +1948,12 @@ _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQI")
 _DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQQQ")
 _CANON_RESOURCE = struct.Struct("<diI")
+_CANON_HELD_RESULT = struct.Struct("<QiI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
 _CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiIiI")
-_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000500")
-_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiIiIiI")
+_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000600")
+_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiIiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000100")
 _MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxHIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
@@ -1910,8 +1974,8 @@ _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000
 _MESSAGE_TASK_CANCEL = struct.Struct("<II24siI")
 _HEAD_OBJECT_PUT = bytes.fromhex("000000000100010008000000000000000000000003000300")
 _MESSAGE_OBJECT_PUT = struct.Struct("<II24sHBxIIxxxxQiIiIiI")
-_HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000001000100")
-_MESSAGE_OBJECT_REQUEST = struct.Struct("<II24sBxxxxxxxiI")
+_HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000001000200")
+_MESSAGE_OBJECT_REQUEST = struct.Struct("<II24sBxxxxxxxiIiI")
 _HEAD_OBJECT_RESPONSE = bytes.fromhex("00000000010001000a000000000000000000000003000400")
 _MESSAGE_OBJECT_RESPONSE = struct.Struct("<II24sBxHIIxxxxQiIiIiIiI")
 _HEAD_OBJECT_DELETE = bytes.fromhex("00000000010001000b000000000000000000000000000100")
@@ -1962,6 +2026,26 @@ def _read_list_resource(r: Reader, lo: int, hi: int, at: int) -> list[Resource]:
     return items
 
 
+def _read_held_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> HeldResult:
+    buf = r.buf
+    obj = _new(HeldResult)
+    u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
+    obj.size = u0
+    obj.object_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    return obj
+
+
+def _read_list_held_result(r: Reader, lo: int, hi: int, at: int) -> list[HeldResult]:
+    items: list[HeldResult] = []
+    found = struct_list_at(r, lo, hi, at)
+    if found is not None:
+        lo, hi, pos, count, step, dn, pn = found
+        for _ in range(count):
+            items.append(_read_held_result(r, lo, hi, pos, dn, pos + dn, pn))
+            pos += step
+    return items
+
+
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
     buf = r.buf
     obj = _new(Hello)
@@ -1979,9 +2063,11 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     if not u2:
         obj.task_policies = False
         obj.fetches_from_holders = False
+        obj.takes_handoffs = False
     else:
         obj.task_policies = (u2 & 1) != 0
         obj.fetches_from_holders = (u2 & 2) != 0
+        obj.takes_handoffs = (u2 & 4) != 0
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
@@ -1990,6 +2076,7 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     obj.resources = _read_list_resource(r, lo, hi, p + 16) if pn > 2 else []
     obj.replaces = read_text(r, lo, hi, p + 24) if pn > 3 else ""
     obj.data_address = read_text(r, lo, hi, p + 32) if pn > 4 else ""
+    obj.held_results = _read_list_held_result(r, lo, hi, p + 40) if pn > 5 else []
     obj.raw = None
     return obj
 
@@ -2014,6 +2101,7 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.task_policies = False
         obj.holds_on_workers = False
         obj.holds_on_clients = False
+        obj.adopts_held_results = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
@@ -2021,6 +2109,7 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
         obj.holds_on_clients = (u1 & 32) != 0
+        obj.adopts_held_results = (u1 & 64) != 0
     obj.relay_port = u2
     obj.heartbeat_interval_ms = u3
     obj.peer_timeout_ms = u4
@@ -2221,6 +2310,7 @@ def _read_object_request(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, p
     u0 = buf[d] if dn >= 1 else 0
     obj.via_scheduler = (u0 & 1) != 0
     obj.object_ids = read_data_list(r, lo, hi, p) if pn > 0 else []
+    obj.take_from = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.raw = None
     return obj
 
@@ -2487,7 +2577,7 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _decode_hello(frame: bytes, pos: int) -> Hello:
     el1: Any
     items1: list
-    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_HELLO.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
     size = words * 8 + 8
@@ -2503,13 +2593,16 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     if not u2:
         obj.task_policies = False
         obj.fetches_from_holders = False
+        obj.takes_handoffs = False
     else:
         obj.task_policies = (u2 & 1) != 0
         obj.fetches_from_holders = (u2 & 2) != 0
+        obj.takes_handoffs = (u2 & 4) != 0
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
-    c = 96
+    c = 104
+    blobs = None
     if b0:
         n = b0 >> 3
         if a0 + a0 != c - 62 or b0 & 7 != 2 or not n or m[c + n - 1]:
@@ -2596,6 +2689,64 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         raise NotCanonical
     else:
         obj.data_address = ""
+    if b5:
+        if a5 + a5 != c - 102 or b5 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 65537 or (t >> 2) * 2 != b5 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b5 >> 3 << 3)
+        items1 = []
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_HELD_RESULT.iter_unpack(m[e1 : c]):
+                el1 = _new(HeldResult)
+                el1.size = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 14 and b1_0 & 7 == 2:
+                        el1.object_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 16 + (a1_0 >> 2 << 3)
+                        el1.object_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.object_id = b""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_HELD_RESULT.unpack_from(m, e1)
+                el1 = _new(HeldResult)
+                el1.size = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 14 and b1_0 & 7 == 2:
+                        el1.object_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 16 + (a1_0 >> 2 << 3)
+                        el1.object_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.object_id = b""
+                items1.append(el1)
+        obj.held_results = items1
+    elif a5:
+        raise NotCanonical
+    else:
+        obj.held_results = []
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
     if c != size:
         raise NotCanonical
     obj.raw = m
@@ -2606,16 +2757,19 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     el1: Any
     items1: list
     v: Any
-    if msg.task_policies is False and msg.fetches_from_holders is False:
+    if msg.task_policies is False and msg.fetches_from_holders is False and msg.takes_handoffs is False:
         u2 = 0
     else:
         v = msg.task_policies
         u2 = 1 if v is True else 0 if v is False else bool_bit(v)
         v = msg.fetches_from_holders
         u2 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+        v = msg.takes_handoffs
+        u2 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
-    c = 96
+    c = 104
+    blobs = None
     v = msg.name
     if v.__class__ is not str:
         raise NotCanonical
@@ -2701,6 +2855,42 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         c += n + 8 & -8
     else:
         a4 = b4 = 0
+    items1 = msg.held_results
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a5 = c - 102 >> 1
+        b5 = count1 * 16 + 7
+        slot1 = len(parts)
+        parts.append(b"")
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
+        e1 = c + 8
+        c = e1 + count1 * 16
+        for el1 in items1:
+            if el1.__class__ is not HeldResult:
+                raise NotCanonical
+            v = el1.object_id
+            if v:
+                n = len(v)
+                if n < 1024:
+                    a1_0 = c - e1 - 14 >> 1
+                    b1_0 = n * 8 + 2
+                    parts.append(v)
+                    parts.append(PADDING[n & 7])
+                    c += n + 7 & -8
+                else:
+                    a1_0 = b1_0 = 0
+                    blobs = defer_blob(blobs, e1 + 8, v)
+            elif v.__class__ is bytes:
+                a1_0 = b1_0 = 0
+            else:
+                raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+            bodies1.append(_CANON_HELD_RESULT.pack(el1.size, a1_0, b1_0))
+            e1 += 16
+        parts[slot1] = b"".join(bodies1)
+    else:
+        a5 = b5 = 0
     parts[base] = _MESSAGE_HELLO.pack(
         0,
         c - 8 >> 3,
@@ -2721,7 +2911,11 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         b3,
         a4,
         b4,
+        a5,
+        b5,
     )
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
     return c
 
 
@@ -2745,6 +2939,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.task_policies = False
         obj.holds_on_workers = False
         obj.holds_on_clients = False
+        obj.adopts_held_results = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
@@ -2752,6 +2947,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
         obj.holds_on_clients = (u1 & 32) != 0
+        obj.adopts_held_results = (u1 & 64) != 0
     obj.relay_port = u2
     obj.heartbeat_interval_ms = u3
     obj.peer_timeout_ms = u4
@@ -2782,6 +2978,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         and msg.task_policies is False
         and msg.holds_on_workers is False
         and msg.holds_on_clients is False
+        and msg.adopts_held_results is False
     ):
         u1 = 0
     else:
@@ -2797,6 +2994,8 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
         v = msg.holds_on_clients
         u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
+        v = msg.adopts_held_results
+        u1 |= 64 if v is True else 0 if v is False else bool_bit(v) << 6
     base = len(parts)
     parts.append(b"")
     c = 64
@@ -4050,7 +4249,7 @@ def _encode_object_put(msg: ObjectPut, parts: list) -> int:
 
 def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     items1: list
-    segments, words, head, u0, a0, b0 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
+    segments, words, head, u0, a0, b0, a1, b1 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_REQUEST:
         raise NotCanonical
     size = words * 8 + 8
@@ -4062,7 +4261,7 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
         m = frame
     obj = _new(ObjectRequest)
     obj.via_scheduler = (u0 & 1) != 0
-    c = 48
+    c = 56
     blobs = None
     if b0:
         if a0 + a0 != c - 46 or b0 & 7 != 6:
@@ -4092,6 +4291,16 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
         raise NotCanonical
     else:
         obj.object_ids = []
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 != c - 54 or b1 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.take_from = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.take_from = ""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -4108,7 +4317,7 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 48
+    c = 56
     blobs = None
     items1 = msg.object_ids
     if items1.__class__ is not list:
@@ -4138,7 +4347,20 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
         parts[slot1] = b"".join(words1)
     else:
         a0 = b0 = 0
-    parts[base] = _MESSAGE_OBJECT_REQUEST.pack(0, c - 8 >> 3, _HEAD_OBJECT_REQUEST, u0, a0, b0)
+    v = msg.take_from
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a1 = c - 54 >> 1
+        b1 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a1 = b1 = 0
+    parts[base] = _MESSAGE_OBJECT_REQUEST.pack(0, c - 8 >> 3, _HEAD_OBJECT_REQUEST, u0, a0, b0, a1, b1)
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c
@@ -5849,15 +6071,34 @@ def _write_list_resource(buf: bytearray, blobs: Blobs, at: int, items: list[Reso
             pos += 16
 
 
+def _fill_held_result(buf: bytearray, blobs: Blobs, start: int, obj: HeldResult) -> None:
+    _DATA_HELD_RESULT.pack_into(buf, start, obj.size)
+    write_data(buf, blobs, start + 8, obj.object_id)
+
+
+def _write_list_held_result(buf: bytearray, blobs: Blobs, at: int, items: list[HeldResult]) -> None:
+    if items.__class__ is not list:
+        items = as_list(items)
+    if items:
+        pos = begin_struct_list(buf, at, len(items), 1, 1)
+        for item in items:
+            if item.__class__ is not HeldResult:
+                raise TypeError("expected HeldResult, got " + type(item).__name__)
+            _fill_held_result(buf, blobs, pos, item)
+            pos += 16
+
+
 def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     v: Any
-    if obj.task_policies is False and obj.fetches_from_holders is False:
+    if obj.task_policies is False and obj.fetches_from_holders is False and obj.takes_handoffs is False:
         u2 = 0
     else:
         v = obj.task_policies
         u2 = 1 if v is True else 0 if v is False else bool_bit(v)
         v = obj.fetches_from_holders
         u2 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+        v = obj.takes_handoffs
+        u2 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     _DATA_HELLO.pack_into(
         buf,
         start,
@@ -5873,6 +6114,7 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     _write_list_resource(buf, blobs, start + 40, obj.resources)
     write_text(buf, start + 48, obj.replaces)
     write_text(buf, start + 56, obj.data_address)
+    _write_list_held_result(buf, blobs, start + 64, obj.held_results)
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
@@ -5884,6 +6126,7 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         and obj.task_policies is False
         and obj.holds_on_workers is False
         and obj.holds_on_clients is False
+        and obj.adopts_held_results is False
     ):
         u1 = 0
     else:
@@ -5899,6 +6142,8 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
         v = obj.holds_on_clients
         u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
+        v = obj.adopts_held_results
+        u1 |= 64 if v is True else 0 if v is False else bool_bit(v) << 6
     _DATA_HELLO_REPLY.pack_into(
         buf,
         start,
@@ -6022,6 +6267,7 @@ def _fill_object_request(buf: bytearray, blobs: Blobs, start: int, obj: ObjectRe
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_OBJECT_REQUEST.pack_into(buf, start, u0)
     write_data_list(buf, blobs, start + 8, obj.object_ids)
+    write_text(buf, start + 16, obj.take_from)
 
 
 def _fill_object_response(buf: bytearray, blobs: Blobs, start: int, obj: ObjectResponse) -> None:
@@ -6190,7 +6436,7 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
     _write_list_worker_status(buf, blobs, start + 192, obj.workers)
 
 
-_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000500") + bytes(64)
+_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000600") + bytes(72)
 
 
 def _build_hello(msg: Hello, parts: list) -> int:
@@ -6280,7 +6526,7 @@ def _build_object_put(msg: ObjectPut, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_OBJECT_REQUEST = bytes.fromhex("0000000000000000000000000100010009000000000000000000000001000100") + bytes(16)
+_PREFIX_OBJECT_REQUEST = bytes.fromhex("0000000000000000000000000100010009000000000000000000000001000200") + bytes(24)
 
 
 def _build_object_request(msg: ObjectRequest, parts: list) -> int:
@@ -6602,6 +6848,10 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("name", "name", "text", None),
         FieldInfo("amount", "amount", "float64", None),
     ),
+    HeldResult: (
+        FieldInfo("object_id", "objectId", "data", None),
+        FieldInfo("size", "size", "uint64", None),
+    ),
     Hello: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
         FieldInfo("role", "role", "enum", Role),
@@ -6615,6 +6865,8 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("replaces", "replaces", "text", None),
         FieldInfo("data_address", "dataAddress", "text", None),
         FieldInfo("fetches_from_holders", "fetchesFromHolders", "bool", None),
+        FieldInfo("held_results", "heldResults", "struct_list", HeldResult),
+        FieldInfo("takes_handoffs", "takesHandoffs", "bool", None),
     ),
     HelloReply: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
@@ -6629,6 +6881,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("holds_on_workers", "holdsOnWorkers", "bool", None),
         FieldInfo("holds_on_clients", "holdsOnClients", "bool", None),
         FieldInfo("relay_port", "relayPort", "uint16", None),
+        FieldInfo("adopts_held_results", "adoptsHeldResults", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -6706,6 +6959,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
     ObjectRequest: (
         FieldInfo("object_ids", "objectIds", "data_list", None),
         FieldInfo("via_scheduler", "viaScheduler", "bool", None),
+        FieldInfo("take_from", "takeFrom", "text", None),
     ),
     ObjectResponse: (
         FieldInfo("object_id", "objectId", "data", None),

@@ -50,6 +50,12 @@ enum ObjectKind {
   serializer @3;  # a client's serializer (cloudpickled), used by workers for its functions, arguments and results
 }
 
+struct HeldResult {
+  # A result a worker holds (Hello.heldResults): its object id (the id of the task that made it) and its size.
+  objectId @0 :Data;
+  size @1 :UInt64;
+}
+
 struct Hello {
   # First message of every client and worker connection (monitors subscribe and send nothing).
   protocolVersion @0 :UInt32;
@@ -72,6 +78,11 @@ struct Hello {
                                      # it serves the large objects it keeps (ObjectPut.heldBySender)
   fetchesFromHolders @11 :Bool;      # clients and workers: it understands ObjectResponse.holderAddress and fetches
                                      # from there; older peers get the bytes through the scheduler
+  heldResults @12 :List(HeldResult); # workers registering again (a lost scheduler): the results it still holds, which
+                                     # a restarted scheduler keeps for the tasks clients resubmit (see
+                                     # HelloReply.adoptsHeldResults)
+  takesHandoffs @13 :Bool;           # workers: it fetches and holds the results a retiring worker hands over
+                                     # (ObjectRequest.takeFrom)
 }
 
 struct HelloReply {
@@ -96,6 +107,8 @@ struct HelloReply {
                                # leaves it false, and they are put whole
   relayPort @11 :UInt16;       # the data relay's port, on the host the peer reaches the scheduler at (RelayHello,
                                # DataRequest.holderAddress); 0: no relay (an older scheduler, or CurveZMQ on)
+  adoptsHeldResults @12 :Bool; # the scheduler read Hello.heldResults: the worker keeps them until told to drop them
+                               # (ObjectDelete); false (an older scheduler): it drops them at once
 }
 
 struct ClientHeartbeat {
@@ -198,6 +211,9 @@ struct ObjectRequest {
   objectIds @0 :List(Data);
   viaScheduler @1 :Bool;  # the bytes themselves, relayed by the scheduler, not where they are: the requester could
                           # not reach the holder. Scheduler to a worker: upload these held results (ObjectPut)
+  takeFrom @2 :Text;      # scheduler to a worker that said Hello.takesHandoffs: fetch these results from the worker
+                          # serving at this data address (a retiring holder) and hold them; it answers each with
+                          # ObjectResponse{found, totalSize}: found = true once it holds it, false if it could not
 }
 
 struct ObjectResponse {

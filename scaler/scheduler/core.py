@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import heapq
 import logging
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
+from collections import deque
+from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
@@ -158,6 +159,14 @@ class SchedulerCore(HeldResults):
         self.lineage: Dict[bytes, TaskState] = {}
         self._lineage_refs: Dict[bytes, int] = {}
         self.recomputed_results = 0  # held results made again after their holder was lost, since start
+        # Held results a worker registering again still holds (Hello.heldResults) that no task here made: kept for
+        # a client resubmitting the task that made them (a scheduler restart) until a deadline, by id: (worker,
+        # size, deadline); and their ids in deadline order. Tasks claiming one in the frame being read wait in
+        # _claims, settled once the frame is read (its later nodes may read the result).
+        self._unclaimed: Dict[bytes, Tuple[bytes, int, float]] = {}
+        self._unclaimed_order: Deque[Tuple[float, bytes]] = deque()
+        self._claims: List[TaskState] = []
+        self.adopted_results = 0  # held results reported by workers registering again that answered a task here
         self.children: Dict[bytes, List[bytes]] = {}  # parent task id -> nested task ids
         self.function_names: Dict[bytes, str] = {}
         self.function_tasks: Dict[bytes, int] = {}
@@ -249,6 +258,8 @@ class SchedulerCore(HeldResults):
                 self._misuse(peer, state, type(message).__name__, now)
                 continue
             handler(state, message, now)
+        if self._claims:  # rare: only after a scheduler restart
+            self._settle_claims()
         if self.retiring:  # rare: one check per frame, none per task
             self._advance_retirements(now)
         self._assign_ready()
@@ -283,6 +294,8 @@ class SchedulerCore(HeldResults):
             self._balance()
         if self.retiring:
             self._advance_retirements(now)
+        if self._unclaimed_order:
+            self._expire_unclaimed(now)
         self._assign_ready()
         self._report_unmet_requirements(now)
 
@@ -554,6 +567,7 @@ class SchedulerCore(HeldResults):
             worker.row.resources = [Resource(name=key, amount=amount) for key, amount in offer]
             worker.data_address = message.data_address
             worker.fetches_from_holders = message.fetches_from_holders
+            worker.takes_handoffs = message.takes_handoffs
             self.workers[peer] = worker
             if self.loads.add(worker, offer):
                 self._refresh_eligibility()
@@ -585,6 +599,8 @@ class SchedulerCore(HeldResults):
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
             return
         self._accept_hello(peer, message.role, resumed=False)
+        if message.role == Role.worker and message.held_results:
+            self._adopt_held(self.workers[peer], message.held_results, now)
 
     def _on_hello_again(self, state, message: Hello, now: float) -> None:
         """Hello from a registered peer: its connection dropped and came back to this same scheduler. A client keeps
@@ -623,6 +639,7 @@ class SchedulerCore(HeldResults):
                 holds_on_workers=True,
                 holds_on_clients=True,
                 relay_port=self.relay_port,
+                adopts_held_results=role == Role.worker,
             ),
         )
 
@@ -732,17 +749,23 @@ class SchedulerCore(HeldResults):
         if worker.assigned:  # it hands back those it has not started
             worker.balance_pending = True
             self._send_message(identity, BalanceRequest(count=len(worker.assigned)))
+        if worker.held:  # the results it holds go to other workers before it leaves
+            self._hand_over(worker, list(worker.held))
         return True
 
     def _advance_retirements(self, now: float) -> None:
-        """Let go of retiring workers that hold nothing any more, or whose deadline passed."""
+        """Let go of retiring workers that hold no task any more and whose held results were taken by others (or
+        could not be), or whose deadline passed."""
         for worker in list(self.retiring.values()):
             assert worker.retire_deadline is not None  # retiring workers have one
-            if worker.assigned and now < worker.retire_deadline:
-                continue
+            if (worker.assigned or worker.handing or worker.taking) and now < worker.retire_deadline:
+                continue  # tasks to finish, results to hand over or to take
             if worker.assigned:
                 self._drop_worker(worker, "retirement deadline passed: its tasks run elsewhere", now, blame=False)
                 reason = "retired: the deadline passed, your unfinished tasks run elsewhere"
+            elif worker.handing:
+                self._drop_worker(worker, "retirement deadline passed: what it still held is made again", now)
+                reason = "retired: the deadline passed, the results you held are made again elsewhere"
             else:
                 self._drop_worker(worker, "retired", now)
                 reason = "retired: every task you held is settled"
@@ -798,8 +821,15 @@ class SchedulerCore(HeldResults):
             back.append(task)
         back.reverse()
         self._hand_back(back)
+        for object_id in list(worker.handing):
+            self._end_handoff(worker, object_id)
+        if self.retiring:
+            self._give_up_handoffs(worker)
+        if self._unclaimed:
+            self._forget_unclaimed(worker)
         lost = [self.objects[object_id] for object_id in worker.held]
         worker.held.clear()
+        worker.held_bytes = 0
         for stored in lost:  # all of them first: one may be an input of another, to be made again before it
             stored.holder = None
         for stored in lost:
@@ -944,6 +974,10 @@ class SchedulerCore(HeldResults):
             else:
                 siblings.append(task_id)
         if message.dependencies and not self._link_dependencies(task):
+            return
+        if self._unclaimed and task_id in self._unclaimed:  # made before a restart, and held: answered, not run
+            self._set_state(task, WAITING)
+            self._claims.append(task)
             return
         if task.pending_dependencies:
             self._set_state(task, WAITING)
@@ -1257,6 +1291,8 @@ class SchedulerCore(HeldResults):
         # the client fetches a reported in-object result itself and deletes it after
         stored.released = not (result.in_object and task.report_result and client_present)
         self._maybe_free(stored)
+        if self.retiring and stored.holder in self.retiring and self.objects.get(task_id) is stored:
+            self._hand_over(self.retiring[stored.holder], [task_id])  # made by a worker that is leaving
 
     def _release_dependents(self, task: TaskState) -> None:
         tasks = self.tasks
@@ -1450,8 +1486,10 @@ class SchedulerCore(HeldResults):
             client.objects.pop(stored.object_id, None)
         if stored.holder is not None:
             holding = self.workers.get(stored.holder)
-            if holding is not None:
-                holding.held.pop(stored.object_id, None)
+            if holding is not None and holding.held.pop(stored.object_id, 0) is None:
+                holding.held_bytes -= stored.total_size
+                if stored.object_id in holding.handing:
+                    self._end_handoff(holding, stored.object_id)
         if stored.producer is not None:
             if stored.object_id in self._lineage_refs:
                 self.lineage[stored.object_id] = stored.producer  # held results made from it may have to be remade
@@ -1466,10 +1504,16 @@ class SchedulerCore(HeldResults):
                     self._send_message(holder, delete)
 
     def _on_holder_response(self, worker: WorkerState, message: ObjectResponse, now: float) -> None:
-        """A worker asked to upload a result answers it does not hold it (any more)."""
+        """A worker asked to upload a result answers it does not hold it (any more); or one asked to take a retiring
+        worker's result says whether it does now."""
         stored = self.objects.get(message.object_id)
-        if stored is not None and stored.holder == worker.identity and not message.found:
-            worker.held.pop(stored.object_id, None)
+        if stored is None or stored.holder != worker.identity:
+            self._on_handoff_answer(worker, message)
+        elif not message.found:
+            del worker.held[stored.object_id]
+            worker.held_bytes -= stored.total_size
+            if stored.object_id in worker.handing:
+                self._end_handoff(worker, stored.object_id)
             self._lost_held(stored, f"worker {worker.name} no longer held it")
 
     def _on_keeper_response(self, client: ClientState, message: ObjectResponse, now: float) -> None:

@@ -97,6 +97,10 @@ class WorkerState:
         "data_address",
         "held",
         "fetches_from_holders",
+        "held_bytes",
+        "takes_handoffs",
+        "handing",
+        "taking",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -128,7 +132,12 @@ class WorkerState:
         self.loads: Any = None  # the WorkerLoads of its resource class (scaler.scheduler.placement.Placement)
         self.data_address = ""  # Hello.dataAddress: where it serves the results it holds
         self.held: Dict[bytes, None] = {}  # ids of the results it holds (TaskResult.heldBytes), while stored here
+        self.held_bytes = 0  # their sizes, summed: where a retiring worker's results go (the least loaded first)
         self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
+        self.takes_handoffs = False  # Hello.takesHandoffs: it may be asked to take a retiring worker's held results
+        # Retiring, what it holds and was asked to hand over: object id -> the worker asked to fetch and hold it
+        self.handing: Dict[bytes, bytes] = {}
+        self.taking = 0  # results it was asked to take from retiring workers and has not answered for yet
 
 
 class ClientState:

@@ -10,6 +10,7 @@ from scaler.protocol import (
     PROTOCOL_VERSION,
     Argument,
     ArgumentKind,
+    HeldResult,
     Hello,
     HelloReply,
     Resource,
@@ -85,7 +86,11 @@ class Harness:
         resources: Optional[Dict[str, float]] = None,
         data_address: str = "",
         fetches_from_holders: bool = False,
+        takes_handoffs: Optional[bool] = None,
+        held_results: Optional[Dict[bytes, int]] = None,
     ) -> HelloReply:
+        """`takes_handoffs`: by default, whether it has a data address (as our workers say). `held_results`: object id
+        -> size of the results it still holds, registering again after losing its scheduler."""
         hello = Hello(
             protocol_version=PROTOCOL_VERSION,
             role=Role.worker,
@@ -95,6 +100,8 @@ class Harness:
             task_policies=True,
             data_address=data_address,
             fetches_from_holders=fetches_from_holders,
+            takes_handoffs=bool(data_address) if takes_handoffs is None else takes_handoffs,
+            held_results=[HeldResult(object_id=key, size=size) for key, size in (held_results or {}).items()],
         )
         reply = self.send(peer, hello)[peer][0]  # ready tasks may follow the reply at once
         assert isinstance(reply, HelloReply) and reply.accepted, reply

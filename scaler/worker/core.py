@@ -24,7 +24,9 @@ answered timedOut. The worker says so in its Hello (taskPolicies).
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
 its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
-registers as a new worker, retrying with backoff; it exits only when nothing was heard for the death timeout.
+registers as a new worker, retrying with backoff; it exits only when nothing was heard for the death timeout. The
+results it holds for the cluster stay: its Hello lists them (heldResults), and a restarted scheduler answers the tasks
+clients resubmit with them rather than running them again; the rest it is told to drop (ObjectDelete).
 
 Retirement (`retire`, on SIGTERM): the worker asks the scheduler to take it out of the pool (WorkerRetire), hands back
 its queued tasks when asked (BalanceRequest), runs the rest, and exits on Goodbye(retired). If the scheduler does not
@@ -51,6 +53,7 @@ from scaler.protocol import (
     Encoded,
     Goodbye,
     HeartbeatEcho,
+    HeldResult,
     Hello,
     HelloReply,
     ObjectDelete,
@@ -199,6 +202,7 @@ class WorkerCore:
         self._next_waiting_log = now + WAITING_LOG_FIRST_SECONDS
         self._to_request: Set[bytes] = set()
         self._requested: Set[bytes] = set()  # asked for, not (completely) received yet
+        self._taking: Set[bytes] = set()  # results of a retiring worker being fetched, to hold (ObjectRequest.takeFrom)
         self._outgoing: List[Tuple[object, int]] = []  # (message or Encoded message, payload bytes)
         self._success_results = SuccessResults()
         self._held_results = 0  # short successful results in _outgoing, all of it, held back by take_outgoing
@@ -245,6 +249,9 @@ class WorkerCore:
                     replaces="" if self.registrations else self._replaces,
                     data_address=self.data_address,
                     fetches_from_holders=bool(self.data_address),  # one that serves data fetches it too
+                    takes_handoffs=bool(self.data_address),  # and may hold what a retiring worker held
+                    # registering again: what it still holds, for the tasks clients resubmit to a restarted scheduler
+                    held_results=[HeldResult(object_id=key, size=size) for key, size in self.cache.held_sizes()],
                 ),
                 0,
             )
@@ -549,6 +556,8 @@ class WorkerCore:
         self._drops.registered(self._now)
         self.holds_results = reply.holds_on_workers and bool(self.data_address)
         self.relay_port = reply.relay_port
+        if not (self.holds_results and reply.adopts_held_results):  # an older scheduler: nobody would free them
+            self._forget_objects(self.cache.drop_held())
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
@@ -612,10 +621,10 @@ class WorkerCore:
         self.queue = TaskQueue()
         self._to_request = set()
         self._requested = set()
+        self._taking = set()
         self._outgoing = []
-        # The results held here were known by the scheduler under our old identity only: whoever needed them gets
-        # them made again. (Reporting them to the scheduler we register with is not done yet.)
-        self._forget_objects(self.cache.drop_held())
+        # The results held here are kept and listed in the next Hello (heldResults): a restarted scheduler answers
+        # the tasks clients resubmit with them; one that knows them already, or does not take them, says to drop them.
         if self.active is None:
             self.active = self.spares.pop() if self.spares else self._start_processor()
             self.active.role = ACTIVE
@@ -914,8 +923,19 @@ class WorkerCore:
 
     def data_fetched(self, object_id: bytes, payload: Any, now: float) -> None:
         """A FetchData ended: with the result's bytes (bytes-like), or None when its holder did not answer in time or
-        no longer holds it: then the scheduler relays it (and makes it again first, if it was lost)."""
+        no longer holds it: then the scheduler relays it (and makes it again first, if it was lost). A result taken
+        from a retiring worker is held from now on, and the scheduler told whether it is."""
         self._now = now
+        if object_id in self._taking:
+            self._taking.discard(object_id)
+            if payload is not None:
+                self.cache.hold(object_id, payload, now)
+                response = ObjectResponse(
+                    object_id=object_id, found=True, kind=ObjectKind.result, chunk_count=0, total_size=len(payload)
+                )
+            else:
+                response = ObjectResponse(object_id=object_id, found=False)
+            self._outgoing.append((response, 0))
         if object_id not in self._requested:
             return  # no task needs it any more
         if payload is None:
@@ -928,7 +948,16 @@ class WorkerCore:
         self._dispatch()
 
     def _on_object_request(self, request: ObjectRequest) -> None:
-        """The scheduler relays results this worker holds to a peer that cannot fetch them here: upload them."""
+        """The scheduler relays results this worker holds to a peer that cannot fetch them here: upload them. Or,
+        with `takeFrom`, a retiring worker hands results over: fetch them from it, to hold them here."""
+        if request.take_from:
+            for object_id in request.object_ids:
+                if not self.holds_results:  # nowhere to serve them from: an older scheduler would not ask
+                    self._outgoing.append((ObjectResponse(object_id=object_id, found=False), 0))
+                elif object_id not in self._taking:
+                    self._taking.add(object_id)
+                    self._instructions.append(FetchData(request.take_from, object_id))
+            return
         for object_id in request.object_ids:
             payload = self.cache.held_payload(object_id)
             if payload is None:
