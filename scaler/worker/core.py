@@ -176,6 +176,7 @@ class WorkerCore:
         self.spares: List[ProcessorState] = []
         self.durations: Dict[bytes, float] = {}  # function id -> recent run time (moving average), seconds
         self.connection = CONNECTING
+        self._hello_sent = False  # on the connection now: the scheduler may have registered us, unanswered yet
         self.identity = ""  # our name on the current connection
         self.registrations = 0  # accepted Hellos: more than one means we registered again after losing a scheduler
         self.heartbeat_interval = settings.heartbeat_interval_seconds
@@ -231,6 +232,7 @@ class WorkerCore:
         """The shell opened the connection a Connect asked for, under `identity`: say Hello on it."""
         self._now = now
         self.identity = identity
+        self._hello_sent = True
         self._outgoing.append(
             (
                 Hello(
@@ -629,6 +631,7 @@ class WorkerCore:
             self.active = self.spares.pop() if self.spares else self._start_processor()
             self.active.role = ACTIVE
         self.connection = CONNECTING
+        self._hello_sent = False
         self._reconnect_delay = RECONNECT_FIRST_SECONDS
         self._waiting_since = self._now
         self._next_waiting_log = self._now + WAITING_LOG_FIRST_SECONDS
@@ -659,11 +662,16 @@ class WorkerCore:
         self.exit_code = code
         self.warnings.flush(self._now, force=True)
         (logger.info if code == EXIT_OK else logger.error)("%s: exiting: %s", self.name, reason)
-        if self.connection != CONNECTED or code == EXIT_SCHEDULER_LOST:
+        # Said Hello, unanswered yet: the scheduler may have registered us all the same, and would wait for our
+        # heartbeats until its timeout. A WorkerDisconnect behind the Hello tells it not to.
+        registered = self.connection == CONNECTED or self._hello_sent
+        if not registered or code == EXIT_SCHEDULER_LOST:
             self._outgoing = []  # nobody listens
         elif disconnect:
+            if self.connection != CONNECTED:
+                self._outgoing = [item for item in self._outgoing if type(item[0]) is Hello]
             self._outgoing.append((WorkerDisconnect(reason=reason), 0))
-        self._instructions.append(Exit(code, reason, disconnect and self.connection == CONNECTED))
+        self._instructions.append(Exit(code, reason, disconnect and registered))
 
     def _send_heartbeat(self) -> None:
         active = self.active

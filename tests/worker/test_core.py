@@ -460,6 +460,15 @@ def test_goodbye_and_signals_exit():
     assert harness._step() and of_type(harness.sent, WorkerDisconnect) and harness.exit.disconnect
 
 
+def test_a_worker_stopped_before_its_hello_is_answered_still_says_goodbye():
+    """The scheduler may have registered it already: without a WorkerDisconnect it would wait for its heartbeats."""
+    harness = Harness()
+    assert of_type(harness.sent, Hello), "said Hello, no answer yet"
+    harness.core.stop(EXIT_OK, "received SIGINT", disconnect=True)
+    harness._step()
+    assert of_type(harness.sent, WorkerDisconnect) and harness.exit.disconnect
+
+
 def test_the_death_timeout_exits_with_what_was_heard():
     harness = Harness(death_timeout_seconds=10)
     harness.tick(10)
