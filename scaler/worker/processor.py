@@ -44,6 +44,10 @@ from scaler.worker.profiling import CallProfile
 # A result larger than this goes to the agent in shared memory (a SharedBytes): the agent holds results above the
 # inline limit, and a copy through the channel would cost more than the memfd.
 _SHARED_RESULT_BYTES = config.DEFAULT_INLINE_LIMIT_BYTES
+# The large results a processor keeps as objects for the graph nodes it may run next (TaskRunner._made): at most
+# this many, and this many bytes (the agent holds their bytes too, so they cost this much memory twice).
+_MADE_COUNT = 8
+_MADE_BYTES = 256 * 1024 * 1024
 # A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
 _MIN_HALF_WAY_REPORT = 16
 # The result flusher parks after finding nothing to watch this many delays in a row (see _Reporter).
@@ -396,6 +400,11 @@ class TaskRunner:
     def __init__(self) -> None:
         # Values are deserialized on first use, so absorbing a task that never runs costs no deserialization.
         self._values: Dict[_ValueKey, Any] = {}
+        # The last large results this processor made, as the objects its tasks returned: a graph node placed here
+        # next (the scheduler places nodes where their inputs are) reads its input as that object, not deserialized
+        # from the shared memory the agent holds. Used once, then dropped; the bytes the agent holds stay the truth.
+        self._made: Dict[bytes, Tuple[Any, int]] = {}
+        self._made_bytes = 0
 
     def absorb(self, task: ProcessorTask) -> None:
         """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
@@ -406,6 +415,9 @@ class TaskRunner:
     def forget(self, object_ids: Iterable[bytes]) -> None:
         """Drop the objects the agent evicted (the values of every serializer)."""
         forgotten = set(object_ids)
+        if self._made:
+            for object_id in forgotten & self._made.keys():
+                self._made_bytes -= self._made.pop(object_id)[1]
         values = self._values
         for key in [key for key in values if key[1] in forgotten]:
             del values[key]
@@ -468,6 +480,7 @@ class TaskRunner:
         try:
             if serializer is _CLOUDPICKLE and known_large(value, _SHARED_RESULT_BYTES):
                 payload = dump_to_shared(value)  # written where the agent holds it: no copy in between
+                self._keep_made(task_id, value, payload.size)
             else:
                 payload = serializer.serialize(value)
                 if len(payload) > _SHARED_RESULT_BYTES:  # to the agent as a descriptor, not through the channel
@@ -490,8 +503,12 @@ class TaskRunner:
                     self._values[(serializer_id, object_id)] = _Serialized(payload)
                 value = self._value(serializer, serializer_id, object_id)
             elif type(payload) is SharedBytes:  # a large graph result, from the agent's memory without a copy
-                # copy on write: the task may modify an array read from it in place, never the held result
-                value = deserialize(payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view()))
+                made = self._made.pop(object_id, None) if serializer is _CLOUDPICKLE else None
+                if made is not None:  # made here: the very object
+                    value = made[0]
+                    self._made_bytes -= made[1]
+                else:  # copy on write: the task may modify an array read from it in place, never the held result
+                    value = deserialize(payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view()))
             else:  # inline data, or a graph result used by one task or a few: not worth keeping
                 value = deserialize(payload)
             if name:
@@ -499,6 +516,13 @@ class TaskRunner:
             else:
                 args.append(value)
         return args, kwargs
+
+    def _keep_made(self, task_id: bytes, value: Any, size: int) -> None:
+        made = self._made
+        made[task_id] = (value, size)
+        self._made_bytes += size
+        while self._made_bytes > _MADE_BYTES or len(made) > _MADE_COUNT:  # the oldest go first
+            self._made_bytes -= made.pop(next(iter(made)))[1]
 
     def _value(self, serializer: Any, serializer_id: bytes, object_id: bytes) -> Any:
         key = (serializer_id, object_id)
