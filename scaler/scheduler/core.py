@@ -88,6 +88,9 @@ _NEVER = float("inf")
 # longer gap means the scheduler itself was not listening (a huge graph frame being decoded, a paused process): that
 # time is not peers' silence.
 _STALL_SECONDS = 1.0
+# A graph node goes where most of its input bytes are held unless that worker has more than this many tasks more
+# than the least loaded one (see _place_bucket)
+LOCALITY_SLACK = 2
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _N_TYPES = len(MESSAGE_TYPES)
 _ECHO = HeartbeatEcho.WHICH
@@ -1122,7 +1125,13 @@ class SchedulerCore(HeldResults):
             placed += 1
             if task.dependency_ids:  # it reads results held on workers: where most of their bytes are, if it has room
                 local = self._local_worker(task, eligible)
-                if local is not None and local is not worker:
+                # and unless it is busier than the least loaded worker by more than LOCALITY_SLACK tasks: moving an
+                # input costs less than a worker idling while another has a queue
+                if (
+                    local is not None
+                    and local is not worker
+                    and len(local.assigned) - local.parked <= len(worker.assigned) - worker.parked + LOCALITY_SLACK
+                ):
                     local.assigned[task.task_id] = None
                     task.worker = local.identity
                     task.state = ASSIGNED

@@ -29,6 +29,7 @@ from scaler.protocol import (
     WorkerHeartbeat,
     WorkerRetire,
 )
+from scaler.scheduler.core import LOCALITY_SLACK
 from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type
 
 WORKER_C = b"W|test|4|c"
@@ -178,19 +179,32 @@ def test_a_graph_consumer_on_another_worker_gets_a_held_input_relayed() -> None:
     assert out.get(WORKER_A) == [ObjectDelete(object_ids=[first.task_id])], "its only consumer is done: freed"
 
 
-def test_a_graph_node_goes_where_most_of_its_held_input_bytes_are() -> None:
+def place_reader(busy_on_a: int) -> Tuple[Harness, Task, Dict[bytes, List[object]]]:
+    """A reader of two results held on A (1 MB and 16 MiB), placed while A runs `busy_on_a` other tasks and B idles."""
     harness = Harness()
     harness.connect_client(fetches_from_holders=True)
     harness.connect_worker(WORKER_A, data_address=ADDRESS_A)
     small, big = harness.task(report_result=False), harness.task(report_result=False)
     reader = harness.task(dependencies=[small.task_id, big.task_id])
-    busy = [harness.task() for _ in range(3)]  # still running on A when the reader is placed
+    busy = [harness.task() for _ in range(busy_on_a)]  # still running on A when the reader is placed
     harness.send(CLIENT, small, big, reader, *busy)
     harness.connect_worker(WORKER_B, data_address=ADDRESS_B)  # idle: the least loaded worker
     harness.send(WORKER_A, TaskResult(task_id=small.task_id, in_object=True, held_bytes=1000 * 1000))
     out = harness.send(WORKER_A, TaskResult(task_id=big.task_id, in_object=True, held_bytes=SIZE))
+    return harness, reader, out
+
+
+def test_a_graph_node_goes_where_most_of_its_held_input_bytes_are() -> None:
+    _, reader, out = place_reader(busy_on_a=LOCALITY_SLACK)
     assert [task.task_id for task in of_type(out.get(WORKER_A, []), Task)] == [reader.task_id], (
-        "on the holder of its inputs, though B holds nothing"
+        "on the holder of its inputs, though B holds nothing and runs nothing"
+    )
+
+
+def test_a_graph_node_leaves_a_holder_much_busier_than_the_least_loaded_worker() -> None:
+    _, reader, out = place_reader(busy_on_a=LOCALITY_SLACK + 1)
+    assert [task.task_id for task in of_type(out.get(WORKER_B, []), Task)] == [reader.task_id], (
+        "on the idle worker, which fetches its inputs, rather than queued behind the holder's tasks"
     )
 
 
