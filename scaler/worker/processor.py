@@ -174,6 +174,7 @@ def run_processor(
                 runner.forget(order.forget)
             pending.extend(order.tasks)
             to_drop.update(order.drops)
+        orders = []
         next_task: Any = None  # a ProcessorTask, indexed by position
         while pending and next_task is None:
             task = pending.popleft()
@@ -202,6 +203,9 @@ def run_processor(
             result = runner.run(next_task)
             progress.finish(seq)
             reporter.add(result)
+        # Nothing of the task stays referenced while the loop waits for the next: its shared inputs and result would
+        # keep their memory alive after the agent freed them.
+        del result, next_task, task
 
 
 class _Reporter:

@@ -175,3 +175,19 @@ def test_a_holder_retired_mid_graph_hands_what_it_holds_over_and_nothing_runs_tw
     scheduler = live.scheduler.output()
     assert "handing 1 held result(s) over to 1 other worker(s)" in scheduler
     assert "running the task again" not in scheduler
+
+
+def test_results_are_freed_on_their_holders_once_read(live) -> None:
+    """The client's results once it has them, a graph's intermediates once their readers ran: no worker process keeps
+    the shared memory of any of them (descriptor or mapping)."""
+    from tests.e2e.shared_memory import memfd_holders
+
+    live.add_cluster(2)
+    live.wait_workers(2)
+    with Client(live.address) as client:
+        workers = [process for agent in live.agents() for process in [agent, *agent.children(recursive=True)]]
+        results = [future.result(timeout=60) for future in [client.submit(make, i, 4 * MiB) for i in range(6)]]
+        assert results == [bytes([i]) * (4 * MiB) for i in range(6)]
+        graph = {"a": (make, 1, 4 * MiB), "b": (make, 2, 4 * MiB), "c": (total, "a", 1), "d": (total, "b", 2)}
+        assert client.get(graph, keys=["c", "d"]) == {"c": 4 * MiB + 1, "d": 4 * MiB + 2}
+        wait_for(lambda: not memfd_holders(workers), 15, "every held result to be freed on its holder")

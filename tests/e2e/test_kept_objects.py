@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, Iterator
 
 import cloudpickle
 import numpy
@@ -19,6 +19,7 @@ import pytest
 from scaler import Client, Serializer
 from scaler.testing.processes import wait_for
 from tests.e2e.live_cluster import LiveCluster
+from tests.e2e.shared_memory import memfd_holders
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -121,20 +122,6 @@ def test_a_heavy_function_runs_each_task_once_and_no_worker_misses_a_heartbeat(l
     assert "did not run for" not in log, "the scheduler's loop stalled"
     status = live.status(lambda status: len(status.workers) == 3)
     assert status.workers_lost == 0 and all(worker.previous_registrations == 0 for worker in status.workers)
-
-
-def memfd_holders(processes: List[psutil.Process]) -> List[str]:
-    """The processes that still map or hold a shared memory file of Scaler's data."""
-    found = []
-    for process in processes:
-        try:
-            maps = Path(f"/proc/{process.pid}/maps").read_text()
-            fds = [os.readlink(f"/proc/{process.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{process.pid}/fd")]
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if "memfd:scaler-data" in maps or any("memfd:scaler-data" in link for link in fds):
-            found.append(f"{process.pid} {process.name()}")
-    return found
 
 
 def test_a_client_that_leaves_frees_what_it_kept_on_every_worker(live) -> None:
