@@ -263,7 +263,7 @@ class IOThread:
         if address is None or self._data_server is None:
             return
         if link is None:
-            link = RelayLink(self._context, address, self._data_server.address, self.max_frame_bytes)
+            link = RelayLink(self._context, address, self._data_server.address, self.max_frame_bytes, self.curve)
             self._relay_link = link
             self._poller.register(link.sock, zmq.POLLIN)
         else:

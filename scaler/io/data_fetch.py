@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import zmq
 
 from scaler.config import DEFAULT_MAX_FRAME_BYTES
-from scaler.io.curve import CurvePeerKeys, apply_data_client_keys
+from scaler.io.curve import CurvePeerKeys, apply_data_client_keys, apply_peer_keys
 from scaler.io.local_data import LocalDataReader
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
 
@@ -92,7 +92,7 @@ class DataFetcher:
         assert self.relay is not None  # callers check
         self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS, relayed=True)
         request = DataRequest(object_ids=[object_id], holder_address=address)
-        self._socket(self.relay).send(encode(request), zmq.NOBLOCK)
+        self._socket(self.relay, relay=True).send(encode(request), zmq.NOBLOCK)
 
     def _out_of_reach(self, address: str, now: float) -> bool:
         until = self._unreachable.get(address)
@@ -103,7 +103,9 @@ class DataFetcher:
         del self._unreachable[address]
         return False
 
-    def _socket(self, address: str, holder_key: bytes = b"") -> zmq.Socket:
+    def _socket(self, address: str, holder_key: bytes = b"", relay: bool = False) -> zmq.Socket:
+        """A DEALER to a holder (with CurveZMQ, a CURVE client of its key) or, `relay`, to the data relay (a CURVE
+        client of the scheduler's key, which the relay serves under)."""
         sock = self._sockets.get((address, holder_key))
         if sock is None:
             sock = self._context.socket(zmq.DEALER)
@@ -112,7 +114,9 @@ class DataFetcher:
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes)
-            if self._curve is not None and holder_key:
+            if self._curve is not None and relay:
+                apply_peer_keys(sock, self._curve)
+            elif self._curve is not None and holder_key:
                 apply_data_client_keys(sock, self._curve, holder_key)
             sock.connect(address)
             self._poller.register(sock, zmq.POLLIN)

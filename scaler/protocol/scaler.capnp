@@ -106,7 +106,7 @@ struct HelloReply {
                                # send_object) and put only their size (ObjectPut.heldBySender); an older scheduler
                                # leaves it false, and they are put whole
   relayPort @11 :UInt16;       # the data relay's port, on the host the peer reaches the scheduler at (RelayHello,
-                               # DataRequest.holderAddress); 0: no relay (an older scheduler, or CurveZMQ on)
+                               # DataRequest.holderAddress); 0: no relay (an older scheduler, or --no-relay)
   adoptsHeldResults @12 :Bool; # the scheduler read Hello.heldResults: the worker keeps them until told to drop them
                                # (ObjectDelete); false (an older scheduler): it drops them at once
 }

@@ -424,7 +424,9 @@ class WorkerAgent:
         if address is None or self._data is None:
             return
         if link is None:
-            link = self._relay_link = RelayLink(self._context, address, self._data.address, self._core.max_frame_bytes)
+            link = self._relay_link = RelayLink(
+                self._context, address, self._data.address, self._core.max_frame_bytes, self._settings.curve_keys
+            )
             self._poller.register(link.sock, zmq.POLLIN)
         else:
             link.hello()  # a restarted scheduler's relay is new: it knows nobody

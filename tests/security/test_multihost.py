@@ -181,10 +181,10 @@ def test_tasks_cross_hosts_with_curve_and_peers_without_keys_are_refused(
     hosts: Dict[str, List[str]], tmp_path: Path
 ) -> None:
     served, keyless, stranger, scheduler_log = _run_cluster(hosts, tmp_path, curve=True)
-    # with CurveZMQ, whose relay is off: the client cannot reach the holder's host, so the scheduler relays the result
-    # and the argument this client keeps
+    # the client cannot reach the holder's host, nor its worker the client's: the result and the argument this client
+    # keeps go through the relay, which speaks CurveZMQ under the scheduler's keys
     assert served == f"ok {sum(n * n for n in range(500))} 42 300000 300000 relayed"
-    assert "data relay" not in scheduler_log
+    assert "data relay on port" in scheduler_log and "serves through here" in scheduler_log
     assert keyless.startswith("refused TimeoutError")  # a peer without CURVE learns nothing from the scheduler
     assert stranger.startswith("refused AuthenticationError")
     assert "is not among the authorized keys" in scheduler_log and f"{SUBNET}.2.2" in scheduler_log
