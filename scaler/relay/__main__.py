@@ -1,5 +1,5 @@
-"""Internal: `python -m scaler.relay`, the data relay. The scheduler starts it on its host (scaler_scheduler --relay,
-the default); run by hand only to test it."""
+"""Internal: `python -m scaler.relay`, the data relay, by hand (to try it: the scheduler forks its own, see
+scaler/scheduler/relay_process.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ def main() -> None:
     )
     parser.add_argument("host", help="the interface to listen on, as the scheduler's address has it (0.0.0.0: all)")
     parser.add_argument("--max-frame-bytes", type=int, default=512 * 1024 * 1024, help="the scheduler's frame limit")
-    parser.add_argument("--counters-fd", type=int, default=None, help="shared memory the scheduler reads counters from")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit once this process is no longer the parent")
     parser.add_argument("--curve-secret-key", default=None, help="the scheduler's key pair (NAME.key_secret)")
     parser.add_argument("--curve-authorized-keys", default=None, help="the directory of the public keys it accepts")
@@ -29,7 +28,7 @@ def main() -> None:
     setup_logging(args.logging_paths, args.logging_level)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a KeyboardInterrupt: the loop closes its socket
     curve = load_server_keys(args.curve_secret_key, args.curve_authorized_keys)
-    run_relay(args.host, args.max_frame_bytes, args.counters_fd, args.parent_pid, curve)
+    run_relay(args.host, args.max_frame_bytes, None, args.parent_pid, curve)
 
 
 if __name__ == "__main__":

@@ -124,12 +124,11 @@ class Relay:
 def run_relay(
     host: str,
     max_frame_bytes: int,
-    counters_fd: Optional[int],
+    counters: Optional[mmap.mmap],
     parent_pid: Optional[int],
     curve: Optional[CurveServerKeys] = None,
 ) -> None:
-    """Serve until the parent (the scheduler) is gone or a SIGTERM comes."""
-    counters = mmap.mmap(counters_fd, COUNTERS.size) if counters_fd is not None else None
+    """Serve until the parent (the scheduler) is gone or a SIGTERM comes (raising KeyboardInterrupt)."""
     context = zmq.Context(io_threads=1)
     relay = Relay(context, host, max_frame_bytes, counters, curve)
     logger.info("relay: listening on tcp://%s:%d", host, relay.port)

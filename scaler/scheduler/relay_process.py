@@ -1,6 +1,7 @@
 """Internal: the data relay (scaler/relay/) as a child process of the scheduler, on the scheduler's host.
 
-Started before the scheduler serves, stopped when it stops; it also exits on its own once the scheduler is gone. Its
+Forked before the scheduler makes any socket or thread (so the child starts clean, and single-file builds, which have
+no `python -m` to run, work alike), stopped when it stops; it also exits on its own once the scheduler is gone. Its
 port (which it picks when it binds) and its counters come back through a small shared memory file."""
 
 from __future__ import annotations
@@ -8,17 +9,19 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import subprocess
-import sys
+import signal
 import time
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
+from scaler.io.curve import CurveServerKeys
 from scaler.io.shared_bytes import shared_fd
-from scaler.relay.relay import COUNTERS
+from scaler.logs import flush_logs
+from scaler.relay.relay import COUNTERS, run_relay
 
 logger = logging.getLogger(__name__)
 
 _START_SECONDS = 10.0
+_STOP_SECONDS = 5.0
 
 
 def relay_host(scheduler_address: str) -> Optional[str]:
@@ -31,47 +34,34 @@ def relay_host(scheduler_address: str) -> Optional[str]:
 
 
 class RelayProcess:
-    def __init__(
-        self,
-        host: str,
-        max_frame_bytes: int,
-        logging_paths: List[str],
-        logging_level: str,
-        curve_files: Optional[Tuple[str, str]] = None,
-    ) -> None:
-        """`curve_files`: the scheduler's secret key file and authorized keys directory, with CurveZMQ."""
+    def __init__(self, host: str, max_frame_bytes: int, curve: Optional[CurveServerKeys] = None) -> None:
+        """`curve`: the scheduler's keys, with CurveZMQ: the relay serves under them."""
         fd = shared_fd("scaler-relay-counters")
         os.ftruncate(fd, COUNTERS.size)
         self._counters = mmap.mmap(fd, COUNTERS.size)
-        command = [
-            sys.executable,
-            "-m",
-            "scaler.relay",
-            host,
-            "--max-frame-bytes",
-            str(max_frame_bytes),
-            "--counters-fd",
-            str(fd),
-            "--parent-pid",
-            str(os.getpid()),
-            "--logging-level",
-            logging_level,
-            *(["--curve-secret-key", curve_files[0], "--curve-authorized-keys", curve_files[1]] if curve_files else []),
-            "--logging-paths",
-            *logging_paths,
-        ]
-        os.set_inheritable(fd, True)
-        try:
-            self._process = subprocess.Popen(command, pass_fds=(fd,), stdin=subprocess.DEVNULL)
-        finally:
-            os.close(fd)
+        os.close(fd)
+        parent = os.getpid()
+        flush_logs()  # what is queued is written once, by the parent
+        self.pid = os.fork()
+        if self.pid == 0:  # the relay
+            code = 0
+            try:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, signal.default_int_handler)  # a KeyboardInterrupt: it closes its socket
+                run_relay(host, max_frame_bytes, self._counters, parent, curve)
+            except BaseException:  # noqa: B036 - the child must never return into the scheduler's code
+                logger.exception("relay: failed")
+                code = 1
+            finally:
+                flush_logs()
+                os._exit(code)
         deadline = time.monotonic() + _START_SECONDS
         while self.port == 0:
-            if self._process.poll() is not None or time.monotonic() > deadline:
+            if self._exited() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"the data relay did not start (exit code {self._process.returncode})")
+                raise RuntimeError("the data relay did not start (see the log above)")
             time.sleep(0.01)
-        logger.info("Scheduler: data relay on port %d (pid %d)", self.port, self._process.pid)
+        logger.info("Scheduler: data relay on port %d (pid %d)", self.port, self.pid)
 
     @property
     def port(self) -> int:
@@ -82,11 +72,21 @@ class RelayProcess:
         _, requests, relayed = COUNTERS.unpack_from(self._counters, 0)
         return requests, relayed
 
+    def _exited(self) -> Optional[int]:
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0
+        return None if pid == 0 else status
+
     def stop(self) -> None:
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        if self._exited() is not None:
+            return
+        os.kill(self.pid, signal.SIGTERM)
+        deadline = time.monotonic() + _STOP_SECONDS
+        while self._exited() is None:
+            if time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                return
+            time.sleep(0.01)

@@ -106,23 +106,7 @@ class SchedulerShell:
         self._ticker: Optional[asyncio.TimerHandle] = None
         self._ticker_idle = False  # the next tick was booked at the idle pace
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self.relay: Optional[RelayProcess] = None  # started by run_scheduler, not for the JIT warm-up's scheduler
-
-    def start_relay(self) -> None:
-        """The data relay beside this scheduler (--relay), unless the scheduler is on ipc:// (its peers share a
-        host). With CurveZMQ it serves under the scheduler's keys and accepts the same peers."""
-        settings = self.settings
-        host = relay_host(settings.address)
-        if not settings.relay or host is None:
-            return
-        curve_files = None
-        if settings.curve_keys is not None:
-            assert settings.curve_secret_key_file and settings.curve_authorized_keys_dir  # curve_keys came from them
-            curve_files = (settings.curve_secret_key_file, settings.curve_authorized_keys_dir)
-        self.relay = RelayProcess(
-            host, settings.max_frame_bytes, list(settings.logging_paths), settings.logging_level, curve_files
-        )
-        self.core.relay_port = self.relay.port
+        self.relay: Optional[RelayProcess] = None  # forked by run_scheduler, not for the JIT warm-up's scheduler
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -389,10 +373,14 @@ def run_scheduler(
 
     `on_listening` is called once both sockets are bound. With `parent_pid`, the scheduler also stops once that
     process is no longer its parent (it died)."""
+    relay = _start_relay(settings)  # forked first: before any socket, thread or event loop of ours exists
     loop = new_event_loop(settings.event_loop)
     asyncio.set_event_loop(loop)
     logger.info("use event loop: %s", settings.event_loop)
     shell = SchedulerShell(settings, parent_pid)
+    if relay is not None:
+        shell.relay = relay
+        shell.core.relay_port = relay.port
     if should_warm_up(settings.jit_warmup_seconds):  # bound first: a busy address fails at once, not after it
         _warm_up_jit(loop, shell, settings.jit_warmup_seconds)
     if on_listening is not None:
@@ -418,10 +406,18 @@ def run_scheduler(
         settings.worker_timeout_seconds,
         settings.client_timeout_seconds,
     )
-    shell.start_relay()
     try:
         loop.run_until_complete(shell.run())
     finally:
-        if shell.relay is not None:
-            shell.relay.stop()
+        if relay is not None:
+            relay.stop()
         loop.close()
+
+
+def _start_relay(settings: SchedulerSettings) -> Optional[RelayProcess]:
+    """The data relay beside this scheduler (--relay), unless the scheduler is on ipc:// (its peers share a host).
+    With CurveZMQ it serves under the scheduler's keys and accepts the same peers."""
+    host = relay_host(settings.address)
+    if not settings.relay or host is None:
+        return None
+    return RelayProcess(host, settings.max_frame_bytes, settings.curve_keys)
