@@ -177,6 +177,7 @@ class Hello:
         "replaces",
         "data_address",
         "fetches_from_holders",
+        "memory_limit",
         "raw",
     )
     WHICH = 0
@@ -193,6 +194,7 @@ class Hello:
     replaces: str
     data_address: str
     fetches_from_holders: bool
+    memory_limit: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -210,6 +212,7 @@ class Hello:
         replaces: str = "",
         data_address: str = "",
         fetches_from_holders: bool = False,
+        memory_limit: int = 0,
     ) -> None:
         self.protocol_version = protocol_version
         self.role = role
@@ -223,6 +226,7 @@ class Hello:
         self.replaces = replaces
         self.data_address = data_address
         self.fetches_from_holders = fetches_from_holders
+        self.memory_limit = memory_limit
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -241,6 +245,7 @@ class Hello:
             and self.replaces == other.replaces
             and self.data_address == other.data_address
             and self.fetches_from_holders == other.fetches_from_holders
+            and self.memory_limit == other.memory_limit
         )
 
     def __repr__(self) -> str:
@@ -258,6 +263,7 @@ class Hello:
             + ", replaces=" + short_repr(self.replaces)
             + ", data_address=" + short_repr(self.data_address)
             + ", fetches_from_holders=" + short_repr(self.fetches_from_holders)
+            + ", memory_limit=" + short_repr(self.memory_limit)
             + ")"
         )
 
@@ -276,6 +282,7 @@ class HelloReply:
         "task_policies",
         "max_frame_bytes",
         "holds_on_workers",
+        "memory_pause",
         "raw",
     )
     WHICH = 1
@@ -290,6 +297,7 @@ class HelloReply:
     task_policies: bool
     max_frame_bytes: int
     holds_on_workers: bool
+    memory_pause: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -305,6 +313,7 @@ class HelloReply:
         task_policies: bool = False,
         max_frame_bytes: int = 0,
         holds_on_workers: bool = False,
+        memory_pause: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
@@ -316,6 +325,7 @@ class HelloReply:
         self.task_policies = task_policies
         self.max_frame_bytes = max_frame_bytes
         self.holds_on_workers = holds_on_workers
+        self.memory_pause = memory_pause
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -332,6 +342,7 @@ class HelloReply:
             and self.task_policies == other.task_policies
             and self.max_frame_bytes == other.max_frame_bytes
             and self.holds_on_workers == other.holds_on_workers
+            and self.memory_pause == other.memory_pause
         )
 
     def __repr__(self) -> str:
@@ -347,6 +358,7 @@ class HelloReply:
             + ", task_policies=" + short_repr(self.task_policies)
             + ", max_frame_bytes=" + short_repr(self.max_frame_bytes)
             + ", holds_on_workers=" + short_repr(self.holds_on_workers)
+            + ", memory_pause=" + short_repr(self.memory_pause)
             + ")"
         )
 
@@ -1509,6 +1521,7 @@ class WorkerStatus:
         "previous_registrations",
         "retiring",
         "resources",
+        "memory_limit",
     )
 
     name: str
@@ -1525,6 +1538,7 @@ class WorkerStatus:
     previous_registrations: int
     retiring: bool
     resources: list[Resource]
+    memory_limit: int
 
     def __init__(
         self,
@@ -1543,6 +1557,7 @@ class WorkerStatus:
         previous_registrations: int = 0,
         retiring: bool = False,
         resources: Optional[list[Resource]] = None,
+        memory_limit: int = 0,
     ) -> None:
         self.name = name
         self.agent_cpu = agent_cpu
@@ -1558,6 +1573,7 @@ class WorkerStatus:
         self.previous_registrations = previous_registrations
         self.retiring = retiring
         self.resources = [] if resources is None else resources
+        self.memory_limit = memory_limit
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not WorkerStatus:
@@ -1577,6 +1593,7 @@ class WorkerStatus:
             and self.previous_registrations == other.previous_registrations
             and self.retiring == other.retiring
             and self.resources == other.resources
+            and self.memory_limit == other.memory_limit
         )
 
     def __repr__(self) -> str:
@@ -1596,6 +1613,7 @@ class WorkerStatus:
             + ", previous_registrations=" + short_repr(self.previous_registrations)
             + ", retiring=" + short_repr(self.retiring)
             + ", resources=" + short_repr(self.resources)
+            + ", memory_limit=" + short_repr(self.memory_limit)
             + ")"
         )
 
@@ -1779,7 +1797,7 @@ class SchedulerStatus:
         )
 
 _DATA_RESOURCE = struct.Struct("<d")
-_DATA_HELLO = struct.Struct("<IHBxIII")
+_DATA_HELLO = struct.Struct("<IHBxIIIxxxxQ")
 _DATA_HELLO_REPLY = struct.Struct("<IBxxxIIQ")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
 _DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQII")
@@ -1798,14 +1816,14 @@ _DATA_DISCONNECT_REPLY = struct.Struct("<B")
 _DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
-_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQI")
+_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQ")
 _DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQ")
 _CANON_RESOURCE = struct.Struct("<diI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
-_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiIiI")
-_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000500")
-_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiIiIiI")
+_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQiIiI")
+_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000004000500")
+_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxQiIiIiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000100")
 _MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
@@ -1879,8 +1897,8 @@ def _read_list_resource(r: Reader, lo: int, hi: int, at: int) -> list[Resource]:
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
     buf = r.buf
     obj = _new(Hello)
-    if dn >= 20:
-        u0, u1, u2, u3, u4, u5 = _DATA_HELLO.unpack_from(buf, d)
+    if dn >= 32:
+        u0, u1, u2, u3, u4, u5, u6 = _DATA_HELLO.unpack_from(buf, d)
     else:
         u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
         u1 = _UNIT_H.unpack_from(buf, d + 4)[0] if dn >= 6 else 0
@@ -1888,6 +1906,7 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
         u3 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
         u4 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
         u5 = _UNIT_I.unpack_from(buf, d + 16)[0] if dn >= 20 else 0
+        u6 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
     obj.protocol_version = u0
     obj.role = u1
     if not u2:
@@ -1899,6 +1918,7 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
+    obj.memory_limit = u6
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.hostname = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.resources = _read_list_resource(r, lo, hi, p + 16) if pn > 2 else []
@@ -1926,12 +1946,14 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.resumed = False
         obj.task_policies = False
         obj.holds_on_workers = False
+        obj.memory_pause = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
         obj.resumed = (u1 & 4) != 0
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
+        obj.memory_pause = (u1 & 32) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.max_frame_bytes = u4
@@ -2280,8 +2302,8 @@ def _read_list_counter(r: Reader, lo: int, hi: int, at: int) -> list[Counter]:
 def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> WorkerStatus:
     buf = r.buf
     obj = _new(WorkerStatus)
-    if dn >= 60:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11 = _DATA_WORKER_STATUS.unpack_from(buf, d)
+    if dn >= 72:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12 = _DATA_WORKER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_f.unpack_from(buf, d)[0] if dn >= 4 else 0.0
         u1 = _UNIT_f.unpack_from(buf, d + 4)[0] if dn >= 8 else 0.0
@@ -2295,6 +2317,7 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
         u9 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
         u10 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
         u11 = _UNIT_I.unpack_from(buf, d + 56)[0] if dn >= 60 else 0
+        u12 = _UNIT_Q.unpack_from(buf, d + 64)[0] if dn >= 72 else 0
     obj.agent_cpu = u0
     obj.cpu = u1
     obj.agent_rss = u2
@@ -2307,6 +2330,7 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.lag_us = u9
     obj.processed = u10
     obj.previous_registrations = u11
+    obj.memory_limit = u12
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.resources = _read_list_resource(r, lo, hi, p + 8) if pn > 1 else []
     return obj
@@ -2381,7 +2405,7 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _decode_hello(frame: bytes, pos: int) -> Hello:
     el1: Any
     items1: list
-    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_HELLO.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
     size = words * 8 + 8
@@ -2403,10 +2427,11 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
-    c = 96
+    obj.memory_limit = u6
+    c = 104
     if b0:
         n = b0 >> 3
-        if a0 + a0 != c - 62 or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if a0 + a0 != c - 70 or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.name = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2416,7 +2441,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         obj.name = ""
     if b1:
         n = b1 >> 3
-        if a1 + a1 != c - 70 or b1 & 7 != 2 or not n or m[c + n - 1]:
+        if a1 + a1 != c - 78 or b1 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.hostname = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2425,7 +2450,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     else:
         obj.hostname = ""
     if b2:
-        if a2 + a2 != c - 78 or b2 & 7 != 7:
+        if a2 + a2 != c - 86 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -2472,7 +2497,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         obj.resources = []
     if b3:
         n = b3 >> 3
-        if a3 + a3 != c - 86 or b3 & 7 != 2 or not n or m[c + n - 1]:
+        if a3 + a3 != c - 94 or b3 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.replaces = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2482,7 +2507,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         obj.replaces = ""
     if b4:
         n = b4 >> 3
-        if a4 + a4 != c - 94 or b4 & 7 != 2 or not n or m[c + n - 1]:
+        if a4 + a4 != c - 102 or b4 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.data_address = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2509,14 +2534,14 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         u2 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
     base = len(parts)
     parts.append(b"")
-    c = 96
+    c = 104
     v = msg.name
     if v.__class__ is not str:
         raise NotCanonical
     if v:
         v = v.encode()
         n = len(v)
-        a0 = c - 62 >> 1
+        a0 = c - 70 >> 1
         b0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -2529,7 +2554,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a1 = c - 70 >> 1
+        a1 = c - 78 >> 1
         b1 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -2541,7 +2566,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 78 >> 1
+        a2 = c - 86 >> 1
         b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -2575,7 +2600,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a3 = c - 86 >> 1
+        a3 = c - 94 >> 1
         b3 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -2588,7 +2613,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a4 = c - 94 >> 1
+        a4 = c - 102 >> 1
         b4 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -2605,6 +2630,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         msg.pid,
         msg.capacity,
         msg.previous_registrations,
+        msg.memory_limit,
         a0,
         b0,
         a1,
@@ -2638,12 +2664,14 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.resumed = False
         obj.task_policies = False
         obj.holds_on_workers = False
+        obj.memory_pause = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
         obj.resumed = (u1 & 4) != 0
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
+        obj.memory_pause = (u1 & 32) != 0
     obj.heartbeat_interval_ms = u2
     obj.peer_timeout_ms = u3
     obj.max_frame_bytes = u4
@@ -2672,6 +2700,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         and msg.resumed is False
         and msg.task_policies is False
         and msg.holds_on_workers is False
+        and msg.memory_pause is False
     ):
         u1 = 0
     else:
@@ -2685,6 +2714,8 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
         v = msg.holds_on_workers
         u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
+        v = msg.memory_pause
+        u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
     base = len(parts)
     parts.append(b"")
     c = 64
@@ -4824,13 +4855,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         if a4 + a4 != c - 214 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
-        if t & 3 or u != 131080 or (t >> 2) * 10 != b4 >> 3:
+        if t & 3 or u != 131081 or (t >> 2) * 11 != b4 >> 3:
             raise NotCanonical
         e1 = c + 8
         c = e1 + (b4 >> 3 << 3)
         items1 = []
         if ITER_UNPACK:
-            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
+            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
                 el1 = _new(WorkerStatus)
                 el1.agent_cpu = u1_0
                 el1.cpu = u1_1
@@ -4844,9 +4875,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 el1.lag_us = u1_9
                 el1.processed = u1_10
                 el1.previous_registrations = u1_11
+                el1.memory_limit = u1_12
                 if b1_0:
                     n = b1_0 >> 3
-                    if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                    if a1_0 + a1_0 != c - e1 - 78 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
                     el1.name = m[c : c + n - 1].decode()
                     c += n + 7 & -8
@@ -4855,7 +4887,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 else:
                     el1.name = ""
                 if b1_1:
-                    if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
+                    if a1_1 + a1_1 != c - e1 - 86 or b1_1 & 7 != 7:
                         raise NotCanonical
                     t, u = _POINTER_BITS.unpack_from(m, c)
                     if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
@@ -4901,10 +4933,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 else:
                     el1.resources = []
                 items1.append(el1)
-                e1 += 80
+                e1 += 88
         else:
-            for e1 in range(e1, c, 80):
-                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
+            for e1 in range(e1, c, 88):
+                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
                 el1 = _new(WorkerStatus)
                 el1.agent_cpu = u1_0
                 el1.cpu = u1_1
@@ -4918,9 +4950,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 el1.lag_us = u1_9
                 el1.processed = u1_10
                 el1.previous_registrations = u1_11
+                el1.memory_limit = u1_12
                 if b1_0:
                     n = b1_0 >> 3
-                    if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                    if a1_0 + a1_0 != c - e1 - 78 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
                     el1.name = m[c : c + n - 1].decode()
                     c += n + 7 & -8
@@ -4929,7 +4962,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 else:
                     el1.name = ""
                 if b1_1:
-                    if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
+                    if a1_1 + a1_1 != c - e1 - 86 or b1_1 & 7 != 7:
                         raise NotCanonical
                     t, u = _POINTER_BITS.unpack_from(m, c)
                     if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
@@ -5133,12 +5166,12 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a4 = c - 214 >> 1
-        b4 = count1 * 80 + 7
+        b4 = count1 * 88 + 7
         slot1 = len(parts)
         parts.append(b"")
-        bodies1 = [_POINTER_BITS.pack(count1 << 2, 131080)]
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 131081)]
         e1 = c + 8
-        c = e1 + count1 * 80
+        c = e1 + count1 * 88
         for el1 in items1:
             if el1.__class__ is not WorkerStatus:
                 raise NotCanonical
@@ -5150,7 +5183,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
             if v:
                 v = v.encode()
                 n = len(v)
-                a1_0 = c - e1 - 70 >> 1
+                a1_0 = c - e1 - 78 >> 1
                 b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
                 parts.append(v)
                 parts.append(TEXT_END[n & 7])
@@ -5162,7 +5195,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 raise NotCanonical
             if items2:
                 count2 = len(items2)
-                a1_1 = c - e1 - 78 >> 1
+                a1_1 = c - e1 - 86 >> 1
                 b1_1 = count2 * 16 + 7
                 slot2 = len(parts)
                 parts.append(b"")
@@ -5203,12 +5236,13 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 el1.lag_us,
                 el1.processed,
                 el1.previous_registrations,
+                el1.memory_limit,
                 a1_0,
                 b1_0,
                 a1_1,
                 b1_1,
             ))
-            e1 += 80
+            e1 += 88
         parts[slot1] = b"".join(bodies1)
     else:
         a4 = b4 = 0
@@ -5608,12 +5642,13 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
         obj.pid,
         obj.capacity,
         obj.previous_registrations,
+        obj.memory_limit,
     )
-    write_text(buf, start + 24, obj.name)
-    write_text(buf, start + 32, obj.hostname)
-    _write_list_resource(buf, blobs, start + 40, obj.resources)
-    write_text(buf, start + 48, obj.replaces)
-    write_text(buf, start + 56, obj.data_address)
+    write_text(buf, start + 32, obj.name)
+    write_text(buf, start + 40, obj.hostname)
+    _write_list_resource(buf, blobs, start + 48, obj.resources)
+    write_text(buf, start + 56, obj.replaces)
+    write_text(buf, start + 64, obj.data_address)
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
@@ -5624,6 +5659,7 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         and obj.resumed is False
         and obj.task_policies is False
         and obj.holds_on_workers is False
+        and obj.memory_pause is False
     ):
         u1 = 0
     else:
@@ -5637,6 +5673,8 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
         v = obj.holds_on_workers
         u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
+        v = obj.memory_pause
+        u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
     _DATA_HELLO_REPLY.pack_into(
         buf,
         start,
@@ -5866,21 +5904,22 @@ def _fill_worker_status(buf: bytearray, blobs: Blobs, start: int, obj: WorkerSta
         obj.lag_us,
         obj.processed,
         obj.previous_registrations,
+        obj.memory_limit,
     )
-    write_text(buf, start + 64, obj.name)
-    _write_list_resource(buf, blobs, start + 72, obj.resources)
+    write_text(buf, start + 72, obj.name)
+    _write_list_resource(buf, blobs, start + 80, obj.resources)
 
 
 def _write_list_worker_status(buf: bytearray, blobs: Blobs, at: int, items: list[WorkerStatus]) -> None:
     if items.__class__ is not list:
         items = as_list(items)
     if items:
-        pos = begin_struct_list(buf, at, len(items), 8, 2)
+        pos = begin_struct_list(buf, at, len(items), 9, 2)
         for item in items:
             if item.__class__ is not WorkerStatus:
                 raise TypeError("expected WorkerStatus, got " + type(item).__name__)
             _fill_worker_status(buf, blobs, pos, item)
-            pos += 80
+            pos += 88
 
 
 def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: SchedulerStatus) -> None:
@@ -5915,7 +5954,7 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
     _write_list_worker_status(buf, blobs, start + 176, obj.workers)
 
 
-_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000500") + bytes(64)
+_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000004000500") + bytes(72)
 
 
 def _build_hello(msg: Hello, parts: list) -> int:
@@ -6324,6 +6363,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("replaces", "replaces", "text", None),
         FieldInfo("data_address", "dataAddress", "text", None),
         FieldInfo("fetches_from_holders", "fetchesFromHolders", "bool", None),
+        FieldInfo("memory_limit", "memoryLimit", "uint64", None),
     ),
     HelloReply: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
@@ -6336,6 +6376,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("task_policies", "taskPolicies", "bool", None),
         FieldInfo("max_frame_bytes", "maxFrameBytes", "uint64", None),
         FieldInfo("holds_on_workers", "holdsOnWorkers", "bool", None),
+        FieldInfo("memory_pause", "memoryPause", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -6481,6 +6522,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("previous_registrations", "previousRegistrations", "uint32", None),
         FieldInfo("retiring", "retiring", "bool", None),
         FieldInfo("resources", "resources", "struct_list", Resource),
+        FieldInfo("memory_limit", "memoryLimit", "uint64", None),
     ),
     SchedulerStatus: (
         FieldInfo("time_us", "timeUs", "uint64", None),

@@ -43,14 +43,22 @@ def format_lag(microseconds: int) -> str:
 
 REGISTERED_AGAIN_MARK = "~"  # before the name of a worker that registered again after a lost scheduler
 RETIRING_MARK = "<"  # before the name of a worker that is retiring: it gets no new task and leaves once done
+MEMORY_PAUSED_MARK = "!"  # before the name of a worker paused (memory): it gets no new task until its memory falls
+
+
+def memory_paused(worker: WorkerStatus) -> bool:
+    """The worker is above its memory pause threshold (docs/guide/memory.md): "paused (memory)"."""
+    return bool(worker.flags & heartbeat_flags.MEMORY_PAUSED)
 
 
 def worker_label(worker: WorkerStatus) -> str:
-    """The worker's name, marked if it is retiring, or if it survived a lost scheduler (a restart) and registered
-    again; followed by the resources it offers, if any (`w1{gpu=1,mem=6.4e+10}`)."""
+    """The worker's name, marked if it is retiring, paused (memory), or if it survived a lost scheduler (a restart)
+    and registered again; followed by the resources it offers, if any (`w1{gpu=1,mem=6.4e+10}`)."""
     name = REGISTERED_AGAIN_MARK + worker.name if worker.previous_registrations else worker.name
     if worker.resources:
         name += "{" + format_resources(worker) + "}"
+    if memory_paused(worker):
+        name = MEMORY_PAUSED_MARK + name
     return RETIRING_MARK + name if worker.retiring else name
 
 

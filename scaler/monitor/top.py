@@ -18,6 +18,7 @@ from scaler.config import SETTINGS
 from scaler.monitor.model import (
     DEFAULT_SORT_KEY,
     ITL_HEADER,
+    MEMORY_PAUSED_MARK,
     REGISTERED_AGAIN_MARK,
     RETIRING_MARK,
     SORT_KEYS,
@@ -25,6 +26,7 @@ from scaler.monitor.model import (
     Section,
     check_sort_key,
     format_flags,
+    memory_paused,
     no_status_message,
     resource_classes,
     shortcuts_text,
@@ -81,10 +83,12 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
     lines.append(Line(""))
     again = sum(1 for worker in status.workers if worker.previous_registrations)
     retiring = sum(1 for worker in status.workers if worker.retiring)
+    paused = sum(1 for worker in status.workers if memory_paused(worker))
     lines.append(
         Line(
             f"Total {len(status.workers)} worker(s)"
             + (f", {retiring} retiring ({RETIRING_MARK})" if retiring else "")
+            + (f", {paused} paused (memory) ({MEMORY_PAUSED_MARK})" if paused else "")
             + (f", {again} registered again after a lost scheduler ({REGISTERED_AGAIN_MARK})" if again else "")
         )
     )

@@ -71,6 +71,7 @@ struct Hello {
                                      # large results to the scheduler (ObjectPut), as older workers do
   fetchesFromHolders @11 :Bool;      # clients and workers: it understands ObjectResponse.holderAddress and fetches
                                      # from there; older peers get the bytes through the scheduler
+  memoryLimit @12 :UInt64;           # workers: its memory limit in bytes (scaler_cluster --memory-limit); 0: none
 }
 
 struct HelloReply {
@@ -90,6 +91,8 @@ struct HelloReply {
                                # themselves. 0: an older scheduler, whose limit is the default (512 MiB)
   holdsOnWorkers @9 :Bool;     # workers with a dataAddress keep their large results and say so (TaskResult.heldBytes)
                                # instead of putting them; an older scheduler leaves it false
+  memoryPause @10 :Bool;       # the scheduler understands heartbeat_flags.MEMORY_PAUSED (it moves a paused worker's
+                               # queued tasks away): only then do workers set it
 }
 
 struct ClientHeartbeat {
@@ -285,6 +288,7 @@ struct WorkerStatus {
   previousRegistrations @11 :UInt32;  # from its Hello: >0 for a worker that registered again after a lost scheduler
   retiring @12 :Bool;                 # it asked to retire (WorkerRetire): it gets no new task and leaves once done
   resources @13 :List(Resource);      # from its Hello
+  memoryLimit @14 :UInt64;            # from its Hello: bytes, 0 for none
 }
 
 struct SchedulerStatus {

@@ -88,6 +88,7 @@ _NEVER = float("inf")
 # time is not peers' silence.
 _STALL_SECONDS = 1.0
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
+_BIT_MEMORY_PAUSED = heartbeat_flags.MEMORY_PAUSED  # above its memory pause threshold: it starts no new task
 _N_TYPES = len(MESSAGE_TYPES)
 _ECHO = HeartbeatEcho.WHICH
 _KIND_RESULT = int(ObjectKind.result)
@@ -552,6 +553,7 @@ class SchedulerCore(HeldResults):
             worker.row.resources = [Resource(name=key, amount=amount) for key, amount in offer]
             worker.data_address = message.data_address
             worker.fetches_from_holders = message.fetches_from_holders
+            worker.row.memory_limit = message.memory_limit
             self.workers[peer] = worker
             if self.loads.add(worker, offer):
                 self._refresh_eligibility()
@@ -618,6 +620,7 @@ class SchedulerCore(HeldResults):
                 task_policies=True,
                 max_frame_bytes=self.settings.max_frame_bytes,
                 holds_on_workers=True,
+                memory_pause=True,
             ),
         )
 
@@ -686,7 +689,20 @@ class SchedulerCore(HeldResults):
         if parked != worker.parked:
             worker.parked = parked
             worker.loads.file(worker)
+        if (message.flags & _BIT_MEMORY_PAUSED != 0) != worker.memory_paused:
+            self._memory_pause(worker, not worker.memory_paused, now)
         self._echo(worker, message, True, now)
+
+    def _memory_pause(self, worker: WorkerState, paused: bool, now: float) -> None:
+        """A worker's memory went above its pause threshold (or fell below it again): it gets no new task meanwhile,
+        and hands back the tasks queued on it, for other workers; then it takes tasks again."""
+        worker.memory_paused = paused
+        worker.loads.file(worker)
+        what = "paused (memory): its queued tasks go elsewhere" if paused else "resumed (memory below its threshold)"
+        self.peer_events.log(worker.identity, now, "worker %s %s", worker.name, what)
+        if paused and len(worker.assigned) > worker.running and not worker.balance_pending:
+            worker.balance_pending = True
+            self._send_message(worker.identity, BalanceRequest(count=len(worker.assigned) - worker.running))
 
     def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
         # A retiring worker that leaves before its retirement is over was stopped from outside (a second SIGTERM, its

@@ -97,6 +97,7 @@ class WorkerState:
         "data_address",
         "held",
         "fetches_from_holders",
+        "memory_paused",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -129,6 +130,8 @@ class WorkerState:
         self.data_address = ""  # Hello.dataAddress: where it serves the results it holds
         self.held: Dict[bytes, None] = {}  # ids of the results it holds (TaskResult.heldBytes), while stored here
         self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
+        # its heartbeat says it is above its memory pause threshold: like a retiring one, it has no free slot meanwhile
+        self.memory_paused = False
 
 
 class ClientState:

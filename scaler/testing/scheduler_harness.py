@@ -81,6 +81,7 @@ class Harness:
         capacity: int = 10,
         resources: Optional[Dict[str, float]] = None,
         data_address: str = "",
+        memory_limit: int = 0,
     ) -> HelloReply:
         hello = Hello(
             protocol_version=PROTOCOL_VERSION,
@@ -90,6 +91,7 @@ class Harness:
             resources=[Resource(name=name, amount=amount) for name, amount in (resources or {}).items()],
             task_policies=True,
             data_address=data_address,
+            memory_limit=memory_limit,
         )
         reply = self.send(peer, hello)[peer][0]  # ready tasks may follow the reply at once
         assert isinstance(reply, HelloReply) and reply.accepted, reply

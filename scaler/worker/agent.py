@@ -17,7 +17,7 @@ import os
 import signal
 import socket
 import time
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import psutil
 import zmq
@@ -41,10 +41,12 @@ from scaler.worker.instructions import (
     ForgetObjects,
     HandTasks,
     KillProcessor,
+    SampleMemory,
     SendHeartbeat,
     StartProcessor,
 )
 from scaler.worker.lifetime import parent_alive
+from scaler.worker.memory import CgroupMaker, ProcessCgroup, pss_bytes, rss_bytes
 from scaler.worker.outbox import Outbox
 from scaler.worker.processor_link import ProcessorLink
 from scaler.worker.settings import WorkerSettings
@@ -71,10 +73,14 @@ def run_worker(
     lost worker this one replaces, for the scheduler.
     """
     zygote = ProcessorZygote.start()
+    agent = None
     try:
-        return WorkerAgent(settings, name, zygote, parent_pid, turns, replaces).run()
+        agent = WorkerAgent(settings, name, zygote, parent_pid, turns, replaces)
+        return agent.run()
     finally:
         zygote.stop(timeout_seconds=1.0)
+        if agent is not None and agent.cgroups is not None:
+            agent.cgroups.close()  # its processors are reaped now: their cgroups can go
 
 
 class WorkerAgent:
@@ -104,6 +110,8 @@ class WorkerAgent:
         self._crashed = False
         self._next_orphan_check = 0.0
         self._agent_process = psutil.Process()
+        self.cgroups: Optional[CgroupMaker] = None  # a memory cgroup per processor (memory.py), if in force
+        self._cgroup_of: Dict[int, ProcessCgroup] = {}  # by processor number
 
     # --- life cycle ---------------------------------------------------------------------------------------------------
 
@@ -134,6 +142,7 @@ class WorkerAgent:
             self._replaces,
             self._data.address if self._data is not None else "",
         )
+        self._set_up_memory_limit()
         # the processors, forked from the fork server before this, keep the defaults: the tasks they run are the user's
         tune_for_a_loop()
         try:
@@ -301,13 +310,26 @@ class WorkerAgent:
         self._unwatch(link)
         link.close_after_death()
         how = describe_wait_status(self._zygote.wait_exit(link.pid, _EXIT_STATUS_TIMEOUT_SECONDS))
-        self._core.processor_died(link.number, how, now)
+        memory_peak = None
+        group = self._cgroup_of.pop(link.number, None)
+        if group is not None:
+            if group.oom_kills():  # the kernel killed it at its cgroup's limit
+                memory_peak = group.peak_bytes()
+            assert self.cgroups is not None  # groups are made by it
+            self.cgroups.release(group)
+        self._core.processor_died(link.number, how, now, memory_peak)
 
     # --- the core's instructions --------------------------------------------------------------------------------------
 
     def _execute(self) -> None:
+        instructions = self._core.take_instructions()
+        while instructions:  # a memory sample is answered at once, and the core may have more to do then
+            self._execute_some(instructions)
+            instructions = self._core.take_instructions()
+
+    def _execute_some(self, instructions: List[Any]) -> None:
         link: Optional[ProcessorLink]  # one started, or one to kill
-        for instruction in self._core.take_instructions():
+        for instruction in instructions:
             kind = type(instruction)
             if kind is HandTasks:
                 self._order(instruction.number, ProcessorLink.hand, instruction.tasks, instruction.shared)
@@ -317,7 +339,8 @@ class WorkerAgent:
                 self._send_heartbeat(instruction)
             elif kind is StartProcessor:
                 self._flush()  # what is settled leaves first: a fork takes a while, and a wedged fork server forever
-                forked = self._zygote.fork_processor(_FORK_TIMEOUT_SECONDS)
+                group = self._make_cgroup(instruction.number)
+                forked = self._zygote.fork_processor(_FORK_TIMEOUT_SECONDS, group.procs_path if group else "")
                 link = ProcessorLink(instruction.number, forked, self._settings.task_output_limit_bytes)
                 self._links[link.number] = link
                 self._poller.register(link.fileno(), zmq.POLLIN)
@@ -334,6 +357,8 @@ class WorkerAgent:
                 self._order(instruction.number, ProcessorLink.forget, instruction.object_ids)
             elif kind is FetchData:
                 self._fetch(instruction)
+            elif kind is SampleMemory:
+                self._sample_memory(instruction)
             elif kind is Connect:
                 self._connect()
             elif kind is Exit:
@@ -355,6 +380,55 @@ class WorkerAgent:
         self._unwatch(link)
         link.kill()
         self._zygote.ignore_exit(link.pid)
+        group = self._cgroup_of.pop(link.number, None)
+        if group is not None:
+            assert self.cgroups is not None  # groups are made by it
+            self.cgroups.release(group)  # once the zygote reaped it: at a later release, or at exit
+
+    # --- memory (memory.py) -------------------------------------------------------------------------------------------
+
+    def _set_up_memory_limit(self) -> None:
+        """Choose how the memory limit is enforced, and say so."""
+        core = self._core
+        if not core.memory_limit:
+            return
+        limit = f"{config.size_text(core.memory_limit)} ({self._settings.memory_limit})"
+        wanted = self._settings.memory_enforcement
+        reason = "--memory-enforcement watchdog"
+        if wanted != "watchdog":
+            self.cgroups, reason = CgroupMaker.probe(f"scaler-{os.getpid()}", core.memory_limit)
+        if self.cgroups is not None:
+            core.memory_enforcement = "cgroup"
+            logging.info(
+                "%s: memory limit %s, enforced by a memory cgroup per task process, %s, and the watchdog",
+                self._name, limit, self.cgroups.description,
+            )  # fmt: skip
+            return
+        if wanted == "cgroup":
+            core.stop(EXIT_BROKEN, f"--memory-enforcement cgroup, but no memory cgroup can be made here: {reason}")
+            return
+        logging.info(
+            "%s: memory limit %s, enforced by the watchdog (task processes sampled every %g s; no cgroup: %s)",
+            self._name, limit, config.DEFAULT_MEMORY_SAMPLE_SECONDS, reason,
+        )  # fmt: skip
+
+    def _make_cgroup(self, number: int) -> Optional[ProcessCgroup]:
+        if self.cgroups is None:
+            return None
+        try:
+            group = self.cgroups.make(str(number))
+        except OSError as error:
+            logging.warning("%s: processor %d runs without a memory cgroup: %s", self._name, number, error)
+            return None
+        self._cgroup_of[number] = group
+        return group
+
+    def _sample_memory(self, instruction: SampleMemory) -> None:
+        pids = {number: self._links[number].pid for number in instruction.numbers if number in self._links}
+        usage = {number: rss_bytes(pid) for number, pid in pids.items()}
+        if sum(usage.values()) >= instruction.exact_above:  # RSS counts pages shared with the zygote once each
+            usage = {number: pss_bytes(pid) for number, pid in pids.items()}
+        self._core.memory_sampled(usage, time.monotonic())
 
     def _unwatch(self, link: ProcessorLink) -> None:
         self._poller.unregister(link.fileno())

@@ -21,6 +21,13 @@ processor had not started it by then, when it is seen started): time parked coun
 at the `now` next_deadline() gave), the task is stopped as a cancel stops it (its processor killed and replaced) and
 answered timedOut. The worker says so in its Hello (taskPolicies).
 
+Memory (docs/guide/memory.md), with a limit set: the core asks the shell for its processors' memory (SampleMemory)
+every MEMORY_SAMPLE_SECONDS while a task runs (every heartbeat otherwise), and adds the results it holds. Past the
+stop fraction it stops the running task using the most (answered failed, MemoryLimitError; its processor replaced,
+the tasks handed after it queued again); past the pause fraction it starts no new task, and says so in its heartbeats
+to a scheduler that understands it, until the sum falls below again. A processor the kernel killed at the limit of its
+memory cgroup (the shell reads the cgroup's counter) fails its task with MemoryLimitError too.
+
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
 its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
@@ -41,7 +48,7 @@ import cloudpickle
 
 from scaler import config
 from scaler.drop_streak import DropStreak
-from scaler.errors import ProcessorDiedError, ScalerError, where_failed
+from scaler.errors import MemoryLimitError, ProcessorDiedError, ScalerError, where_failed
 from scaler.io.shared_bytes import SharedBytes, as_buffer
 from scaler.protocol import (
     PROTOCOL_VERSION,
@@ -81,6 +88,7 @@ from scaler.worker.instructions import (
     ForgetObjects,
     HandTasks,
     KillProcessor,
+    SampleMemory,
     SendHeartbeat,
     StartProcessor,
 )
@@ -136,6 +144,8 @@ PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 # A retiring worker waits this much longer than the deadline it gave the scheduler, whose Goodbye(retired) normally
 # comes first: its own deadline only guards against a scheduler that stopped answering.
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
+
+MEMORY_SAMPLE_SECONDS = config.DEFAULT_MEMORY_SAMPLE_SECONDS  # with a memory limit, while a task runs
 
 _SUCCESS = TaskStatus.success
 _FAILED = TaskStatus.failed
@@ -205,6 +215,15 @@ class WorkerCore:
         self.outputs: Dict[bytes, TaskOutputBuffer] = {}  # tasks with streamOutput that wrote something, by id
         # tasks with a timeout in a pipe (handed or parked, not canceled), by id; those whose clock runs have a deadline
         self.timed: Dict[bytes, WorkerTask] = {}
+        # memory (docs/guide/memory.md): the limit in bytes (0: none) and the sums that pause and stop
+        self.memory_limit = config.parse_size(settings.memory_limit) if settings.memory_limit else 0
+        self._pause_bytes = int(self.memory_limit * settings.memory_pause_fraction)
+        self._stop_bytes = int(self.memory_limit * settings.memory_stop_fraction)
+        self.memory_used = 0  # at the last sample: its processors (PSS, or RSS while far below) and held results
+        self.memory_paused = False
+        self.memory_enforcement = "watchdog"  # or "cgroup": what the shell set up (it says so at start)
+        self.scheduler_pauses = False  # the scheduler understands MEMORY_PAUSED (HelloReply.memoryPause)
+        self._next_memory_sample = now
         self._instructions: List[object] = [Connect()]
         self._processor_count = 0
         self.active = self._start_processor()
@@ -244,6 +263,7 @@ class WorkerCore:
                     replaces="" if self.registrations else self._replaces,
                     data_address=self.data_address,
                     fetches_from_holders=bool(self.data_address),  # one that serves data fetches it too
+                    memory_limit=self.memory_limit,
                 ),
                 0,
             )
@@ -348,8 +368,9 @@ class WorkerCore:
             buffer.add(stream, data, dropped, now)
         self._send_output(now)
 
-    def processor_died(self, number: int, how: str, now: float) -> None:
-        """Processor `number` ended on its own (the shell reaped it and observed its last progress)."""
+    def processor_died(self, number: int, how: str, now: float, memory_peak: Optional[int] = None) -> None:
+        """Processor `number` ended on its own (the shell reaped it and observed its last progress). `memory_peak`:
+        the kernel killed it at its memory cgroup's limit, and this is the most the cgroup held (0 if unknown)."""
         self._now = now
         processor = self.processors.get(number)
         if processor is None:
@@ -369,6 +390,11 @@ class WorkerCore:
         elif running.state == CANCELED:
             self._take_from_pipe(processor, running)
             self._forget(running, "processor died")
+        elif memory_peak is not None:
+            self._take_from_pipe(processor, running)
+            error = MemoryLimitError(self.memory_limit, memory_peak, "the kernel (memory cgroup)", self.identity)
+            self.warnings.log("over memory limit", now, "%s: task %s: %s", self.name, running.task_id.hex(), error)
+            self._answer(running, "over memory limit", TaskStatus.failed, cloudpickle.dumps(error), str(error))
         else:
             self._take_from_pipe(processor, running)
             text = f"processor died with {how} while running task {running.task_id.hex()}"
@@ -418,6 +444,8 @@ class WorkerCore:
             self._send_output(now)
         if self.timed:
             self._expire_timeouts(now)
+        if self.memory_limit and now >= self._next_memory_sample:
+            self._sample_memory(now)
         if now >= self._next_garbage_collect:
             self._forget_objects(self.cache.evict_unused(now))
             self._next_garbage_collect = now + self.settings.garbage_collect_interval_seconds
@@ -468,6 +496,8 @@ class WorkerCore:
             deadline = min(deadline, min(task.deadline or deadline for task in self.timed.values()))
         if self._held_since is not None:
             deadline = min(deadline, self._held_since + HOLD_RESULTS_SECONDS)
+        if self.memory_limit:
+            deadline = min(deadline, self._next_memory_sample)
         return deadline
 
     # --- outputs --------------------------------------------------------------------------------------------------
@@ -547,6 +577,7 @@ class WorkerCore:
         self.max_frame_bytes = reply.max_frame_bytes or config.DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's
         self._drops.registered(self._now)
         self.holds_results = reply.holds_on_workers and bool(self.data_address)
+        self.scheduler_pauses = reply.memory_pause
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
@@ -668,6 +699,7 @@ class WorkerCore:
             (heartbeat_flags.PROCESSOR_INITIALIZED if active is not None else 0)
             | (heartbeat_flags.HAS_TASK if running or queued else 0)
             | (heartbeat_flags.TASK_LOCK if active_running else 0)
+            | (heartbeat_flags.MEMORY_PAUSED if self.memory_paused and self.scheduler_pauses else 0)
         )
         heartbeat = WorkerHeartbeat(
             sent_at_us=int(self._now * 1_000_000),
@@ -1015,6 +1047,7 @@ class WorkerCore:
         stimulus: str = "cancel running",
         status: TaskStatus = TaskStatus.canceled,
         error_text: str = "",
+        payload: bytes = b"",
     ) -> None:
         """Stop a running task the only way there is: kill its processor (the active one is replaced). A timeout
         (`stimulus` "timed out") stops it the same way, answered with its own status."""
@@ -1027,7 +1060,7 @@ class WorkerCore:
             processor.canceled -= 1
             self._forget(task, stimulus)
         else:
-            self._answer(task, stimulus, status, b"", error_text)
+            self._answer(task, stimulus, status, payload, error_text)
         self._recover_pipe(processor)
         if was_active:
             self.active = self._start_processor()
@@ -1065,6 +1098,75 @@ class WorkerCore:
             text = f"task {task.task_id.hex()} ran longer than its timeout of {seconds:g} s: stopped, process replaced"
             self.warnings.log("task timed out", now, "%s: %s", self.name, text)
             self._cancel_running(processor, task, "timed out", TaskStatus.timed_out, text)
+
+    # --- memory ---------------------------------------------------------------------------------------------------
+
+    def _sample_memory(self, now: float) -> None:
+        busy = self.memory_paused or any(processor.pipe for processor in self.processors.values())
+        self._next_memory_sample = now + (MEMORY_SAMPLE_SECONDS if busy else self.heartbeat_interval)
+        exact_above = min(self._pause_bytes, self._stop_bytes) - self.cache.held_bytes()
+        self._instructions.append(SampleMemory(list(self.processors), exact_above))
+
+    def memory_sampled(self, usage: Dict[int, int], now: float) -> None:
+        """The memory of processors (by number, in bytes) that a SampleMemory asked for: stop the task using the most
+        when the worker is past its stop threshold; pause or resume at the pause threshold."""
+        self._now = now
+        held = self.cache.held_bytes()
+        usage = {number: used for number, used in usage.items() if number in self.processors}
+        total = held + sum(usage.values())
+        if total >= self._stop_bytes and held < self._stop_bytes:
+            # The largest first: a spare or an idle processor that kept its memory goes without failing a task. Held
+            # results alone past the threshold are not the tasks' doing: the worker pauses, and stops none.
+            for number, used in sorted(usage.items(), key=lambda item: -item[1]):
+                processor = self.processors.get(number)
+                if processor is None or total < self._stop_bytes:
+                    break
+                total -= used
+                self._stop_for_memory(processor, used, total + used)
+        self.memory_used = total
+        paused = total >= self._pause_bytes
+        if paused != self.memory_paused:
+            self.memory_paused = paused
+            logger.info(
+                "%s: memory %s (%.1f MB of a %.1f MB limit): %s",
+                self.name,
+                "above the pause threshold" if paused else "below the pause threshold again",
+                total / 1e6,
+                self.memory_limit / 1e6,
+                "paused, no new task starts" if paused else "resumed",
+            )
+            if self.connection == CONNECTED:
+                self._send_heartbeat()  # the scheduler moves queued tasks away, or sends some again, now
+                self._next_heartbeat = now + self.heartbeat_interval
+            if paused:
+                self._next_memory_sample = min(self._next_memory_sample, now + MEMORY_SAMPLE_SECONDS)
+        self._dispatch()
+
+    def _stop_for_memory(self, processor: ProcessorState, used: int, total: int) -> None:
+        """The worker is past its stop threshold: replace `processor`, failing its running task if it has one."""
+        running = processor.running()
+        if running is None or running.state == CANCELED:
+            logger.info(
+                "%s: processor %d holds %.1f MB while the worker is past its memory stop threshold: replaced",
+                self.name,
+                processor.number,
+                used / 1e6,
+            )
+            if running is not None:
+                self._cancel_running(processor, running)
+                return
+            was_active = processor is self.active
+            self._remove_processor(processor, kill=True)
+            self._recover_pipe(processor)
+            if was_active:
+                self.active = self._start_processor()
+            return
+        error = MemoryLimitError(self.memory_limit, used, "the worker's watchdog", self.identity)
+        text = f"{error} (the worker held {total / 1e6:.1f} MB in all)"
+        self.warnings.log("over memory limit", self._now, "%s: task %s: %s", self.name, running.task_id.hex(), text)
+        self._cancel_running(
+            processor, running, "over memory limit", TaskStatus.failed, str(error), cloudpickle.dumps(error)
+        )
 
     def _park(self, processor: ProcessorState, task_id: bytes) -> None:
         """The processor's running task waits on a future: take back what it was handed ahead, feed another one."""
@@ -1109,7 +1211,7 @@ class WorkerCore:
         Tasks in the pipe cannot be balanced away, so a function is trusted to be short only once it was seen to be.
         """
         processor = self.active
-        if processor is None or self.exit_code is not None:
+        if processor is None or self.exit_code is not None or self.memory_paused:
             return
         pipe = processor.pipe
         queue = self.queue

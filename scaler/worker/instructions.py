@@ -65,6 +65,14 @@ class SendHeartbeat(NamedTuple):
     active: int  # the active processor's number, or -1
 
 
+class SampleMemory(NamedTuple):
+    """Read the memory of these processors (by number) and tell the core with `memory_sampled`: RSS, or PSS for all
+    of them once their RSS and the held data add up to `exact_above` bytes or more (scaler/worker/memory.py)."""
+
+    numbers: List[int]
+    exact_above: int
+
+
 class Exit(NamedTuple):
     code: int
     reason: str

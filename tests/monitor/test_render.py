@@ -17,7 +17,7 @@ from scaler.monitor.model import (
     sorted_workers,
 )
 from scaler.monitor.top import TopState, render, render_text
-from scaler.protocol import Resource
+from scaler.protocol import Resource, heartbeat_flags
 from tests.monitor.statuses import counters, status, worker
 
 ADDRESS = "ipc:///tmp/example_monitor"
@@ -180,6 +180,14 @@ def test_retiring_workers_are_marked():
     assert "Total 4 worker(s), 1 retiring (<)" in text
     assert "<W|host|500|ee" in [row.split()[0] for row in table(text)[1:]]
     assert "retiring" not in screen()
+
+
+def test_workers_paused_for_memory_are_marked():
+    full = worker("W|host|500|ee", flags=heartbeat_flags.MEMORY_PAUSED | heartbeat_flags.HAS_TASK)
+    text = screen(status=status([*WORKERS, full]), width=80)
+    assert "Total 4 worker(s), 1 paused (memory) (!)" in text
+    assert "!W|host|500|ee" in [row.split()[0] for row in table(text)[1:]]
+    assert "paused" not in screen()
 
 
 def test_tasks_waiting_for_resources_retries_and_what_workers_offer_are_shown():

@@ -1,0 +1,228 @@
+"""Internal: what a worker's memory limit needs from the host: reading a task process's memory, a memory cgroup per
+task process, and the OOM killer's order. IO only; what to do with the figures is the core's business (core.py).
+
+Memory is counted as PSS (proportional set size): processors are forked from the zygote and share its pages, so RSS
+would count each shared page once per processor. PSS is dearer to read (/proc/PID/smaps_rollup walks the page
+tables), so a sample reads RSS first (/proc/PID/statm, one small read) and PSS only when RSS, its upper bound, says the
+worker may be past a threshold.
+
+Enforcement (docs/guide/memory.md):
+
+- cgroup: each processor runs in a memory cgroup of its own, made by the agent beside its own cgroup before the fork
+  and entered by the processor before it runs anything (zygote.py). The kernel then stops a task at the limit however
+  fast it allocates; the cgroup's oom_kill counter tells the agent that the kernel killed it for memory. cgroup v1
+  (memory.limit_in_bytes, memory.oom_control) is tested; v2 (memory.max, memory.events) is written to the same
+  contract but untested on the machines this was developed on.
+- watchdog: the agent samples its processors every DEFAULT_MEMORY_SAMPLE_SECONDS while a limit is set; the core stops
+  a task past the stop fraction. It runs with the cgroups too, which leave it the sum over processors and held data.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from typing import List, Optional, Tuple
+
+V1_ROOT = "/sys/fs/cgroup/memory"
+V2_ROOT = "/sys/fs/cgroup"
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+# oom_score_adj of task processes: the kernel's OOM killer picks the process with the highest score, and the agent,
+# the zygote and the cluster process keep theirs (0 unless the host set another): a task's process goes first.
+PROCESSOR_OOM_SCORE_ADJ = 500
+
+
+def rss_bytes(pid: int) -> int:
+    """A process's resident set size; 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE_BYTES
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def pss_bytes(pid: int) -> int:
+    """A process's proportional set size (its shared pages divided among their sharers); its RSS where the kernel
+    has no smaps_rollup (before Linux 4.14); 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
+            for line in rollup:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024  # the kernel reports kB
+    except FileNotFoundError:
+        return rss_bytes(pid)
+    except (OSError, ValueError):
+        return 0
+    return rss_bytes(pid)
+
+
+def set_own_oom_score_adj(value: int) -> None:
+    """Make this process a likelier (higher value) victim of the kernel's OOM killer; raising it needs no privilege.
+    Never fails: a host without the file has no OOM killer to order."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write(str(value))
+    except OSError:
+        pass
+
+
+def oom_score_adj(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/oom_score_adj") as adj:
+            return int(adj.read())
+    except (OSError, ValueError):
+        return None
+
+
+def join_cgroup(procs_path: str) -> None:
+    """In a freshly forked processor: move this process into its cgroup (`cgroup.procs` of it)."""
+    with open(procs_path, "w") as procs:
+        procs.write("0")  # 0: the writing process
+
+
+class ProcessCgroup:
+    """The memory cgroup of one processor."""
+
+    __slots__ = ("path", "version")
+
+    def __init__(self, path: str, version: int) -> None:
+        self.path = path
+        self.version = version
+
+    @property
+    def procs_path(self) -> str:
+        return os.path.join(self.path, "cgroup.procs")
+
+    def oom_kills(self) -> int:
+        """How often the kernel's OOM killer killed a process of this cgroup (at its limit)."""
+        name, key = ("memory.oom_control", "oom_kill") if self.version == 1 else ("memory.events", "oom_kill")
+        try:
+            with open(os.path.join(self.path, name)) as counters:
+                for line in counters:
+                    field, _, value = line.partition(" ")
+                    if field == key:
+                        return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def peak_bytes(self) -> int:
+        """The most memory the cgroup was charged with; 0 if the kernel does not say (v2 before Linux 5.19)."""
+        name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        try:
+            with open(os.path.join(self.path, name)) as peak:
+                return int(peak.read())
+        except (OSError, ValueError):
+            return 0
+
+    def remove(self) -> bool:
+        """False while the kernel still counts a process in it (try again later)."""
+        try:
+            os.rmdir(self.path)
+        except FileNotFoundError:
+            return True
+        except OSError as error:
+            if error.errno == errno.EBUSY:
+                return False
+            logging.debug("cannot remove cgroup %s: %s", self.path, error)
+        return True
+
+
+class CgroupMaker:
+    """Makes a worker's per-processor memory cgroups, beside the agent's own cgroup."""
+
+    def __init__(self, base: str, version: int, prefix: str, limit_bytes: int) -> None:
+        self.base = base
+        self.version = version
+        self.prefix = prefix
+        self.limit_bytes = limit_bytes
+        self._lingering: List[ProcessCgroup] = []  # removed once the kernel let go of them
+
+    @property
+    def description(self) -> str:
+        return f"cgroup v{self.version} ({'untested here' if self.version == 2 else 'tested'}) under {self.base}"
+
+    @classmethod
+    def probe(cls, prefix: str, limit_bytes: int) -> Tuple[Optional[CgroupMaker], str]:
+        """A maker if this host lets us make memory cgroups (one made and removed to find out), else None and why."""
+        reasons = []
+        for version, base in ((2, _own_cgroup_dir(2)), (1, _own_cgroup_dir(1))):
+            if base is None:
+                reasons.append(f"no cgroup v{version} memory controller")
+                continue
+            maker = cls(base, version, prefix, limit_bytes)
+            try:
+                group = maker.make("probe")
+            except OSError as error:
+                reasons.append(f"cgroup v{version} under {base}: {error.strerror or error}")
+                continue
+            group.remove()
+            return maker, ""
+        return None, "; ".join(reasons)
+
+    def make(self, name: str) -> ProcessCgroup:
+        """A new cgroup limited to the limit, swap included where the kernel counts it; OSError if impossible."""
+        path = os.path.join(self.base, f"{self.prefix}-{name}")
+        try:
+            os.mkdir(path)
+        except FileExistsError:  # left by an earlier agent of the same pid: empty, or the write below fails
+            pass
+        group = ProcessCgroup(path, self.version)
+        try:
+            if self.version == 1:
+                _write(path, "memory.limit_in_bytes", self.limit_bytes)
+                if os.path.exists(os.path.join(path, "memory.memsw.limit_in_bytes")):
+                    _write(path, "memory.memsw.limit_in_bytes", self.limit_bytes)
+            else:
+                _write(path, "memory.max", self.limit_bytes)
+                if os.path.exists(os.path.join(path, "memory.swap.max")):
+                    _write(path, "memory.swap.max", 0)
+        except OSError:
+            group.remove()
+            raise
+        return group
+
+    def release(self, group: ProcessCgroup) -> None:
+        """Remove a processor's cgroup once its process is gone (now, or at a later call)."""
+        self._lingering.append(group)
+        self._lingering = [group for group in self._lingering if not group.remove()]
+
+    def close(self) -> None:
+        self._lingering = [group for group in self._lingering if not group.remove()]
+
+
+def _write(path: str, name: str, value: int) -> None:
+    with open(os.path.join(path, name), "w") as control:
+        control.write(str(value))
+
+
+def _own_cgroup_dir(version: int) -> Optional[str]:
+    """Where this process's memory cgroup is mounted in our file system, if the memory controller is there."""
+    try:
+        with open("/proc/self/cgroup") as own:
+            lines = own.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if version == 1 and "memory" in controllers.split(","):
+            root = V1_ROOT
+        elif version == 2 and line.startswith("0::"):
+            root = V2_ROOT
+            try:
+                with open(os.path.join(root, "cgroup.controllers")) as available:
+                    if "memory" not in available.read().split():
+                        return None
+            except OSError:
+                return None
+        else:
+            continue
+        for candidate in (os.path.join(root, path.lstrip("/")), root):  # in a container, the own path may be "/"
+            if os.path.isdir(candidate) and os.path.exists(
+                os.path.join(candidate, "memory.limit_in_bytes" if version == 1 else "cgroup.procs")
+            ):
+                if version == 2 and candidate != root:
+                    return os.path.dirname(candidate)  # v2: a sibling of our leaf, not a child (no internal processes)
+                return candidate
+    return None
