@@ -251,6 +251,12 @@ MEMORY_ENFORCEMENT = SETTINGS.declare(
     " (the worker samples its task processes' memory), or auto: cgroup where the host allows it, else watchdog",
     flags=("--memory-enforcement",), choices=("auto", "cgroup", "watchdog"), used_by=(WORKER,),
 )  # fmt: skip
+MEMORY_SPILL_FRACTION = SETTINGS.declare(
+    "memory_spill_fraction", float, 0.6,
+    "above this fraction of --memory-limit a worker moves the results it holds to disk, least recently used first,"
+    " until it is below again; they are read back when needed",
+    flags=("--memory-spill-fraction",), check=fraction, used_by=(WORKER,),
+)  # fmt: skip
 MEMORY_PAUSE_FRACTION = SETTINGS.declare(
     "memory_pause_fraction", float, 0.8,
     "above this fraction of --memory-limit a worker starts no new task, and hands its queued ones back, until its"

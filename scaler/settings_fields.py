@@ -52,6 +52,7 @@ class WorkerFields:
     resources: Optional[str]
     memory_limit: Optional[str]
     memory_enforcement: str
+    memory_spill_fraction: float
     memory_pause_fraction: float
     memory_stop_fraction: float
     logging_paths: Tuple[str, ...]

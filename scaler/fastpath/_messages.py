@@ -430,6 +430,7 @@ class WorkerHeartbeat:
         "flags",
         "running",
         "interval_ms",
+        "spilled_bytes",
         "raw",
     )
     WHICH = 3
@@ -444,6 +445,7 @@ class WorkerHeartbeat:
     flags: int
     running: int
     interval_ms: int
+    spilled_bytes: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -459,6 +461,7 @@ class WorkerHeartbeat:
         flags: int = 0,
         running: int = 0,
         interval_ms: int = 0,
+        spilled_bytes: int = 0,
     ) -> None:
         self.sent_at_us = sent_at_us
         self.agent_cpu = agent_cpu
@@ -470,6 +473,7 @@ class WorkerHeartbeat:
         self.flags = flags
         self.running = running
         self.interval_ms = interval_ms
+        self.spilled_bytes = spilled_bytes
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -486,6 +490,7 @@ class WorkerHeartbeat:
             and self.flags == other.flags
             and self.running == other.running
             and self.interval_ms == other.interval_ms
+            and self.spilled_bytes == other.spilled_bytes
         )
 
     def __repr__(self) -> str:
@@ -501,6 +506,7 @@ class WorkerHeartbeat:
             + ", flags=" + short_repr(self.flags)
             + ", running=" + short_repr(self.running)
             + ", interval_ms=" + short_repr(self.interval_ms)
+            + ", spilled_bytes=" + short_repr(self.spilled_bytes)
             + ")"
         )
 
@@ -1522,6 +1528,7 @@ class WorkerStatus:
         "retiring",
         "resources",
         "memory_limit",
+        "spilled_bytes",
     )
 
     name: str
@@ -1539,6 +1546,7 @@ class WorkerStatus:
     retiring: bool
     resources: list[Resource]
     memory_limit: int
+    spilled_bytes: int
 
     def __init__(
         self,
@@ -1558,6 +1566,7 @@ class WorkerStatus:
         retiring: bool = False,
         resources: Optional[list[Resource]] = None,
         memory_limit: int = 0,
+        spilled_bytes: int = 0,
     ) -> None:
         self.name = name
         self.agent_cpu = agent_cpu
@@ -1574,6 +1583,7 @@ class WorkerStatus:
         self.retiring = retiring
         self.resources = [] if resources is None else resources
         self.memory_limit = memory_limit
+        self.spilled_bytes = spilled_bytes
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not WorkerStatus:
@@ -1594,6 +1604,7 @@ class WorkerStatus:
             and self.retiring == other.retiring
             and self.resources == other.resources
             and self.memory_limit == other.memory_limit
+            and self.spilled_bytes == other.spilled_bytes
         )
 
     def __repr__(self) -> str:
@@ -1614,6 +1625,7 @@ class WorkerStatus:
             + ", retiring=" + short_repr(self.retiring)
             + ", resources=" + short_repr(self.resources)
             + ", memory_limit=" + short_repr(self.memory_limit)
+            + ", spilled_bytes=" + short_repr(self.spilled_bytes)
             + ")"
         )
 
@@ -1800,7 +1812,7 @@ _DATA_RESOURCE = struct.Struct("<d")
 _DATA_HELLO = struct.Struct("<IHBxIIIxxxxQ")
 _DATA_HELLO_REPLY = struct.Struct("<IBxxxIIQ")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
-_DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQII")
+_DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQIIQ")
 _DATA_HEARTBEAT_ECHO = struct.Struct("<QII")
 _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<BxxxiII")
@@ -1816,20 +1828,20 @@ _DATA_DISCONNECT_REPLY = struct.Struct("<B")
 _DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
-_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQ")
+_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQ")
 _DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQ")
 _CANON_RESOURCE = struct.Struct("<diI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
-_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQiIiI")
+_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQiIiI")
 _HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000004000500")
 _MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxQiIiIiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000100")
 _MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
 _MESSAGE_CLIENT_HEARTBEAT = struct.Struct("<II24sQfIQ")
-_HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000007000000")
-_MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQII")
+_HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000008000000")
+_MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQIIQ")
 _HEAD_HEARTBEAT_ECHO = bytes.fromhex("000000000100010004000000000000000000000002000000")
 _MESSAGE_HEARTBEAT_ECHO = struct.Struct("<II24sQII")
 _HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000002000700")
@@ -1983,8 +1995,8 @@ def _read_client_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> WorkerHeartbeat:
     buf = r.buf
     obj = _new(WorkerHeartbeat)
-    if dn >= 56:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = _DATA_WORKER_HEARTBEAT.unpack_from(buf, d)
+    if dn >= 64:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10 = _DATA_WORKER_HEARTBEAT.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -1996,6 +2008,7 @@ def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u7 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
         u8 = _UNIT_I.unpack_from(buf, d + 48)[0] if dn >= 52 else 0
         u9 = _UNIT_I.unpack_from(buf, d + 52)[0] if dn >= 56 else 0
+        u10 = _UNIT_Q.unpack_from(buf, d + 56)[0] if dn >= 64 else 0
     obj.sent_at_us = u0
     obj.agent_cpu = u1
     obj.processor_cpu = u2
@@ -2006,6 +2019,7 @@ def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     obj.lag_us = u7
     obj.running = u8
     obj.interval_ms = u9
+    obj.spilled_bytes = u10
     obj.raw = None
     return obj
 
@@ -2302,8 +2316,8 @@ def _read_list_counter(r: Reader, lo: int, hi: int, at: int) -> list[Counter]:
 def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> WorkerStatus:
     buf = r.buf
     obj = _new(WorkerStatus)
-    if dn >= 72:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12 = _DATA_WORKER_STATUS.unpack_from(buf, d)
+    if dn >= 80:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13 = _DATA_WORKER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_f.unpack_from(buf, d)[0] if dn >= 4 else 0.0
         u1 = _UNIT_f.unpack_from(buf, d + 4)[0] if dn >= 8 else 0.0
@@ -2318,6 +2332,7 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
         u10 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
         u11 = _UNIT_I.unpack_from(buf, d + 56)[0] if dn >= 60 else 0
         u12 = _UNIT_Q.unpack_from(buf, d + 64)[0] if dn >= 72 else 0
+        u13 = _UNIT_Q.unpack_from(buf, d + 72)[0] if dn >= 80 else 0
     obj.agent_cpu = u0
     obj.cpu = u1
     obj.agent_rss = u2
@@ -2331,6 +2346,7 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.processed = u10
     obj.previous_registrations = u11
     obj.memory_limit = u12
+    obj.spilled_bytes = u13
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.resources = _read_list_resource(r, lo, hi, p + 8) if pn > 1 else []
     return obj
@@ -2783,7 +2799,7 @@ def _encode_client_heartbeat(msg: ClientHeartbeat, parts: list) -> int:
 
 
 def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_HEARTBEAT:
         raise NotCanonical
     size = words * 8 + 8
@@ -2804,7 +2820,8 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     obj.lag_us = u7
     obj.running = u8
     obj.interval_ms = u9
-    if size != 88:
+    obj.spilled_bytes = u10
+    if size != 96:
         raise NotCanonical
     obj.raw = m
     return obj
@@ -2813,7 +2830,7 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
 def _encode_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
     parts.append(_MESSAGE_WORKER_HEARTBEAT.pack(
         0,
-        10,
+        11,
         _HEAD_WORKER_HEARTBEAT,
         msg.sent_at_us,
         msg.agent_cpu,
@@ -2825,8 +2842,9 @@ def _encode_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
         msg.lag_us,
         msg.running,
         msg.interval_ms,
+        msg.spilled_bytes,
     ))
-    return 88
+    return 96
 
 
 def _decode_heartbeat_echo(frame: bytes, pos: int) -> HeartbeatEcho:
@@ -4855,13 +4873,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         if a4 + a4 != c - 214 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
-        if t & 3 or u != 131081 or (t >> 2) * 11 != b4 >> 3:
+        if t & 3 or u != 131082 or (t >> 2) * 12 != b4 >> 3:
             raise NotCanonical
         e1 = c + 8
         c = e1 + (b4 >> 3 << 3)
         items1 = []
         if ITER_UNPACK:
-            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
+            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, u1_13, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
                 el1 = _new(WorkerStatus)
                 el1.agent_cpu = u1_0
                 el1.cpu = u1_1
@@ -4876,9 +4894,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 el1.processed = u1_10
                 el1.previous_registrations = u1_11
                 el1.memory_limit = u1_12
+                el1.spilled_bytes = u1_13
                 if b1_0:
                     n = b1_0 >> 3
-                    if a1_0 + a1_0 != c - e1 - 78 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                    if a1_0 + a1_0 != c - e1 - 86 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
                     el1.name = m[c : c + n - 1].decode()
                     c += n + 7 & -8
@@ -4887,7 +4906,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 else:
                     el1.name = ""
                 if b1_1:
-                    if a1_1 + a1_1 != c - e1 - 86 or b1_1 & 7 != 7:
+                    if a1_1 + a1_1 != c - e1 - 94 or b1_1 & 7 != 7:
                         raise NotCanonical
                     t, u = _POINTER_BITS.unpack_from(m, c)
                     if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
@@ -4933,10 +4952,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 else:
                     el1.resources = []
                 items1.append(el1)
-                e1 += 88
+                e1 += 96
         else:
-            for e1 in range(e1, c, 88):
-                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
+            for e1 in range(e1, c, 96):
+                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, u1_13, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
                 el1 = _new(WorkerStatus)
                 el1.agent_cpu = u1_0
                 el1.cpu = u1_1
@@ -4951,9 +4970,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 el1.processed = u1_10
                 el1.previous_registrations = u1_11
                 el1.memory_limit = u1_12
+                el1.spilled_bytes = u1_13
                 if b1_0:
                     n = b1_0 >> 3
-                    if a1_0 + a1_0 != c - e1 - 78 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                    if a1_0 + a1_0 != c - e1 - 86 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
                     el1.name = m[c : c + n - 1].decode()
                     c += n + 7 & -8
@@ -4962,7 +4982,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 else:
                     el1.name = ""
                 if b1_1:
-                    if a1_1 + a1_1 != c - e1 - 86 or b1_1 & 7 != 7:
+                    if a1_1 + a1_1 != c - e1 - 94 or b1_1 & 7 != 7:
                         raise NotCanonical
                     t, u = _POINTER_BITS.unpack_from(m, c)
                     if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
@@ -5166,12 +5186,12 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a4 = c - 214 >> 1
-        b4 = count1 * 88 + 7
+        b4 = count1 * 96 + 7
         slot1 = len(parts)
         parts.append(b"")
-        bodies1 = [_POINTER_BITS.pack(count1 << 2, 131081)]
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 131082)]
         e1 = c + 8
-        c = e1 + count1 * 88
+        c = e1 + count1 * 96
         for el1 in items1:
             if el1.__class__ is not WorkerStatus:
                 raise NotCanonical
@@ -5183,7 +5203,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
             if v:
                 v = v.encode()
                 n = len(v)
-                a1_0 = c - e1 - 78 >> 1
+                a1_0 = c - e1 - 86 >> 1
                 b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
                 parts.append(v)
                 parts.append(TEXT_END[n & 7])
@@ -5195,7 +5215,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 raise NotCanonical
             if items2:
                 count2 = len(items2)
-                a1_1 = c - e1 - 86 >> 1
+                a1_1 = c - e1 - 94 >> 1
                 b1_1 = count2 * 16 + 7
                 slot2 = len(parts)
                 parts.append(b"")
@@ -5237,12 +5257,13 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 el1.processed,
                 el1.previous_registrations,
                 el1.memory_limit,
+                el1.spilled_bytes,
                 a1_0,
                 b1_0,
                 a1_1,
                 b1_1,
             ))
-            e1 += 88
+            e1 += 96
         parts[slot1] = b"".join(bodies1)
     else:
         a4 = b4 = 0
@@ -5705,6 +5726,7 @@ def _fill_worker_heartbeat(buf: bytearray, blobs: Blobs, start: int, obj: Worker
         obj.lag_us,
         obj.running,
         obj.interval_ms,
+        obj.spilled_bytes,
     )
 
 
@@ -5905,21 +5927,22 @@ def _fill_worker_status(buf: bytearray, blobs: Blobs, start: int, obj: WorkerSta
         obj.processed,
         obj.previous_registrations,
         obj.memory_limit,
+        obj.spilled_bytes,
     )
-    write_text(buf, start + 72, obj.name)
-    _write_list_resource(buf, blobs, start + 80, obj.resources)
+    write_text(buf, start + 80, obj.name)
+    _write_list_resource(buf, blobs, start + 88, obj.resources)
 
 
 def _write_list_worker_status(buf: bytearray, blobs: Blobs, at: int, items: list[WorkerStatus]) -> None:
     if items.__class__ is not list:
         items = as_list(items)
     if items:
-        pos = begin_struct_list(buf, at, len(items), 9, 2)
+        pos = begin_struct_list(buf, at, len(items), 10, 2)
         for item in items:
             if item.__class__ is not WorkerStatus:
                 raise TypeError("expected WorkerStatus, got " + type(item).__name__)
             _fill_worker_status(buf, blobs, pos, item)
-            pos += 88
+            pos += 96
 
 
 def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: SchedulerStatus) -> None:
@@ -5984,7 +6007,7 @@ def _build_client_heartbeat(msg: ClientHeartbeat, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_WORKER_HEARTBEAT = bytes.fromhex("0000000000000000000000000100010003000000000000000000000007000000") + bytes(56)
+_PREFIX_WORKER_HEARTBEAT = bytes.fromhex("0000000000000000000000000100010003000000000000000000000008000000") + bytes(64)
 
 
 def _build_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
@@ -6395,6 +6418,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("flags", "flags", "uint8", None),
         FieldInfo("running", "running", "uint32", None),
         FieldInfo("interval_ms", "intervalMs", "uint32", None),
+        FieldInfo("spilled_bytes", "spilledBytes", "uint64", None),
     ),
     HeartbeatEcho: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -6523,6 +6547,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("retiring", "retiring", "bool", None),
         FieldInfo("resources", "resources", "struct_list", Resource),
         FieldInfo("memory_limit", "memoryLimit", "uint64", None),
+        FieldInfo("spilled_bytes", "spilledBytes", "uint64", None),
     ),
     SchedulerStatus: (
         FieldInfo("time_us", "timeUs", "uint64", None),

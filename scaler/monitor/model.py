@@ -150,7 +150,10 @@ WORKER_COLUMNS: Tuple[WorkerColumn, ...] = (
     WorkerColumn("w", "sent", 5, lambda w: w.sent, lambda w: format_count(w.sent)),
     WorkerColumn("d", "queued", 6, lambda w: w.queued, lambda w: format_count(w.queued)),
     WorkerColumn("l", "lag", 5, lambda w: w.lag_us, lambda w: format_lag(w.lag_us)),
+    WorkerColumn("s", "spilled", 7, lambda w: w.spilled_bytes, lambda w: format_bytes(w.spilled_bytes)),
 )
+# Columns scaler_top leaves out while every worker's value is 0 and it does not sort by them: most clusters never spill
+OPTIONAL_COLUMNS = frozenset("s")
 ITL_HEADER = "ITL"
 SORT_KEYS: Dict[str, WorkerColumn] = {column.key: column for column in WORKER_COLUMNS}
 DEFAULT_SORT_KEY = "c"

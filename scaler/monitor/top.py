@@ -19,6 +19,7 @@ from scaler.monitor.model import (
     DEFAULT_SORT_KEY,
     ITL_HEADER,
     MEMORY_PAUSED_MARK,
+    OPTIONAL_COLUMNS,
     REGISTERED_AGAIN_MARK,
     RETIRING_MARK,
     SORT_KEYS,
@@ -147,7 +148,12 @@ def _blocks(sections: Sequence[Section], width: int) -> List[Line]:
 
 
 def _worker_table(workers: Sequence[WorkerStatus], sort_key: str, width: int) -> List[Line]:
-    name_column, numbers = WORKER_COLUMNS[0], WORKER_COLUMNS[1:]
+    name_column = WORKER_COLUMNS[0]
+    numbers = [
+        column
+        for column in WORKER_COLUMNS[1:]
+        if column.key not in OPTIONAL_COLUMNS or column.key == sort_key or any(column.value(w) for w in workers)
+    ]
     cells = [[column.text(worker) for column in numbers] + [format_flags(worker.flags)] for worker in workers]
     widths = [
         max([column.width, len(column.header) + 1] + [len(row[index]) for row in cells])  # +1: room for the *

@@ -113,6 +113,7 @@ struct WorkerHeartbeat {
   flags @7 :UInt8;          # bits: scaler/protocol/heartbeat_flags.py (initialized, has a task, task lock)
   running @8 :UInt32;       # tasks executing now (0 or 1)
   intervalMs @9 :UInt32;    # the interval it heartbeats at now (0: an older worker, which keeps HelloReply's)
+  spilledBytes @10 :UInt64; # held results it moved to disk to stay under its memory limit (docs/guide/memory.md)
 }
 
 struct HeartbeatEcho {
@@ -289,6 +290,7 @@ struct WorkerStatus {
   retiring @12 :Bool;                 # it asked to retire (WorkerRetire): it gets no new task and leaves once done
   resources @13 :List(Resource);      # from its Hello
   memoryLimit @14 :UInt64;            # from its Hello: bytes, 0 for none
+  spilledBytes @15 :UInt64;           # from its last heartbeat: held results it keeps on disk
 }
 
 struct SchedulerStatus {

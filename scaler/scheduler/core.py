@@ -679,6 +679,7 @@ class SchedulerCore(HeldResults):
         row.queued = message.queued
         row.lag_us = message.lag_us
         row.flags = message.flags
+        row.spilled_bytes = message.spilled_bytes
         self.loads.note(worker)
         # Tasks parked on their children (nested tasks) hold a slot without using the worker: lend their slots back,
         # or parents could fill every slot and leave none for the children they wait for.

@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
@@ -41,12 +43,14 @@ from scaler.worker.instructions import (
     ForgetObjects,
     HandTasks,
     KillProcessor,
+    ReadBackHeld,
     SampleMemory,
     SendHeartbeat,
+    SpillHeld,
     StartProcessor,
 )
 from scaler.worker.lifetime import parent_alive
-from scaler.worker.memory import CgroupMaker, ProcessCgroup, pss_bytes, rss_bytes
+from scaler.worker.memory import CgroupMaker, ProcessCgroup, pss_bytes, read_back, rss_bytes, spill
 from scaler.worker.outbox import Outbox
 from scaler.worker.processor_link import ProcessorLink
 from scaler.worker.settings import WorkerSettings
@@ -112,6 +116,7 @@ class WorkerAgent:
         self._agent_process = psutil.Process()
         self.cgroups: Optional[CgroupMaker] = None  # a memory cgroup per processor (memory.py), if in force
         self._cgroup_of: Dict[int, ProcessCgroup] = {}  # by processor number
+        self._spill_directory = ""  # the worker's own temporary directory, with a memory limit: spilled results
 
     # --- life cycle ---------------------------------------------------------------------------------------------------
 
@@ -177,6 +182,8 @@ class WorkerAgent:
         if self._local_data is not None:
             self._local_data.close()
         self._fetcher.close()
+        if self._spill_directory:
+            shutil.rmtree(self._spill_directory, ignore_errors=True)  # empty: spilled files are unnamed
         assert self._exit is not None  # the loop ends, or failed, with one
         self._close_dealer(linger=_DISCONNECT_LINGER_MS if self._exit.disconnect else 0)
         self._context.term()
@@ -359,6 +366,8 @@ class WorkerAgent:
                 self._fetch(instruction)
             elif kind is SampleMemory:
                 self._sample_memory(instruction)
+            elif kind is SpillHeld or kind is ReadBackHeld:
+                self._move_held(instruction)
             elif kind is Connect:
                 self._connect()
             elif kind is Exit:
@@ -393,6 +402,7 @@ class WorkerAgent:
         if not core.memory_limit:
             return
         limit = f"{config.size_text(core.memory_limit)} ({self._settings.memory_limit})"
+        self._spill_directory = tempfile.mkdtemp(prefix=f"scaler-worker-{os.getpid()}-")
         wanted = self._settings.memory_enforcement
         reason = "--memory-enforcement watchdog"
         if wanted != "watchdog":
@@ -422,6 +432,22 @@ class WorkerAgent:
             return None
         self._cgroup_of[number] = group
         return group
+
+    def _move_held(self, instruction) -> None:
+        """Spill held results to the worker's directory, or read them back (memory.py); tell the core what failed."""
+        failed: List[bytes] = []
+        for object_id in instruction.object_ids:
+            payload = self._core.cache.held_payload(object_id)
+            if type(payload) is not SharedBytes:
+                continue  # freed meanwhile
+            try:
+                spill(payload, self._spill_directory) if type(instruction) is SpillHeld else read_back(payload)
+            except OSError as error:
+                logging.warning("%s: could not move held result %s: %s", self._name, object_id.hex(), error)
+                failed.append(object_id)
+        if failed:
+            spilling = type(instruction) is SpillHeld
+            self._core.held_not_moved(failed if spilling else [], [] if spilling else failed)
 
     def _sample_memory(self, instruction: SampleMemory) -> None:
         pids = {number: self._links[number].pid for number in instruction.numbers if number in self._links}

@@ -25,7 +25,9 @@ Memory (docs/guide/memory.md), with a limit set: the core asks the shell for its
 every MEMORY_SAMPLE_SECONDS while a task runs (every heartbeat otherwise), and adds the results it holds. Past the
 stop fraction it stops the running task using the most (answered failed, MemoryLimitError; its processor replaced,
 the tasks handed after it queued again); past the pause fraction it starts no new task, and says so in its heartbeats
-to a scheduler that understands it, until the sum falls below again. A processor the kernel killed at the limit of its
+to a scheduler that understands it, until the sum falls below again. Past the spill fraction it has the shell move held
+results to disk (SpillHeld), least recently used first, and back into memory (ReadBackHeld) when one is used while
+there is room again. A processor the kernel killed at the limit of its
 memory cgroup (the shell reads the cgroup's counter) fails its task with MemoryLimitError too.
 
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
@@ -88,8 +90,10 @@ from scaler.worker.instructions import (
     ForgetObjects,
     HandTasks,
     KillProcessor,
+    ReadBackHeld,
     SampleMemory,
     SendHeartbeat,
+    SpillHeld,
     StartProcessor,
 )
 from scaler.worker.invariants import check_invariants
@@ -146,6 +150,7 @@ PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
 MEMORY_SAMPLE_SECONDS = config.DEFAULT_MEMORY_SAMPLE_SECONDS  # with a memory limit, while a task runs
+SPILL_BYTES_AT_ONCE = 256 * 1024 * 1024  # held results moved to disk per sample at most: the agent's loop turns
 
 _SUCCESS = TaskStatus.success
 _FAILED = TaskStatus.failed
@@ -217,10 +222,13 @@ class WorkerCore:
         self.timed: Dict[bytes, WorkerTask] = {}
         # memory (docs/guide/memory.md): the limit in bytes (0: none) and the sums that pause and stop
         self.memory_limit = config.parse_size(settings.memory_limit) if settings.memory_limit else 0
+        self._spill_bytes = int(self.memory_limit * settings.memory_spill_fraction)
         self._pause_bytes = int(self.memory_limit * settings.memory_pause_fraction)
         self._stop_bytes = int(self.memory_limit * settings.memory_stop_fraction)
         self.memory_used = 0  # at the last sample: its processors (PSS, or RSS while far below) and held results
         self.memory_paused = False
+        self.spilled: Dict[bytes, int] = {}  # held results on disk (or on their way there): their sizes, by id
+        self.spilled_bytes = 0
         self.memory_enforcement = "watchdog"  # or "cgroup": what the shell set up (it says so at start)
         self.scheduler_pauses = False  # the scheduler understands MEMORY_PAUSED (HelloReply.memoryPause)
         self._next_memory_sample = now
@@ -708,6 +716,7 @@ class WorkerCore:
             flags=flags,
             running=running,
             interval_ms=round(self.heartbeat_interval * 1000),  # so the scheduler knows when to expect the next one
+            spilled_bytes=self.spilled_bytes,
         )
         self._instructions.append(SendHeartbeat(heartbeat, active.number if active is not None else -1))
 
@@ -960,7 +969,7 @@ class WorkerCore:
     def _on_object_request(self, request: ObjectRequest) -> None:
         """The scheduler relays results this worker holds to a peer that cannot fetch them here: upload them."""
         for object_id in request.object_ids:
-            payload = self.cache.held_payload(object_id)
+            payload = self.held_payload(object_id)
             if payload is None:
                 self._outgoing.append((ObjectResponse(object_id=object_id, found=False), 0))
             else:
@@ -968,7 +977,18 @@ class WorkerCore:
 
     def held_payload(self, object_id: bytes) -> Optional[bytes]:
         """For the shell's data socket: the bytes of a result held here, or None if it is not (any more)."""
+        if self.spilled:
+            self._used_held(object_id)
         return self.cache.held_payload(object_id)
+
+    def _used_held(self, object_id: bytes) -> None:
+        """A held result is read: the most recently used now; read back into memory if it was spilled and fits."""
+        self.cache.used(object_id, self._now)
+        size = self.spilled.get(object_id)
+        if size is not None and self.memory_used + size < self._spill_bytes:
+            self._unspilled(object_id)
+            self.memory_used += size
+            self._instructions.append(ReadBackHeld([object_id]))
 
     def _on_object_delete(self, delete: ObjectDelete) -> None:
         self._forget_objects(self.cache.delete_for_scheduler(delete.object_ids))
@@ -976,6 +996,9 @@ class WorkerCore:
     def _forget_objects(self, object_ids: List[bytes]) -> None:
         if not object_ids:
             return
+        if self.spilled:
+            for object_id in object_ids:
+                self._unspilled(object_id)
         for processor in self.processors.values():
             if processor.pipe:  # tasks handed before may still use them: it drops its copies with the next task
                 processor.forget.extend(object_ids)
@@ -1104,16 +1127,20 @@ class WorkerCore:
     def _sample_memory(self, now: float) -> None:
         busy = self.memory_paused or any(processor.pipe for processor in self.processors.values())
         self._next_memory_sample = now + (MEMORY_SAMPLE_SECONDS if busy else self.heartbeat_interval)
-        exact_above = min(self._pause_bytes, self._stop_bytes) - self.cache.held_bytes()
+        exact_above = min(self._spill_bytes, self._pause_bytes, self._stop_bytes) - self._held_in_memory()
         self._instructions.append(SampleMemory(list(self.processors), exact_above))
 
     def memory_sampled(self, usage: Dict[int, int], now: float) -> None:
         """The memory of processors (by number, in bytes) that a SampleMemory asked for: stop the task using the most
         when the worker is past its stop threshold; pause or resume at the pause threshold."""
         self._now = now
-        held = self.cache.held_bytes()
+        held = self._held_in_memory()
         usage = {number: used for number, used in usage.items() if number in self.processors}
         total = held + sum(usage.values())
+        if total >= self._spill_bytes and held:
+            spilling = self._spill(total - self._spill_bytes)
+            held -= spilling
+            total -= spilling
         if total >= self._stop_bytes and held < self._stop_bytes:
             # The largest first: a spare or an idle processor that kept its memory goes without failing a task. Held
             # results alone past the threshold are not the tasks' doing: the worker pauses, and stops none.
@@ -1141,6 +1168,48 @@ class WorkerCore:
             if paused:
                 self._next_memory_sample = min(self._next_memory_sample, now + MEMORY_SAMPLE_SECONDS)
         self._dispatch()
+
+    def _held_in_memory(self) -> int:
+        return self.cache.held_bytes() - self.spilled_bytes
+
+    def _spill(self, wanted: int) -> int:
+        """Have the shell move held results to disk, least recently used first, until `wanted` bytes (at most
+        SPILL_BYTES_AT_ONCE, so that the agent's loop turns meanwhile: the next sample goes on); the bytes chosen."""
+        chosen: List[bytes] = []
+        total = 0
+        spilled = self.spilled
+        for object_id in self.cache.held_least_recently_used():
+            if total >= wanted or total >= SPILL_BYTES_AT_ONCE:
+                break
+            payload = self.cache.held_payload(object_id)
+            if object_id in spilled or type(payload) is not SharedBytes:
+                continue  # on disk already, or small bytes in the agent's own memory
+            size = len(payload)
+            chosen.append(object_id)
+            spilled[object_id] = size
+            self.spilled_bytes += size
+            total += size
+        if chosen:
+            self._instructions.append(SpillHeld(chosen))
+            if total < wanted:
+                self._next_memory_sample = min(self._next_memory_sample, self._now + MEMORY_SAMPLE_SECONDS)
+        return total
+
+    def held_not_moved(self, spills: List[bytes], read_backs: List[bytes]) -> None:
+        """The shell could not carry out these moves of SpillHeld and ReadBackHeld (a full disk, no memory): those
+        results stay where they were."""
+        for object_id in spills:
+            self._unspilled(object_id)
+        for object_id in read_backs:
+            payload = self.cache.held_payload(object_id)
+            if payload is not None and object_id not in self.spilled:
+                self.spilled[object_id] = len(payload)
+                self.spilled_bytes += len(payload)
+
+    def _unspilled(self, object_id: bytes) -> None:
+        size = self.spilled.pop(object_id, None)
+        if size is not None:
+            self.spilled_bytes -= size
 
     def _stop_for_memory(self, processor: ProcessorState, used: int, total: int) -> None:
         """The worker is past its stop threshold: replace `processor`, failing its running task if it has one."""
@@ -1272,6 +1341,8 @@ class WorkerCore:
                 payload = self._payload_for(processor, serializer_id, argument.data)
                 arguments.append((argument.name, argument.data, payload, True))
             else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
+                if self.spilled:
+                    self._used_held(argument.data)
                 payload = self.cache.get(argument.data)
                 if type(payload) is SharedBytes:
                     shared.append(payload)

@@ -73,6 +73,19 @@ class SampleMemory(NamedTuple):
     exact_above: int
 
 
+class SpillHeld(NamedTuple):
+    """Move these held results (SharedBytes) to files in the worker's temporary directory; tell the core which moved
+    with `held_moved` (scaler/worker/memory.py)."""
+
+    object_ids: List[bytes]
+
+
+class ReadBackHeld(NamedTuple):
+    """Move these spilled results back into memory; tell the core which moved with `held_moved`."""
+
+    object_ids: List[bytes]
+
+
 class Exit(NamedTuple):
     code: int
     reason: str

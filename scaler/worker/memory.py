@@ -15,6 +15,9 @@ Enforcement (docs/guide/memory.md):
   contract but untested on the machines this was developed on.
 - watchdog: the agent samples its processors every DEFAULT_MEMORY_SAMPLE_SECONDS while a limit is set; the core stops
   a task past the stop fraction. It runs with the cgroups too, which leave it the sum over processors and held data.
+
+Spilling moves a held result's bytes from its memfd to an unnamed file in the worker's temporary directory, under the
+same descriptor number (SharedBytes.move_to), and back.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import tempfile
 from typing import List, Optional, Tuple
+
+from scaler.io.shared_bytes import SharedBytes, shared_fd
 
 V1_ROOT = "/sys/fs/cgroup/memory"
 V2_ROOT = "/sys/fs/cgroup"
@@ -31,6 +37,7 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # oom_score_adj of task processes: the kernel's OOM killer picks the process with the highest score, and the agent,
 # the zygote and the cluster process keep theirs (0 unless the host set another): a task's process goes first.
 PROCESSOR_OOM_SCORE_ADJ = 500
+_COPY_CHUNK_BYTES = 16 * 1024 * 1024  # spilling and reading back write this much at a time
 
 
 def rss_bytes(pid: int) -> int:
@@ -73,6 +80,41 @@ def oom_score_adj(pid: int) -> Optional[int]:
             return int(adj.read())
     except (OSError, ValueError):
         return None
+
+
+def spill(payload: SharedBytes, directory: str) -> None:
+    """Move a held result from its memfd to an unnamed file in `directory` (its disk space is freed with the last
+    descriptor): the same object, the same descriptor number, its bytes now on disk (SharedBytes.move_to). OSError
+    if the disk cannot take it (the result then stays in memory)."""
+    _move(payload, _unnamed_file(directory))
+
+
+def read_back(payload: SharedBytes) -> None:
+    """Move a spilled result back into a memfd."""
+    _move(payload, shared_fd("scaler-data"))
+
+
+def _move(payload: SharedBytes, fd: int) -> None:
+    """Copy the payload's bytes into the empty file `fd`, which then replaces its descriptor."""
+    try:
+        view = payload.view()
+        os.ftruncate(fd, len(view))
+        written = 0
+        while written < len(view):
+            written += os.pwrite(fd, view[written : written + _COPY_CHUNK_BYTES], written)
+    except BaseException:
+        os.close(fd)
+        raise
+    payload.move_to(fd)
+
+
+def _unnamed_file(directory: str) -> int:
+    try:
+        return os.open(directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except (AttributeError, OSError):  # no O_TMPFILE (not Linux, or a file system without it): create and unlink
+        fd, path = tempfile.mkstemp(dir=directory, prefix="spilled-")
+        os.unlink(path)
+        return fd
 
 
 def join_cgroup(procs_path: str) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from scaler import Client
 from scaler.errors import MemoryLimitError
+from scaler.protocol import heartbeat_flags
 from scaler.worker.memory import CgroupMaker
 from tests.e2e.live_cluster import LiveCluster
 from tests.worker.helpers import processor_pids
@@ -42,6 +43,16 @@ def allocate(bytes_per_second: float, total: int, step: int = 10 * MB) -> int:
 
 def square(value: int) -> int:
     return value * value
+
+
+def hold(size: int, started: str, release: str, seconds: float) -> int:
+    """Holds `size` bytes (touched) until the file `release` exists, or `seconds` passed; says it started first."""
+    held = b"\x01" * size
+    Path(started).touch()
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(held)
 
 
 def cgroups_possible() -> bool:
@@ -109,3 +120,29 @@ def test_task_processes_are_the_oom_killers_first_choice(cluster: LiveCluster) -
     others = [launcher_process.pid] + [agent.pid for agent in agents]
     others += [child.pid for agent in agents for child in agent.children() if child.pid not in processors]
     assert all(adj(pid) < lowest_processor for pid in others), [(pid, adj(pid)) for pid in others + processors]
+
+
+def test_a_worker_above_its_pause_threshold_takes_no_task_until_its_memory_falls(
+    cluster: LiveCluster, tmp_path: Path
+) -> None:
+    cluster.add_cluster(1, "--memory-limit", "400MB", "--memory-enforcement", "watchdog")
+    (limited,) = [worker.name for worker in cluster.wait_workers(1).workers]
+
+    def paused(status) -> bool:
+        return any(w.name == limited and w.flags & heartbeat_flags.MEMORY_PAUSED for w in status.workers)
+
+    started, release = str(tmp_path / "started"), str(tmp_path / "release")
+    with Client(address=cluster.address) as client:
+        # 340 MB: above the pause threshold (320 MB), below the stop threshold (380 MB)
+        holding = client.submit(hold, 340 * MB, started, release, WAIT)
+        cluster.status(paused, timeout=WAIT)
+        assert os.path.exists(started)
+        cluster.add_cluster(1)  # no limit
+        cluster.wait_workers(2)
+        futures = [client.submit(square, i) for i in range(20)]
+        # they run on the other worker while the paused one still holds its 340 MB
+        assert [future.result(timeout=WAIT) for future in futures] == [i * i for i in range(20)]
+        assert not holding.done()
+        Path(release).touch()
+        assert holding.result(timeout=WAIT) == 340 * MB
+        cluster.status(lambda status: not paused(status), timeout=WAIT)

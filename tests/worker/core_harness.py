@@ -45,8 +45,10 @@ from scaler.worker.instructions import (
     ForgetObjects,
     HandTasks,
     KillProcessor,
+    ReadBackHeld,
     SampleMemory,
     SendHeartbeat,
+    SpillHeld,
     StartProcessor,
 )
 from scaler.worker.settings import WorkerSettings
@@ -145,6 +147,7 @@ class Harness:
         self.connections = 0
         self.killed: List[int] = []
         self.samples: List[SampleMemory] = []  # memory samples asked for (with a memory limit)
+        self.moves: List[object] = []  # SpillHeld and ReadBackHeld, in order
         self._step()
 
     # --- stimuli ------------------------------------------------------------------------------------------------------
@@ -293,6 +296,8 @@ class Harness:
                 self.heartbeats.append(instruction)
             elif kind is SampleMemory:
                 self.samples.append(instruction)
+            elif kind is SpillHeld or kind is ReadBackHeld:
+                self.moves.append(instruction)  # the shell moves the bytes; the core counts them moved
             elif kind is Connect:
                 self.connections += 1
                 core.connecting(f"W|test|{self.connections}", self.now)

@@ -8,14 +8,16 @@ import pytest
 
 from scaler import config
 from scaler.errors import MemoryLimitError
+from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import Hello, Task, TaskResult, TaskStatus, heartbeat_flags
 from scaler.worker.core import MEMORY_SAMPLE_SECONDS
+from scaler.worker.instructions import ReadBackHeld, SpillHeld
 from scaler.worker.settings import WorkerSettings
 from tests.worker.core_harness import Harness, SimProcessor, of_type
 from tests.worker.test_core import connected, results
 
 MB = 1_000_000
-LIMIT = 400 * MB  # pause at 320 MB, stop at 380 MB (the default fractions)
+LIMIT = 400 * MB  # spill at 240 MB, pause at 320 MB, stop at 380 MB (the default fractions)
 
 
 def limited(**settings) -> Harness:
@@ -62,7 +64,7 @@ def test_the_hello_names_the_limit_and_samples_come_often_only_while_a_task_runs
     harness.tick(0)
     idle_sample = harness.samples[-1]
     assert idle_sample.numbers == [harness.core.active.number]
-    assert idle_sample.exact_above == 320 * MB, "PSS is read only near the lowest threshold"
+    assert idle_sample.exact_above == 240 * MB, "PSS is read only near the lowest threshold (spilling's)"
     assert harness.core.next_deadline() == pytest.approx(harness.now + 1.0), "idle: once a heartbeat interval"
     harness.send(harness.task())
     harness.tick(1.0)
@@ -99,7 +101,7 @@ def test_a_bloated_idle_processor_is_replaced_without_failing_anything() -> None
 
 def test_held_results_alone_past_the_threshold_pause_but_stop_nothing() -> None:
     harness = limited()
-    harness.core.cache.hold(b"r" * 16, b"x" * (385 * MB), harness.now)
+    harness.core.cache.hold(b"r" * 16, b"x" * (385 * MB), harness.now)  # bytes, not shared memory: never spilled
     sim = start_first(harness, harness.task())
     harness.tick(MEMORY_SAMPLE_SECONDS)
     assert harness.samples[-1].exact_above < 0, "near the threshold already: PSS at once"
@@ -155,3 +157,68 @@ def test_a_death_without_the_cgroup_counter_is_still_a_processor_death() -> None
     sim = start_first(harness, task)
     result = results(harness.die(sim.number))[task.task_id]
     assert type(cloudpickle.loads(result.payload)).__name__ == "ProcessorDiedError"
+
+
+# ---- spilling held results -------------------------------------------------------------------------------------------
+
+KB = 1000
+
+
+def holding(*sizes: int) -> Harness:
+    """A worker with a 1 MB limit (spill at 600 KB) holding results of these sizes, the first one used longest ago."""
+    harness = connected(memory_limit="1MB")
+    for index, size in enumerate(sizes):
+        harness.core.cache.hold(bytes([index]) * 16, SharedBytes.create(b"x" * size), harness.now)
+        harness.now += 0.01
+    harness.tick(0)
+    return harness
+
+
+def spills(harness: Harness) -> list:
+    return [instruction for instruction in harness.moves if type(instruction) is SpillHeld]
+
+
+def test_held_results_past_the_spill_threshold_go_to_disk_least_recently_used_first() -> None:
+    harness = holding(200 * KB, 200 * KB, 200 * KB, 200 * KB)  # 800 KB held, 200 KB over
+    number = harness.core.active.number
+    harness.memory({number: 50 * KB})  # 850 KB: 250 KB over, two results to move
+    (spill,) = spills(harness)
+    assert spill.object_ids == [bytes([0]) * 16, bytes([1]) * 16], "the oldest first, until under the threshold"
+    assert harness.core.spilled_bytes == 400 * KB and harness.core.memory_used == 450 * KB
+    assert not harness.core.memory_paused
+    harness.tick(1.0)
+    assert harness.heartbeats[-1].heartbeat.spilled_bytes == 400 * KB, "the scheduler hears of it"
+    harness.memory({number: 50 * KB})
+    assert len(spills(harness)) == 1, "under the threshold now: nothing more moves"
+
+
+def test_a_spilled_result_that_is_used_comes_back_when_there_is_room() -> None:
+    harness = holding(200 * KB, 200 * KB, 200 * KB, 200 * KB)
+    number = harness.core.active.number
+    harness.memory({number: 50 * KB})
+    first = bytes([0]) * 16
+    harness.core.held_payload(first)  # served while memory is still near the threshold: read from disk
+    harness.tick(0)
+    assert not [m for m in harness.moves if type(m) is ReadBackHeld]
+    harness.core._forget_objects(harness.core.cache.delete([bytes([2]) * 16, bytes([3]) * 16]))  # freed: room
+    harness.memory({number: 50 * KB})  # 50 KB of processor, nothing held in memory
+    assert harness.core.held_payload(first) is not None
+    harness.tick(0)
+    (read_back,) = [m for m in harness.moves if type(m) is ReadBackHeld]
+    assert read_back.object_ids == [first] and harness.core.spilled_bytes == 200 * KB
+
+
+def test_a_spill_the_disk_refused_leaves_the_result_counted_in_memory() -> None:
+    harness = holding(400 * KB, 400 * KB)
+    harness.memory({harness.core.active.number: 0})
+    (spill,) = spills(harness)
+    harness.core.held_not_moved(spill.object_ids, [])
+    assert harness.core.spilled_bytes == 0 and not harness.core.spilled
+
+
+def test_freed_results_leave_the_spilled_count() -> None:
+    harness = holding(400 * KB, 400 * KB)
+    harness.memory({harness.core.active.number: 0})
+    (spill,) = spills(harness)
+    harness.core._forget_objects(harness.core.cache.delete(spill.object_ids))
+    assert harness.core.spilled_bytes == 0
