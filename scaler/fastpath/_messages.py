@@ -722,6 +722,7 @@ class TaskResult:
         "peak_memory",
         "attempts",
         "held_bytes",
+        "memory_limit",
         "raw",
     )
     WHICH = 6
@@ -736,6 +737,7 @@ class TaskResult:
     peak_memory: int
     attempts: int
     held_bytes: int
+    memory_limit: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -751,6 +753,7 @@ class TaskResult:
         peak_memory: int = 0,
         attempts: int = 0,
         held_bytes: int = 0,
+        memory_limit: int = 0,
     ) -> None:
         self.task_id = task_id
         self.status = status
@@ -762,6 +765,7 @@ class TaskResult:
         self.peak_memory = peak_memory
         self.attempts = attempts
         self.held_bytes = held_bytes
+        self.memory_limit = memory_limit
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -778,6 +782,7 @@ class TaskResult:
             and self.peak_memory == other.peak_memory
             and self.attempts == other.attempts
             and self.held_bytes == other.held_bytes
+            and self.memory_limit == other.memory_limit
         )
 
     def __repr__(self) -> str:
@@ -793,6 +798,7 @@ class TaskResult:
             + ", peak_memory=" + short_repr(self.peak_memory)
             + ", attempts=" + short_repr(self.attempts)
             + ", held_bytes=" + short_repr(self.held_bytes)
+            + ", memory_limit=" + short_repr(self.memory_limit)
             + ")"
         )
 
@@ -1816,7 +1822,7 @@ _DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQIIQ")
 _DATA_HEARTBEAT_ECHO = struct.Struct("<QII")
 _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<BxxxiII")
-_DATA_TASK_RESULT = struct.Struct("<HBxIQQQQ")
+_DATA_TASK_RESULT = struct.Struct("<HBxIQQQQQ")
 _DATA_TASK_OUTPUT = struct.Struct("<H")
 _DATA_OBJECT_PUT = struct.Struct("<HxxIIxxxxQ")
 _DATA_OBJECT_REQUEST = struct.Struct("<B")
@@ -1850,8 +1856,8 @@ _EMPTY_TAIL_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32x")
 _HEADER_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32s")
 _TAIL_TASK = struct.Struct("<iIiIiIiI")
 _NULL_TAIL_TASK = bytes(32)
-_HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000005000300")
-_MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQQiIiIiI")
+_HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000006000300")
+_MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQQQiIiIiI")
 _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000100")
 _MESSAGE_TASK_CANCEL = struct.Struct("<II24siI")
 _HEAD_OBJECT_PUT = bytes.fromhex("000000000100010008000000000000000000000003000300")
@@ -2096,8 +2102,8 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
 def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> TaskResult:
     buf = r.buf
     obj = _new(TaskResult)
-    if dn >= 40:
-        u0, u1, u2, u3, u4, u5, u6 = _DATA_TASK_RESULT.unpack_from(buf, d)
+    if dn >= 48:
+        u0, u1, u2, u3, u4, u5, u6, u7 = _DATA_TASK_RESULT.unpack_from(buf, d)
     else:
         u0 = _UNIT_H.unpack_from(buf, d)[0] if dn >= 2 else 0
         u1 = buf[d + 2] if dn >= 3 else 0
@@ -2106,6 +2112,7 @@ def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         u4 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
         u5 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
         u6 = _UNIT_Q.unpack_from(buf, d + 32)[0] if dn >= 40 else 0
+        u7 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
     obj.status = u0
     obj.in_object = (u1 & 1) != 0
     obj.attempts = u2
@@ -2113,6 +2120,7 @@ def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
     obj.cpu_time_us = u4
     obj.peak_memory = u5
     obj.held_bytes = u6
+    obj.memory_limit = u7
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.payload = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.error_text = read_text(r, lo, hi, p + 16) if pn > 2 else ""
@@ -3606,7 +3614,7 @@ def _encode_task(msg: Task, parts: list) -> int:
 
 
 def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_RESULT:
         raise NotCanonical
     size = words * 8 + 8
@@ -3624,15 +3632,16 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
     obj.cpu_time_us = u4
     obj.peak_memory = u5
     obj.held_bytes = u6
-    c = 96
+    obj.memory_limit = u7
+    c = 104
     blobs = None
     if b0:
         n = b0 >> 3
-        if a0 + a0 == c - 78 and b0 & 7 == 2:
+        if a0 + a0 == c - 86 and b0 & 7 == 2:
             obj.task_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
-            s = 80 + (a0 >> 2 << 3)
+            s = 88 + (a0 >> 2 << 3)
             obj.task_id = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -3643,11 +3652,11 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.task_id = b""
     if b1:
         n = b1 >> 3
-        if a1 + a1 == c - 86 and b1 & 7 == 2:
+        if a1 + a1 == c - 94 and b1 & 7 == 2:
             obj.payload = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
-            s = 88 + (a1 >> 2 << 3)
+            s = 96 + (a1 >> 2 << 3)
             obj.payload = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -3658,7 +3667,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.payload = b""
     if b2:
         n = b2 >> 3
-        if a2 + a2 != c - 94 or b2 & 7 != 2 or not n or m[c + n - 1]:
+        if a2 + a2 != c - 102 or b2 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.error_text = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -3680,20 +3689,20 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 96
+    c = 104
     blobs = None
     v = msg.task_id
     if v:
         n = len(v)
         if n < 1024:
-            a0 = c - 78 >> 1
+            a0 = c - 86 >> 1
             b0 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a0 = b0 = 0
-            blobs = defer_blob(blobs, 72, v)
+            blobs = defer_blob(blobs, 80, v)
     elif v.__class__ is bytes:
         a0 = b0 = 0
     else:
@@ -3702,14 +3711,14 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
     if v:
         n = len(v)
         if n < 1024:
-            a1 = c - 86 >> 1
+            a1 = c - 94 >> 1
             b1 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a1 = b1 = 0
-            blobs = defer_blob(blobs, 80, v)
+            blobs = defer_blob(blobs, 88, v)
     elif v.__class__ is bytes:
         a1 = b1 = 0
     else:
@@ -3720,7 +3729,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a2 = c - 94 >> 1
+        a2 = c - 102 >> 1
         b2 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -3738,6 +3747,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
         msg.cpu_time_us,
         msg.peak_memory,
         msg.held_bytes,
+        msg.memory_limit,
         a0,
         b0,
         a1,
@@ -5787,10 +5797,11 @@ def _fill_task_result(buf: bytearray, blobs: Blobs, start: int, obj: TaskResult)
         obj.cpu_time_us,
         obj.peak_memory,
         obj.held_bytes,
+        obj.memory_limit,
     )
-    write_data(buf, blobs, start + 40, obj.task_id)
-    write_data(buf, blobs, start + 48, obj.payload)
-    write_text(buf, start + 56, obj.error_text)
+    write_data(buf, blobs, start + 48, obj.task_id)
+    write_data(buf, blobs, start + 56, obj.payload)
+    write_text(buf, start + 64, obj.error_text)
 
 
 def _fill_task_output(buf: bytearray, blobs: Blobs, start: int, obj: TaskOutput) -> None:
@@ -6037,7 +6048,7 @@ def _build_task(msg: Task, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_TASK_RESULT = bytes.fromhex("0000000000000000000000000100010006000000000000000000000005000300") + bytes(64)
+_PREFIX_TASK_RESULT = bytes.fromhex("0000000000000000000000000100010006000000000000000000000006000300") + bytes(72)
 
 
 def _build_task_result(msg: TaskResult, parts: list) -> int:
@@ -6456,6 +6467,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("peak_memory", "peakMemory", "uint64", None),
         FieldInfo("attempts", "attempts", "uint32", None),
         FieldInfo("held_bytes", "heldBytes", "uint64", None),
+        FieldInfo("memory_limit", "memoryLimit", "uint64", None),
     ),
     TaskOutput: (
         FieldInfo("task_id", "taskId", "data", None),

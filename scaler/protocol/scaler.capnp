@@ -159,6 +159,9 @@ struct TaskResult {
                             # deaths included); 0 from workers and older schedulers, meaning one
   heldBytes @9 :UInt64;     # with inObject: the result was not put; the worker that sent this holds it, this large,
                             # and serves it at its Hello.dataAddress (see ObjectResponse.holderAddress)
+  memoryLimit @10 :UInt64;  # failed: it went past its worker's memory limit, this many bytes (MemoryLimitError), and
+                            # peakMemory is the most it was seen to use; the scheduler runs it again only on a worker
+                            # with a larger limit (docs/guide/memory.md). 0: another failure, or an older worker
 }
 
 enum OutputStream {

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import heapq
 import logging
+import pickle
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
+from scaler.errors import MemoryLimitError, memory_stopped_by, where_failed
 from scaler.protocol import (
     MESSAGE_TYPES,
     PROTOCOL_VERSION,
@@ -52,6 +54,7 @@ from scaler.protocol import (
 from scaler.rate_limit import LimitedLog, RateLimiter
 from scaler.scheduler.cadence import Cadence
 from scaler.scheduler.held import INT32_MAX, HeldResults
+from scaler.scheduler.memory import MemoryPeaks, function_key, with_memory
 from scaler.scheduler.placement import Placement, WorkerLoads, take_least_loaded
 from scaler.scheduler.ready import ReadyQueue
 from scaler.scheduler.resources import Resources, describe, normalize_resources, satisfies
@@ -150,6 +153,7 @@ class SchedulerCore(HeldResults):
         self.clients: Dict[bytes, ClientState] = {}
         self.objects: Dict[bytes, StoredObject] = {}
         # ready tasks, one queue per distinct resource requirement; () (no resources) always exists
+        self.memory_peaks = MemoryPeaks()  # of functions that went past a worker's memory limit (scheduler/memory.py)
         self._plain = ReadyQueue(())  # tasks needing no resources: every task, when nobody sets options
         self.ready_queues: Dict[Resources, ReadyQueue] = {(): self._plain}
         self.retried_tasks = 0  # attempts started again after the function raised or timed out
@@ -537,6 +541,9 @@ class SchedulerCore(HeldResults):
                 reason = f"bad resources: {error}"
                 self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
                 return
+            announced = offer
+            if message.memory_limit:  # its limit is a resource: tasks that need more go elsewhere (memory.py)
+                offer = with_memory(offer, message.memory_limit)
             if offer not in self.loads.classes and len(self.loads.classes) >= MAX_RESOURCE_CLASSES:
                 reason = (
                     f"too many distinct resource offers: workers connected already offer {MAX_RESOURCE_CLASSES} "
@@ -550,10 +557,10 @@ class SchedulerCore(HeldResults):
             if queue_cap is not None and capacity > queue_cap:
                 capacity = queue_cap
             worker = WorkerState(peer, name, capacity, now, again)
-            worker.row.resources = [Resource(name=key, amount=amount) for key, amount in offer]
+            worker.row.resources = [Resource(name=key, amount=amount) for key, amount in announced]
             worker.data_address = message.data_address
             worker.fetches_from_holders = message.fetches_from_holders
-            worker.row.memory_limit = message.memory_limit
+            worker.row.memory_limit = worker.memory_limit = message.memory_limit
             self.workers[peer] = worker
             if self.loads.add(worker, offer):
                 self._refresh_eligibility()
@@ -920,6 +927,8 @@ class SchedulerCore(HeldResults):
                 queue.members += 1
         else:
             queue = self._plain
+        if self.memory_peaks:  # a function went past a worker's memory limit: its tasks go, if they can, to larger ones
+            queue = self._memory_hint(queue, message.function_id)
         priority = message.priority
         if message.parent_task_id:
             # a nested task runs before tasks of its parent's level, so that parents waiting on children finish first
@@ -1127,6 +1136,8 @@ class SchedulerCore(HeldResults):
             return  # a result crossing a cancel or a reassignment: the task was settled already
         worker.row.processed += 1
         status = message.status
+        if status == _FAILED and message.memory_limit and self._over_memory_limit(task, worker, message, now):
+            return
         if (
             task.max_retries
             and (status == _FAILED or status == _TIMED_OUT)
@@ -1140,6 +1151,71 @@ class SchedulerCore(HeldResults):
             self._finish(task, status, message, None)  # re-encoded with its attempts
             return
         self._finish(task, status, message, message.raw)
+
+    # ---- memory (scheduler/memory.py) --------------------------------------------------------------------------------
+
+    def _function_key(self, function_id: bytes) -> Optional[bytes]:
+        stored = self.objects.get(function_id)
+        if stored is None or not stored.complete:
+            return None
+        if stored.memory_key is None:
+            stored.memory_key = function_key(stored.chunks)
+        return stored.memory_key
+
+    def _memory_hint(self, queue: ReadyQueue, function_id: bytes) -> ReadyQueue:
+        """A new task of a function that went past a worker's limit before: into the queue of workers whose limit
+        fits what it used, if some have room now; never a requirement nobody meets (it would not run)."""
+        key = self._function_key(function_id)
+        expected = self.memory_peaks.expected(key) if key is not None else None
+        if expected is None:
+            return queue
+        requirement = with_memory(queue.requirement, expected + 1)
+        if not any(loads.free_slots for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)):
+            return queue
+        return self._requeue(queue, requirement) or queue
+
+    def _requeue(self, queue: ReadyQueue, requirement: Resources) -> Optional[ReadyQueue]:
+        """The queue of `requirement`, a task's from now on instead of `queue` (member counts moved); None if there
+        are too many requirements already."""
+        new = self.ready_queues.get(requirement)
+        if new is None:
+            if len(self.ready_queues) > MAX_REQUIREMENTS:
+                return None
+            new = self._new_ready_queue(requirement)
+        new.members += 1
+        if queue.requirement:
+            queue.members -= 1
+            if not queue.members:
+                del self.ready_queues[queue.requirement]
+        return new
+
+    def _over_memory_limit(self, task: TaskState, worker: WorkerState, message: TaskResult, now: float) -> bool:
+        """The task went past its worker's memory limit: learn it, and run it again on a worker with a larger limit
+        (not counted against its retries: each such retry needs a larger limit, so they end) if one is connected;
+        else it fails, saying so. True if the task was settled here."""
+        limit = message.memory_limit
+        key = self._function_key(task.function_id)
+        if key is not None:
+            self.memory_peaks.learn(key, max(limit, message.peak_memory))
+        if task.state != ASSIGNED:
+            return False
+        requirement = with_memory(task.queue.requirement, limit + 1)
+        larger = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
+        if any(loads.count > loads.retiring for loads in larger):
+            queue = self._requeue(task.queue, requirement)
+            if queue is not None:
+                task.queue = queue
+                task.max_retries += 1  # this attempt is not the task's fault: its retries stay as they were
+                self._retry(task, worker, now)
+                return True
+        how = memory_stopped_by(message.error_text) or "its worker"
+        error = MemoryLimitError(limit, message.peak_memory, how, worker.name, "no connected worker has a larger limit")
+        message.payload = pickle.dumps(error)
+        message.error_text = where_failed(task.task_id.hex(), worker.name) + str(error)
+        if task.failures or task.retries:
+            message.attempts = _attempts(task)
+        self._finish(task, _FAILED, message, None)  # re-encoded with the scheduler's word
+        return True
 
     def _retry(self, task: TaskState, worker: WorkerState, now: float) -> None:
         """The task failed or timed out with retries left: back to the ready tasks (same priority and requirement;

@@ -98,6 +98,7 @@ class WorkerState:
         "held",
         "fetches_from_holders",
         "memory_paused",
+        "memory_limit",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -132,6 +133,7 @@ class WorkerState:
         self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
         # its heartbeat says it is above its memory pause threshold: like a retiring one, it has no free slot meanwhile
         self.memory_paused = False
+        self.memory_limit = 0  # Hello.memoryLimit, bytes; 0: none
 
 
 class ClientState:
@@ -182,6 +184,7 @@ class StoredObject:
         "uploading",
         "later",
         "producer",
+        "memory_key",
     )
 
     def __init__(self, object_id: bytes, owner: bytes, kind: int, name: str, chunk_count: int, total_size: int) -> None:
@@ -205,6 +208,7 @@ class StoredObject:
         self.uploading = -1  # chunks relayed so far of the upload under way; -1: none under way
         self.later: Tuple[bytes, ...] = ()  # asked while an upload was half relayed: they get the next one
         self.producer: Any = None  # the TaskState that made a held result: run again if its holder is lost
+        self.memory_key: Optional[bytes] = None  # a function's key for learning its memory (scheduler/memory.py)
 
     @property
     def complete(self) -> bool:

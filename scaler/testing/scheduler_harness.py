@@ -102,7 +102,7 @@ class Harness:
         args = [Argument(kind=ArgumentKind.task_ref, data=d) for d in dependencies or []]
         return Task(
             task_id=self._task_counter.to_bytes(16, "big"),
-            function_id=b"f" * 16,
+            function_id=fields.pop("function_id", b"f" * 16),
             args=args or [Argument(kind=ArgumentKind.inline, data=b"arg")],
             dependencies=list(dependencies or []),
             report_result=report_result,

@@ -450,10 +450,19 @@ class WorkerAgent:
             self._core.held_not_moved(failed if spilling else [], [] if spilling else failed)
 
     def _sample_memory(self, instruction: SampleMemory) -> None:
-        pids = {number: self._links[number].pid for number in instruction.numbers if number in self._links}
-        usage = {number: rss_bytes(pid) for number, pid in pids.items()}
-        if sum(usage.values()) >= instruction.exact_above:  # RSS counts pages shared with the zygote once each
-            usage = {number: pss_bytes(pid) for number, pid in pids.items()}
+        usage: Dict[int, int] = {}
+        pids: Dict[int, int] = {}
+        for number in instruction.numbers:
+            group = self._cgroup_of.get(number)
+            if group is not None:  # what the kernel's limit counts: one read
+                usage[number] = group.usage_bytes()
+            elif number in self._links:
+                pids[number] = self._links[number].pid
+        if pids:
+            by_rss = {number: rss_bytes(pid) for number, pid in pids.items()}
+            if sum(by_rss.values()) + sum(usage.values()) >= instruction.exact_above:  # RSS counts shared pages
+                by_rss = {number: pss_bytes(pid) for number, pid in pids.items()}  # in full: PSS shares them out
+            usage.update(by_rss)
         self._core.memory_sampled(usage, time.monotonic())
 
     def _unwatch(self, link: ProcessorLink) -> None:

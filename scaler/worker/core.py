@@ -403,6 +403,7 @@ class WorkerCore:
             error = MemoryLimitError(self.memory_limit, memory_peak, "the kernel (memory cgroup)", self.identity)
             self.warnings.log("over memory limit", now, "%s: task %s: %s", self.name, running.task_id.hex(), error)
             self._answer(running, "over memory limit", TaskStatus.failed, cloudpickle.dumps(error), str(error))
+            self._mark_over_limit(memory_peak)
         else:
             self._take_from_pipe(processor, running)
             text = f"processor died with {how} while running task {running.task_id.hex()}"
@@ -1169,6 +1170,14 @@ class WorkerCore:
                 self._next_memory_sample = min(self._next_memory_sample, now + MEMORY_SAMPLE_SECONDS)
         self._dispatch()
 
+    def _mark_over_limit(self, peak: int) -> None:
+        """The TaskResult just answered failed past the memory limit: say so, for the scheduler, which retries it only
+        on a worker with a larger limit."""
+        result = self._outgoing[-1][0]
+        assert type(result) is TaskResult  # _send_result appends it last
+        result.memory_limit = self.memory_limit
+        result.peak_memory = peak
+
     def _held_in_memory(self) -> int:
         return self.cache.held_bytes() - self.spilled_bytes
 
@@ -1236,6 +1245,7 @@ class WorkerCore:
         self._cancel_running(
             processor, running, "over memory limit", TaskStatus.failed, str(error), cloudpickle.dumps(error)
         )
+        self._mark_over_limit(used)
 
     def _park(self, processor: ProcessorState, task_id: bytes) -> None:
         """The processor's running task waits on a future: take back what it was handed ahead, feed another one."""
@@ -1314,6 +1324,8 @@ class WorkerCore:
         if handed:
             if self.timed:
                 self._start_head_clock(processor)
+            if self.memory_limit:  # a task runs: its memory is watched closely from now on, not at the idle pace
+                self._next_memory_sample = min(self._next_memory_sample, self._now + MEMORY_SAMPLE_SECONDS)
             processor.pipe_expected_seconds = planned_seconds
             instructions = self._instructions
             last = instructions[-1] if instructions else None

@@ -19,6 +19,7 @@ import pytest
 from scaler import Client
 from scaler.errors import MemoryLimitError
 from scaler.protocol import heartbeat_flags
+from scaler.testing.processes import wait_for
 from scaler.worker.memory import CgroupMaker
 from tests.e2e.live_cluster import LiveCluster
 from tests.worker.helpers import processor_pids
@@ -114,8 +115,9 @@ def test_task_processes_are_the_oom_killers_first_choice(cluster: LiveCluster) -
     def adj(pid: int) -> int:
         return int(Path(f"/proc/{pid}/oom_score_adj").read_text())
 
+    wait_for(lambda: len(processor_pids(launcher)) == 2, WAIT, "each worker's first processor")
     processors = processor_pids(launcher)
-    assert len(processors) == 2 and len(agents) == 2
+    assert len(agents) == 2
     lowest_processor = min(adj(pid) for pid in processors)
     others = [launcher_process.pid] + [agent.pid for agent in agents]
     others += [child.pid for agent in agents for child in agent.children() if child.pid not in processors]
@@ -146,3 +148,28 @@ def test_a_worker_above_its_pause_threshold_takes_no_task_until_its_memory_falls
         Path(release).touch()
         assert holding.result(timeout=WAIT) == 340 * MB
         cluster.status(lambda status: not paused(status), timeout=WAIT)
+
+
+def gated_allocate(gate: str, size: int) -> int:
+    """Waits for the file `gate` (bounded), then allocates and touches `size` bytes."""
+    deadline = time.monotonic() + WAIT
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(b"\x01" * size)
+
+
+def test_placement_learns_across_two_clusters_with_different_limits(cluster: LiveCluster, tmp_path: Path) -> None:
+    small = cluster.add_cluster(1, "--memory-limit", "400MB")
+    gate = str(tmp_path / "gate")
+    with Client(address=cluster.address) as client:
+        first = client.submit(gated_allocate, gate, 600 * MB)  # on the small worker, the only one yet
+        cluster.status(lambda status: status.tasks_running == 1, WAIT)
+        cluster.add_cluster(1, "--memory-limit", "2GB")
+        cluster.wait_workers(2)
+        Path(gate).touch()
+        assert first.result(timeout=WAIT) == 600 * MB, "past 400 MB on the small worker, then run on the large one"
+    assert small.output().count("the task used more memory than the limit") == 1
+    with Client(address=cluster.address) as another:  # another client, its own function ids: the same function
+        futures = [another.submit(gated_allocate, gate, 600 * MB) for _ in range(3)]
+        assert [future.result(timeout=WAIT) for future in futures] == [600 * MB] * 3
+    assert small.output().count("the task used more memory than the limit") == 1, "learned: none ran on the small one"

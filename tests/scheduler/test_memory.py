@@ -6,8 +6,21 @@ from __future__ import annotations
 
 from typing import List
 
-from scaler.protocol import BalanceRequest, BalanceResponse, Task, WorkerHeartbeat, heartbeat_flags
-from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type
+import cloudpickle
+
+from scaler.errors import MemoryLimitError
+from scaler.protocol import (
+    BalanceRequest,
+    BalanceResponse,
+    ObjectKind,
+    ObjectPut,
+    Task,
+    TaskResult,
+    TaskStatus,
+    WorkerHeartbeat,
+    heartbeat_flags,
+)
+from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
 
 RUNNING = heartbeat_flags.PROCESSOR_INITIALIZED | heartbeat_flags.HAS_TASK | heartbeat_flags.TASK_LOCK
 
@@ -58,3 +71,94 @@ def test_a_paused_worker_is_not_a_balancing_target() -> None:
     assert len(of_type(harness.send(CLIENT, *tasks)[WORKER_B], Task)) == 6
     out = harness.tick(1.0)
     assert not of_type(out.get(WORKER_B, []), BalanceRequest), "an idle but paused worker takes nothing"
+
+
+# ---- placement that learns (scheduler/memory.py) ---------------------------------------------------------------------
+
+WORKER_C = b"W|test|4|c"
+CLIENT_2 = b"C|test|5|client"
+MB = 1_000_000
+FUNCTION_BYTES = b"the same function, serialized"
+
+
+def over_limit(task: Task, limit: int, peak: int) -> TaskResult:
+    return result(task, TaskStatus.failed, cloudpickle.dumps(MemoryLimitError(limit, peak)), memory_limit=limit,
+                  peak_memory=peak)  # fmt: skip
+
+
+def put_function(harness: Harness, client: bytes, function_id: bytes) -> None:
+    """The function's object, as a client sends it: the same bytes under an id salted per connection."""
+    put = ObjectPut(object_id=function_id, kind=ObjectKind.function, payload=FUNCTION_BYTES, chunk_count=1,
+                    total_size=len(FUNCTION_BYTES))  # fmt: skip
+    harness.send(client, put)
+
+
+def test_a_task_past_a_limit_runs_again_only_on_a_larger_worker_then_fails_saying_none_is_larger() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A, memory_limit=400 * MB)
+    task = harness.task(retries=0)
+    assert of_type(harness.send(CLIENT, task)[WORKER_A], Task) == [task]
+    harness.connect_worker(WORKER_B, memory_limit=300 * MB)  # smaller: never a target
+    harness.connect_worker(WORKER_C, memory_limit=1000 * MB)
+    out = harness.send(WORKER_A, over_limit(task, 400 * MB, 390 * MB))
+    assert of_type(out.get(WORKER_C, []), Task) == [task], "again, on the only larger worker"
+    assert not of_type(out.get(CLIENT, []), TaskResult) and not of_type(out.get(WORKER_B, []), Task)
+    out = harness.send(WORKER_C, over_limit(task, 1000 * MB, 990 * MB))
+    (answer,) = of_type(out[CLIENT], TaskResult)
+    error = cloudpickle.loads(answer.payload)
+    assert isinstance(error, MemoryLimitError) and error.limit_bytes == 1000 * MB and error.peak_bytes == 990 * MB
+    assert "no connected worker has a larger limit" in str(error) and answer.attempts == 2
+
+
+def test_a_worker_without_a_limit_is_larger_than_any() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A, memory_limit=400 * MB)
+    task = harness.task()
+    harness.send(CLIENT, task)
+    harness.connect_worker(WORKER_B)
+    out = harness.send(WORKER_A, over_limit(task, 400 * MB, 390 * MB))
+    assert of_type(out[WORKER_B], Task) == [task]
+    out = harness.send(WORKER_B, result(task))
+    (answer,) = of_type(out[CLIENT], TaskResult)
+    assert answer.status == TaskStatus.success and answer.attempts == 2
+
+
+def learned(harness: Harness, b_capacity: int) -> None:
+    """Client 1's task of FUNCTION_BYTES went past A's 400 MB and succeeded on B (1 GB); then B holds one plain task
+    and A none: A is the least loaded worker. Client 2 connects, with its own id for the same function."""
+    harness.connect_client()
+    put_function(harness, CLIENT, b"f1" * 8)
+    harness.connect_worker(WORKER_A, memory_limit=400 * MB)
+    first = harness.task(function_id=b"f1" * 8)
+    harness.send(CLIENT, first)
+    harness.connect_worker(WORKER_B, capacity=b_capacity, memory_limit=1000 * MB)
+    harness.send(WORKER_A, over_limit(first, 400 * MB, 390 * MB))
+    harness.send(WORKER_B, result(first))
+    assert len(harness.core.memory_peaks) == 1
+    out = harness.send(CLIENT, *[harness.task() for _ in range(3)])
+    assert len(of_type(out[WORKER_B], Task)) == 1
+    harness.send(WORKER_A, *[result(task) for task in of_type(out[WORKER_A], Task)])
+    a, b = harness.core.workers[WORKER_A], harness.core.workers[WORKER_B]
+    assert len(a.assigned) == 0 and len(b.assigned) == 1
+    harness.connect_client(CLIENT_2)
+    put_function(harness, CLIENT_2, b"f2" * 8)
+
+
+def test_tasks_of_a_function_that_went_past_a_limit_go_to_larger_workers_for_every_client() -> None:
+    harness = Harness()
+    learned(harness, b_capacity=4)
+    task = harness.task(function_id=b"f2" * 8)
+    out = harness.send(CLIENT_2, task)
+    assert of_type(out[WORKER_B], Task) == [task], "client 2's own id for the same function: to B, not idle A"
+    plain = harness.task()
+    assert of_type(harness.send(CLIENT_2, plain)[WORKER_A], Task) == [plain], "other functions: least loaded first"
+
+
+def test_a_hint_never_keeps_a_task_from_running_when_larger_workers_are_full() -> None:
+    harness = Harness()
+    learned(harness, b_capacity=1)
+    task = harness.task(function_id=b"f2" * 8)
+    out = harness.send(CLIENT_2, task)
+    assert of_type(out[WORKER_A], Task) == [task], "B is full: it runs on A rather than wait"
