@@ -154,6 +154,7 @@ class SchedulerCore(HeldResults):
         self.objects: Dict[bytes, StoredObject] = {}
         # ready tasks, one queue per distinct resource requirement; () (no resources) always exists
         self.memory_peaks = MemoryPeaks()  # of functions that went past a worker's memory limit (scheduler/memory.py)
+        self._memory_learned = self.memory_peaks.peaks  # the same dict: tested per task, a plain truth test
         self._plain = ReadyQueue(())  # tasks needing no resources: every task, when nobody sets options
         self.ready_queues: Dict[Resources, ReadyQueue] = {(): self._plain}
         self.retried_tasks = 0  # attempts started again after the function raised or timed out
@@ -927,7 +928,7 @@ class SchedulerCore(HeldResults):
                 queue.members += 1
         else:
             queue = self._plain
-        if self.memory_peaks:  # a function went past a worker's memory limit: its tasks go, if they can, to larger ones
+        if self._memory_learned:  # a function went past a worker's memory limit: its tasks go, if they can, elsewhere
             queue = self._memory_hint(queue, message.function_id)
         priority = message.priority
         if message.parent_task_id:

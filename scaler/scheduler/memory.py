@@ -39,25 +39,23 @@ class MemoryPeaks:
     """Recent peaks of functions that went past a worker's limit, by function key; bounded."""
 
     def __init__(self, max_functions: int = MAX_FUNCTIONS) -> None:
-        self._peaks: OrderedDict[bytes, Deque[int]] = OrderedDict()
+        # by function key, the least recently learned first; empty (a plain dict test, per task) until a failure
+        self.peaks: OrderedDict[bytes, Deque[int]] = OrderedDict()
         self._max_functions = max_functions
 
-    def __bool__(self) -> bool:
-        return bool(self._peaks)
-
     def __len__(self) -> int:
-        return len(self._peaks)
+        return len(self.peaks)
 
     def learn(self, key: bytes, peak: int) -> None:
-        peaks = self._peaks.pop(key, None)
+        peaks = self.peaks.pop(key, None)
         if peaks is None:
             peaks = deque(maxlen=RECENT_PEAKS)
-            if len(self._peaks) >= self._max_functions:
-                self._peaks.popitem(last=False)
+            if len(self.peaks) >= self._max_functions:
+                self.peaks.popitem(last=False)
         peaks.append(peak)
-        self._peaks[key] = peaks
+        self.peaks[key] = peaks
 
     def expected(self, key: bytes) -> Optional[int]:
         """What the function is expected to need: the largest of its recent peaks; None if nothing was learned."""
-        peaks = self._peaks.get(key)
+        peaks = self.peaks.get(key)
         return max(peaks) if peaks else None

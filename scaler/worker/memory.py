@@ -152,19 +152,16 @@ class ProcessCgroup:
     def usage_bytes(self) -> int:
         """What the cgroup is charged with now: its process's own pages (those it shares with the zygote are charged
         to the agent's cgroup, which made them), the measure the kernel's limit applies to."""
-        name = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
-        try:
-            with open(os.path.join(self.path, name)) as usage:
-                return int(usage.read())
-        except (OSError, ValueError):
-            return 0
+        return self._read("memory.usage_in_bytes" if self.version == 1 else "memory.current")
 
     def peak_bytes(self) -> int:
         """The most memory the cgroup was charged with; 0 if the kernel does not say (v2 before Linux 5.19)."""
-        name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        return self._read("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
+
+    def _read(self, name: str) -> int:
         try:
-            with open(os.path.join(self.path, name)) as peak:
-                return int(peak.read())
+            with open(os.path.join(self.path, name)) as counter:
+                return int(counter.read())
         except (OSError, ValueError):
             return 0
 
