@@ -44,6 +44,7 @@ __all__ = [
     "ObjectKind",
     "OutputStream",
     "Resource",
+    "FunctionPeak",
     "Hello",
     "HelloReply",
     "ClientHeartbeat",
@@ -157,6 +158,43 @@ class Resource:
             "Resource("
             + "name=" + short_repr(self.name)
             + ", amount=" + short_repr(self.amount)
+            + ")"
+        )
+
+
+class FunctionPeak:
+    """Cap'n Proto struct FunctionPeak (@0xcbdd5255800463a6), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "function_id",
+        "peak_bytes",
+    )
+
+    function_id: bytes
+    peak_bytes: int
+
+    def __init__(
+        self,
+        *,
+        function_id: bytes = b"",
+        peak_bytes: int = 0,
+    ) -> None:
+        self.function_id = function_id
+        self.peak_bytes = peak_bytes
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not FunctionPeak:
+            return NotImplemented
+        return (
+            self.function_id == other.function_id
+            and self.peak_bytes == other.peak_bytes
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "FunctionPeak("
+            + "function_id=" + short_repr(self.function_id)
+            + ", peak_bytes=" + short_repr(self.peak_bytes)
             + ")"
         )
 
@@ -431,6 +469,7 @@ class WorkerHeartbeat:
         "running",
         "interval_ms",
         "spilled_bytes",
+        "function_peaks",
         "raw",
     )
     WHICH = 3
@@ -446,6 +485,7 @@ class WorkerHeartbeat:
     running: int
     interval_ms: int
     spilled_bytes: int
+    function_peaks: list[FunctionPeak]
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -462,6 +502,7 @@ class WorkerHeartbeat:
         running: int = 0,
         interval_ms: int = 0,
         spilled_bytes: int = 0,
+        function_peaks: Optional[list[FunctionPeak]] = None,
     ) -> None:
         self.sent_at_us = sent_at_us
         self.agent_cpu = agent_cpu
@@ -474,6 +515,7 @@ class WorkerHeartbeat:
         self.running = running
         self.interval_ms = interval_ms
         self.spilled_bytes = spilled_bytes
+        self.function_peaks = [] if function_peaks is None else function_peaks
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -491,6 +533,7 @@ class WorkerHeartbeat:
             and self.running == other.running
             and self.interval_ms == other.interval_ms
             and self.spilled_bytes == other.spilled_bytes
+            and self.function_peaks == other.function_peaks
         )
 
     def __repr__(self) -> str:
@@ -507,6 +550,7 @@ class WorkerHeartbeat:
             + ", running=" + short_repr(self.running)
             + ", interval_ms=" + short_repr(self.interval_ms)
             + ", spilled_bytes=" + short_repr(self.spilled_bytes)
+            + ", function_peaks=" + short_repr(self.function_peaks)
             + ")"
         )
 
@@ -1815,6 +1859,7 @@ class SchedulerStatus:
         )
 
 _DATA_RESOURCE = struct.Struct("<d")
+_DATA_FUNCTION_PEAK = struct.Struct("<Q")
 _DATA_HELLO = struct.Struct("<IHBxIIIxxxxQ")
 _DATA_HELLO_REPLY = struct.Struct("<IBxxxIIQ")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
@@ -1837,6 +1882,7 @@ _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQ")
 _DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQ")
 _CANON_RESOURCE = struct.Struct("<diI")
+_CANON_FUNCTION_PEAK = struct.Struct("<QiI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
 _CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQiIiI")
@@ -1846,8 +1892,8 @@ _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000
 _MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
 _MESSAGE_CLIENT_HEARTBEAT = struct.Struct("<II24sQfIQ")
-_HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000008000000")
-_MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQIIQ")
+_HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000008000100")
+_MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQIIQiI")
 _HEAD_HEARTBEAT_ECHO = bytes.fromhex("000000000100010004000000000000000000000002000000")
 _MESSAGE_HEARTBEAT_ECHO = struct.Struct("<II24sQII")
 _HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000002000700")
@@ -1908,6 +1954,26 @@ def _read_list_resource(r: Reader, lo: int, hi: int, at: int) -> list[Resource]:
         lo, hi, pos, count, step, dn, pn = found
         for _ in range(count):
             items.append(_read_resource(r, lo, hi, pos, dn, pos + dn, pn))
+            pos += step
+    return items
+
+
+def _read_function_peak(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> FunctionPeak:
+    buf = r.buf
+    obj = _new(FunctionPeak)
+    u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
+    obj.peak_bytes = u0
+    obj.function_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    return obj
+
+
+def _read_list_function_peak(r: Reader, lo: int, hi: int, at: int) -> list[FunctionPeak]:
+    items: list[FunctionPeak] = []
+    found = struct_list_at(r, lo, hi, at)
+    if found is not None:
+        lo, hi, pos, count, step, dn, pn = found
+        for _ in range(count):
+            items.append(_read_function_peak(r, lo, hi, pos, dn, pos + dn, pn))
             pos += step
     return items
 
@@ -2026,6 +2092,7 @@ def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     obj.running = u8
     obj.interval_ms = u9
     obj.spilled_bytes = u10
+    obj.function_peaks = _read_list_function_peak(r, lo, hi, p) if pn > 0 else []
     obj.raw = None
     return obj
 
@@ -2807,7 +2874,9 @@ def _encode_client_heartbeat(msg: ClientHeartbeat, parts: list) -> int:
 
 
 def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
+    el1: Any
+    items1: list
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, a0, b0 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_HEARTBEAT:
         raise NotCanonical
     size = words * 8 + 8
@@ -2829,16 +2898,119 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     obj.running = u8
     obj.interval_ms = u9
     obj.spilled_bytes = u10
-    if size != 96:
+    c = 104
+    blobs = None
+    if b0:
+        if a0 + a0 != c - 102 or b0 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b0 >> 3 << 3)
+        items1 = []
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_FUNCTION_PEAK.iter_unpack(m[e1 : c]):
+                el1 = _new(FunctionPeak)
+                el1.peak_bytes = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 14 and b1_0 & 7 == 2:
+                        el1.function_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 16 + (a1_0 >> 2 << 3)
+                        el1.function_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.function_id = b""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_FUNCTION_PEAK.unpack_from(m, e1)
+                el1 = _new(FunctionPeak)
+                el1.peak_bytes = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 14 and b1_0 & 7 == 2:
+                        el1.function_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 16 + (a1_0 >> 2 << 3)
+                        el1.function_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.function_id = b""
+                items1.append(el1)
+        obj.function_peaks = items1
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.function_peaks = []
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
 
 
 def _encode_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
-    parts.append(_MESSAGE_WORKER_HEARTBEAT.pack(
+    el1: Any
+    items1: list
+    v: Any
+    base = len(parts)
+    parts.append(b"")
+    c = 104
+    blobs = None
+    items1 = msg.function_peaks
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a0 = c - 102 >> 1
+        b0 = count1 * 16 + 7
+        slot1 = len(parts)
+        parts.append(b"")
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
+        e1 = c + 8
+        c = e1 + count1 * 16
+        for el1 in items1:
+            if el1.__class__ is not FunctionPeak:
+                raise NotCanonical
+            v = el1.function_id
+            if v:
+                n = len(v)
+                if n < 1024:
+                    a1_0 = c - e1 - 14 >> 1
+                    b1_0 = n * 8 + 2
+                    parts.append(v)
+                    parts.append(PADDING[n & 7])
+                    c += n + 7 & -8
+                else:
+                    a1_0 = b1_0 = 0
+                    blobs = defer_blob(blobs, e1 + 8, v)
+            elif v.__class__ is bytes:
+                a1_0 = b1_0 = 0
+            else:
+                raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+            bodies1.append(_CANON_FUNCTION_PEAK.pack(el1.peak_bytes, a1_0, b1_0))
+            e1 += 16
+        parts[slot1] = b"".join(bodies1)
+    else:
+        a0 = b0 = 0
+    parts[base] = _MESSAGE_WORKER_HEARTBEAT.pack(
         0,
-        11,
+        c - 8 >> 3,
         _HEAD_WORKER_HEARTBEAT,
         msg.sent_at_us,
         msg.agent_cpu,
@@ -2851,8 +3023,12 @@ def _encode_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
         msg.running,
         msg.interval_ms,
         msg.spilled_bytes,
-    ))
-    return 96
+        a0,
+        b0,
+    )
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
+    return c
 
 
 def _decode_heartbeat_echo(frame: bytes, pos: int) -> HeartbeatEcho:
@@ -5655,6 +5831,23 @@ def _write_list_resource(buf: bytearray, blobs: Blobs, at: int, items: list[Reso
             pos += 16
 
 
+def _fill_function_peak(buf: bytearray, blobs: Blobs, start: int, obj: FunctionPeak) -> None:
+    _DATA_FUNCTION_PEAK.pack_into(buf, start, obj.peak_bytes)
+    write_data(buf, blobs, start + 8, obj.function_id)
+
+
+def _write_list_function_peak(buf: bytearray, blobs: Blobs, at: int, items: list[FunctionPeak]) -> None:
+    if items.__class__ is not list:
+        items = as_list(items)
+    if items:
+        pos = begin_struct_list(buf, at, len(items), 1, 1)
+        for item in items:
+            if item.__class__ is not FunctionPeak:
+                raise TypeError("expected FunctionPeak, got " + type(item).__name__)
+            _fill_function_peak(buf, blobs, pos, item)
+            pos += 16
+
+
 def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     v: Any
     if obj.task_policies is False and obj.fetches_from_holders is False:
@@ -5738,6 +5931,7 @@ def _fill_worker_heartbeat(buf: bytearray, blobs: Blobs, start: int, obj: Worker
         obj.interval_ms,
         obj.spilled_bytes,
     )
+    _write_list_function_peak(buf, blobs, start + 64, obj.function_peaks)
 
 
 def _fill_heartbeat_echo(buf: bytearray, blobs: Blobs, start: int, obj: HeartbeatEcho) -> None:
@@ -6018,7 +6212,7 @@ def _build_client_heartbeat(msg: ClientHeartbeat, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_WORKER_HEARTBEAT = bytes.fromhex("0000000000000000000000000100010003000000000000000000000008000000") + bytes(64)
+_PREFIX_WORKER_HEARTBEAT = bytes.fromhex("0000000000000000000000000100010003000000000000000000000008000100") + bytes(72)
 
 
 def _build_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
@@ -6384,6 +6578,10 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("name", "name", "text", None),
         FieldInfo("amount", "amount", "float64", None),
     ),
+    FunctionPeak: (
+        FieldInfo("function_id", "functionId", "data", None),
+        FieldInfo("peak_bytes", "peakBytes", "uint64", None),
+    ),
     Hello: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
         FieldInfo("role", "role", "enum", Role),
@@ -6430,6 +6628,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("running", "running", "uint32", None),
         FieldInfo("interval_ms", "intervalMs", "uint32", None),
         FieldInfo("spilled_bytes", "spilledBytes", "uint64", None),
+        FieldInfo("function_peaks", "functionPeaks", "struct_list", FunctionPeak),
     ),
     HeartbeatEcho: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),

@@ -43,6 +43,12 @@ struct Resource {
   amount @1 :Float64;
 }
 
+struct FunctionPeak {
+  # The most memory a worker saw its task processes use while running tasks of a function (WorkerHeartbeat).
+  functionId @0 :Data;   # as in Task.functionId
+  peakBytes @1 :UInt64;
+}
+
 enum ObjectKind {
   object @0;      # sent by Client.send_object or a large argument
   function @1;    # a serialized function; name is its qualified name
@@ -114,6 +120,8 @@ struct WorkerHeartbeat {
   running @8 :UInt32;       # tasks executing now (0 or 1)
   intervalMs @9 :UInt32;    # the interval it heartbeats at now (0: an older worker, which keeps HelloReply's)
   spilledBytes @10 :UInt64; # held results it moved to disk to stay under its memory limit (docs/guide/memory.md)
+  functionPeaks @11 :List(FunctionPeak);  # with a memory limit: functions whose peak rose since the last heartbeat
+                                          # (sampled while their tasks ran); the scheduler learns from them
 }
 
 struct HeartbeatEcho {

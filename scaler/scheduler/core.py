@@ -57,7 +57,7 @@ from scaler.scheduler.held import INT32_MAX, HeldResults
 from scaler.scheduler.memory import MemoryPeaks, function_key, with_memory
 from scaler.scheduler.placement import Placement, WorkerLoads, take_least_loaded
 from scaler.scheduler.ready import ReadyQueue
-from scaler.scheduler.resources import Resources, describe, normalize_resources, satisfies
+from scaler.scheduler.resources import MEMORY, Resources, describe, normalize_resources, satisfies
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
     ASSIGNED,
@@ -155,6 +155,7 @@ class SchedulerCore(HeldResults):
         # ready tasks, one queue per distinct resource requirement; () (no resources) always exists
         self.memory_peaks = MemoryPeaks()  # of functions that went past a worker's memory limit (scheduler/memory.py)
         self._memory_learned = self.memory_peaks.peaks  # the same dict: tested per task, a plain truth test
+        self._smallest_memory_limit = float("inf")  # of the connected workers (none: inf), kept as classes change
         self._plain = ReadyQueue(())  # tasks needing no resources: every task, when nobody sets options
         self.ready_queues: Dict[Resources, ReadyQueue] = {(): self._plain}
         self.retried_tasks = 0  # attempts started again after the function raised or timed out
@@ -637,6 +638,8 @@ class SchedulerCore(HeldResults):
         classes = self.loads.classes
         for requirement, queue in self.ready_queues.items():
             queue.eligible = [loads for offer, loads in classes.items() if satisfies(offer, requirement)]
+        limits = [dict(offer).get(MEMORY, float("inf")) for offer in classes]
+        self._smallest_memory_limit = min(limits, default=float("inf"))
 
     def _drop_peer(self, state, reason: str, now: float) -> None:
         if isinstance(state, WorkerState):
@@ -688,6 +691,11 @@ class SchedulerCore(HeldResults):
         row.lag_us = message.lag_us
         row.flags = message.flags
         row.spilled_bytes = message.spilled_bytes
+        if message.function_peaks:  # with memory limits: what its tasks' functions were seen to use
+            for peak in message.function_peaks:
+                key = self._function_key(peak.function_id)
+                if key is not None:
+                    self.memory_peaks.learn(key, peak.peak_bytes)
         self.loads.note(worker)
         # Tasks parked on their children (nested tasks) hold a slot without using the worker: lend their slots back,
         # or parents could fill every slot and leave none for the children they wait for.
@@ -1168,12 +1176,13 @@ class SchedulerCore(HeldResults):
         fits what it used, if some have room now; never a requirement nobody meets (it would not run)."""
         key = self._function_key(function_id)
         expected = self.memory_peaks.expected(key) if key is not None else None
-        if expected is None:
-            return queue
+        if expected is None or expected < self._smallest_memory_limit:
+            return queue  # it fits every worker: placed as any task
         requirement = with_memory(queue.requirement, expected + 1)
         if not any(loads.free_slots for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)):
             return queue
-        return self._requeue(queue, requirement) or queue
+        hinted = self._requeue(queue, requirement)
+        return queue if hinted is None else hinted
 
     def _requeue(self, queue: ReadyQueue, requirement: Resources) -> Optional[ReadyQueue]:
         """The queue of `requirement`, a task's from now on instead of `queue` (member counts moved); None if there

@@ -408,6 +408,7 @@ class WorkerAgent:
         if wanted != "watchdog":
             self.cgroups, reason = CgroupMaker.probe(f"scaler-{os.getpid()}", core.memory_limit)
         if self.cgroups is not None:
+            self.cgroups.remove_stale()
             core.memory_enforcement = "cgroup"
             logging.info(
                 "%s: memory limit %s, enforced by a memory cgroup per task process, %s, and the watchdog",

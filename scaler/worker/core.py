@@ -58,6 +58,7 @@ from scaler.protocol import (
     BalanceRequest,
     BalanceResponse,
     Encoded,
+    FunctionPeak,
     Goodbye,
     HeartbeatEcho,
     Hello,
@@ -150,6 +151,7 @@ PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
 MEMORY_SAMPLE_SECONDS = config.DEFAULT_MEMORY_SAMPLE_SECONDS  # with a memory limit, while a task runs
+MAX_PEAKS_PER_HEARTBEAT = 64  # function peaks a heartbeat carries at most; the rest go with the next ones
 SPILL_BYTES_AT_ONCE = 256 * 1024 * 1024  # held results moved to disk per sample at most: the agent's loop turns
 
 _SUCCESS = TaskStatus.success
@@ -229,6 +231,10 @@ class WorkerCore:
         self.memory_paused = False
         self.spilled: Dict[bytes, int] = {}  # held results on disk (or on their way there): their sizes, by id
         self.spilled_bytes = 0
+        # function id -> the most a processor was seen to use while running its tasks; those that rose since the last
+        # heartbeat go in it (WorkerHeartbeat.functionPeaks), for the scheduler to learn from
+        self.function_peaks: Dict[bytes, int] = {}
+        self._peaks_to_report: Dict[bytes, int] = {}
         self.memory_enforcement = "watchdog"  # or "cgroup": what the shell set up (it says so at start)
         self.scheduler_pauses = False  # the scheduler understands MEMORY_PAUSED (HelloReply.memoryPause)
         self._next_memory_sample = now
@@ -719,6 +725,11 @@ class WorkerCore:
             interval_ms=round(self.heartbeat_interval * 1000),  # so the scheduler knows when to expect the next one
             spilled_bytes=self.spilled_bytes,
         )
+        if self._peaks_to_report:
+            reported = list(self._peaks_to_report.items())[:MAX_PEAKS_PER_HEARTBEAT]
+            heartbeat.function_peaks = [FunctionPeak(function_id=key, peak_bytes=peak) for key, peak in reported]
+            for key, _ in reported:
+                del self._peaks_to_report[key]
         self._instructions.append(SendHeartbeat(heartbeat, active.number if active is not None else -1))
 
     # --- tasks ----------------------------------------------------------------------------------------------------
@@ -1009,6 +1020,9 @@ class WorkerCore:
             self._instructions.append(ForgetObjects(processor.number, self._take_forget(processor)))
         for object_id in object_ids:
             self.durations.pop(object_id, None)
+            if self.function_peaks:
+                self.function_peaks.pop(object_id, None)
+                self._peaks_to_report.pop(object_id, None)
 
     def _take_forget(self, processor: ProcessorState) -> List[bytes]:
         """The evictions to send the processor now, no longer counted as held there: forgetting goes first on both
@@ -1137,6 +1151,7 @@ class WorkerCore:
         self._now = now
         held = self._held_in_memory()
         usage = {number: used for number, used in usage.items() if number in self.processors}
+        self._note_function_peaks(usage)
         total = held + sum(usage.values())
         if total >= self._spill_bytes and held:
             spilling = self._spill(total - self._spill_bytes)
@@ -1169,6 +1184,17 @@ class WorkerCore:
             if paused:
                 self._next_memory_sample = min(self._next_memory_sample, now + MEMORY_SAMPLE_SECONDS)
         self._dispatch()
+
+    def _note_function_peaks(self, usage: Dict[int, int]) -> None:
+        """What each running task's processor uses now counts toward its function's peak."""
+        peaks = self.function_peaks
+        for number, used in usage.items():
+            running = self.processors[number].running()
+            if running is None:
+                continue
+            function_id = running.task.function_id
+            if used > peaks.get(function_id, 0):
+                peaks[function_id] = self._peaks_to_report[function_id] = used
 
     def _mark_over_limit(self, peak: int) -> None:
         """The TaskResult just answered failed past the memory limit: say so, for the scheduler, which retries it only

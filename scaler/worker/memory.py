@@ -26,6 +26,7 @@ import errno
 import logging
 import os
 import tempfile
+import time
 from typing import List, Optional, Tuple
 
 from scaler.io.shared_bytes import SharedBytes, shared_fd
@@ -237,8 +238,35 @@ class CgroupMaker:
         self._lingering.append(group)
         self._lingering = [group for group in self._lingering if not group.remove()]
 
-    def close(self) -> None:
-        self._lingering = [group for group in self._lingering if not group.remove()]
+    def close(self, timeout_seconds: float = 1.0) -> None:
+        """Remove what is left, waiting a little for the kernel to let go of processes that just died."""
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            self._lingering = [group for group in self._lingering if not group.remove()]
+            if not self._lingering or time.monotonic() >= deadline:
+                return
+            time.sleep(0.01)
+
+    def remove_stale(self) -> None:
+        """Remove the cgroups that agents killed before they could (scaler-PID-N of a PID that is gone)."""
+        try:
+            names = os.listdir(self.base)
+        except OSError:
+            return
+        for name in names:
+            parts = name.split("-")
+            if len(parts) == 3 and parts[0] == "scaler" and parts[1].isdigit() and not _alive(int(parts[1])):
+                ProcessCgroup(os.path.join(self.base, name), self.version).remove()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _write(path: str, name: str, value: int) -> None:

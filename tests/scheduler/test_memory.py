@@ -12,6 +12,7 @@ from scaler.errors import MemoryLimitError
 from scaler.protocol import (
     BalanceRequest,
     BalanceResponse,
+    FunctionPeak,
     ObjectKind,
     ObjectPut,
     Task,
@@ -162,3 +163,22 @@ def test_a_hint_never_keeps_a_task_from_running_when_larger_workers_are_full() -
     task = harness.task(function_id=b"f2" * 8)
     out = harness.send(CLIENT_2, task)
     assert of_type(out[WORKER_A], Task) == [task], "B is full: it runs on A rather than wait"
+
+
+def test_peaks_in_heartbeats_teach_placement_only_when_they_do_not_fit_every_worker() -> None:
+    harness = Harness()
+    harness.connect_client()
+    put_function(harness, CLIENT, b"f1" * 8)
+    harness.connect_worker(WORKER_B, memory_limit=1000 * MB)
+    harness.send(CLIENT, harness.task())  # B holds a task: A, connecting now, is the least loaded
+    harness.connect_worker(WORKER_A, memory_limit=400 * MB)
+    beat = heartbeat(paused=False)
+    beat.function_peaks = [FunctionPeak(function_id=b"f1" * 8, peak_bytes=300 * MB)]
+    harness.send(WORKER_B, beat)
+    task = harness.task(function_id=b"f1" * 8)
+    assert of_type(harness.send(CLIENT, task)[WORKER_A], Task) == [task], "300 MB fits both: least loaded first"
+    harness.send(WORKER_A, result(task))
+    beat.function_peaks = [FunctionPeak(function_id=b"f1" * 8, peak_bytes=700 * MB)]
+    harness.send(WORKER_B, beat)
+    task = harness.task(function_id=b"f1" * 8)
+    assert of_type(harness.send(CLIENT, task)[WORKER_B], Task) == [task], "700 MB fits only B"

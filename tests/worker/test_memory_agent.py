@@ -10,9 +10,11 @@ from typing import List
 
 import cloudpickle
 import psutil
+import pytest
 
 from scaler.protocol import ObjectDelete, ObjectPut, ObjectRequest, TaskStatus
 from scaler.testing.processes import wait_for
+from scaler.worker.memory import CgroupMaker
 from tests.worker.peer import SchedulerPeer
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -69,3 +71,20 @@ def test_held_results_past_the_spill_threshold_go_to_disk_and_come_back(peer: Sc
         peer.send(identity, ObjectDelete(object_ids=[task.task_id]))
     wait_for(lambda: peer.pump(0.05) or spilled() == 0, 30, "spilled results freed")
     assert not spilled_files(agent.pid), "freed results leave the disk"
+
+
+def test_cgroups_left_by_a_killed_agent_are_removed_by_the_next_one() -> None:
+    maker, why = CgroupMaker.probe(f"scaler-{os.getpid()}", 400 * MB)
+    if maker is None:
+        pytest.skip(f"no memory cgroup here: {why}")
+    stale_pid = 2**22 + 12345  # above pid_max's default: no process has it
+    stale = os.path.join(maker.base, f"scaler-{stale_pid}-1")
+    os.mkdir(stale)
+    mine = maker.make("7")
+    try:
+        maker.remove_stale()
+        assert not os.path.exists(stale) and os.path.exists(mine.path), "only a dead agent's cgroups go"
+    finally:
+        mine.remove()
+        if os.path.exists(stale):
+            os.rmdir(stale)

@@ -224,3 +224,22 @@ def test_freed_results_leave_the_spilled_count() -> None:
     (spill,) = spills(harness)
     harness.core._forget_objects(harness.core.cache.delete(spill.object_ids))
     assert harness.core.spilled_bytes == 0
+
+
+def test_each_functions_peak_goes_in_the_next_heartbeat_once_it_rises() -> None:
+    harness = limited()
+    task = harness.task()
+    sim = start_first(harness, task)
+    harness.tick(MEMORY_SAMPLE_SECONDS)
+    harness.memory({sim.number: 50 * MB})
+    harness.tick(MEMORY_SAMPLE_SECONDS)
+    harness.memory({sim.number: 120 * MB})
+    harness.tick(MEMORY_SAMPLE_SECONDS)
+    harness.memory({sim.number: 80 * MB})
+    harness.tick(1.0)
+    (peak,) = harness.heartbeats[-1].heartbeat.function_peaks
+    assert peak.function_id == task.function_id and peak.peak_bytes == 120 * MB
+    harness.tick(MEMORY_SAMPLE_SECONDS)
+    harness.memory({sim.number: 100 * MB})
+    harness.tick(1.0)
+    assert not harness.heartbeats[-1].heartbeat.function_peaks, "reported once, until it rises again"
