@@ -51,6 +51,13 @@ def memory_paused(worker: WorkerStatus) -> bool:
     return bool(worker.flags & heartbeat_flags.MEMORY_PAUSED)
 
 
+def worker_state(worker: WorkerStatus) -> str:
+    """What keeps a worker from taking tasks, in words ("retiring", "paused (memory)"), or ""."""
+    return ", ".join(
+        state for state, is_so in (("retiring", worker.retiring), ("paused (memory)", memory_paused(worker))) if is_so
+    )
+
+
 def worker_label(worker: WorkerStatus) -> str:
     """The worker's name, marked if it is retiring, paused (memory), or if it survived a lost scheduler (a restart)
     and registered again; followed by the resources it offers, if any (`w1{gpu=1,mem=6.4e+10}`)."""
