@@ -151,9 +151,19 @@ class ProcessCgroup:
         return 0
 
     def usage_bytes(self) -> int:
-        """What the cgroup is charged with now: its process's own pages (those it shares with the zygote are charged
-        to the agent's cgroup, which made them), the measure the kernel's limit applies to."""
-        return self._read("memory.usage_in_bytes" if self.version == 1 else "memory.current")
+        """What the cgroup is charged with now, shared memory aside: its process's own pages (those it shares with the
+        zygote are charged to the agent's cgroup, which made them). Shared memory is left out because the large
+        results the process wrote into memfds for the agent are charged here until they are spilled or freed, and
+        the worker counts them already, as held results."""
+        usage = self._read("memory.usage_in_bytes" if self.version == 1 else "memory.current")
+        try:
+            with open(os.path.join(self.path, "memory.stat")) as stat:
+                for line in stat:
+                    if line.startswith("shmem "):
+                        return max(0, usage - int(line.split()[1]))
+        except (OSError, ValueError):
+            pass
+        return usage
 
     def peak_bytes(self) -> int:
         """The most memory the cgroup was charged with; 0 if the kernel does not say (v2 before Linux 5.19)."""
