@@ -35,6 +35,7 @@ from scaler.protocol import ProtocolError, decode_frame
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
 from scaler.worker.data_server import DataServer, data_host
 from scaler.worker.instructions import (
+    AllowMemory,
     Connect,
     DropTasks,
     EndParking,
@@ -368,6 +369,8 @@ class WorkerAgent:
                 self._sample_memory(instruction)
             elif kind is SpillHeld or kind is ReadBackHeld:
                 self._move_held(instruction)
+            elif kind is AllowMemory:
+                self._allow_memory(instruction)
             elif kind is Connect:
                 self._connect()
             elif kind is Exit:
@@ -433,6 +436,15 @@ class WorkerAgent:
             return None
         self._cgroup_of[number] = group
         return group
+
+    def _allow_memory(self, instruction: AllowMemory) -> None:
+        group = self._cgroup_of.get(instruction.number)
+        if group is None:
+            return
+        try:
+            group.set_limit(self._core.memory_limit + instruction.extra_bytes)
+        except OSError as error:  # below what the kernel can reclaim now: it stays higher until the next change
+            logging.debug("%s: cgroup of processor %d: %s", self._name, instruction.number, error)
 
     def _move_held(self, instruction) -> None:
         """Spill held results to the worker's directory, or read them back (memory.py); tell the core what failed."""

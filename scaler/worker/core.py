@@ -83,6 +83,7 @@ from scaler.rate_limit import LimitedLog
 from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
+    AllowMemory,
     Connect,
     DropTasks,
     EndParking,
@@ -235,6 +236,11 @@ class WorkerCore:
         # heartbeat go in it (WorkerHeartbeat.functionPeaks), for the scheduler to learn from
         self.function_peaks: Dict[bytes, int] = {}
         self._peaks_to_report: Dict[bytes, int] = {}
+        # with cgroups: held results in memory by the processor that wrote them (the kernel charges them to its
+        # cgroup), and what each processor's cgroup must allow beyond the limit for them; changed ones are told
+        self._charged_to: Dict[bytes, Tuple[int, int]] = {}  # object id -> (processor number, bytes)
+        self._allowances: Dict[int, int] = {}
+        self._allowances_changed: Set[int] = set()
         self.memory_enforcement = "watchdog"  # or "cgroup": what the shell set up (it says so at start)
         self.scheduler_pauses = False  # the scheduler understands MEMORY_PAUSED (HelloReply.memoryPause)
         self._next_memory_sample = now
@@ -568,6 +574,11 @@ class WorkerCore:
         return self._requested | self._to_request
 
     def take_instructions(self) -> List[Any]:
+        if self._allowances_changed:
+            for number in sorted(self._allowances_changed):
+                if number in self.processors:
+                    self._instructions.append(AllowMemory(number, self._allowances.get(number, 0)))
+            self._allowances_changed.clear()
         instructions = self._instructions
         self._instructions = []
         return instructions
@@ -835,6 +846,8 @@ class WorkerCore:
             self._take_success_results()  # the results before this one go first
             status = _SUCCESS if succeeded else TaskStatus.failed
             self._answer(task, "result", status, payload, error_text, result)
+            if self.memory_enforcement == "cgroup" and type(payload) is SharedBytes:
+                self._charge(task_id, processor.number, len(payload))
         self._take_success_results()
 
     def _take_success_results(self) -> None:
@@ -1011,6 +1024,9 @@ class WorkerCore:
         if self.spilled:
             for object_id in object_ids:
                 self._unspilled(object_id)
+        if self._charged_to:
+            for object_id in object_ids:
+                self._uncharge(object_id)
         for processor in self.processors.values():
             if processor.pipe:  # tasks handed before may still use them: it drops its copies with the next task
                 processor.forget.extend(object_ids)
@@ -1046,6 +1062,8 @@ class WorkerCore:
     def _remove_processor(self, processor: ProcessorState, kill: bool) -> None:
         """Forget a processor wherever it is (active, parked or spare); its pipe is left for the caller."""
         del self.processors[processor.number]
+        if self._allowances:
+            self._allowances.pop(processor.number, None)
         if processor is self.active:
             self.active = None
         elif processor.role == PARKED_PROCESSOR:
@@ -1196,6 +1214,23 @@ class WorkerCore:
             if used > peaks.get(function_id, 0):
                 peaks[function_id] = self._peaks_to_report[function_id] = used
 
+    def _charge(self, object_id: bytes, number: int, size: int) -> None:
+        """A held result processor `number` wrote: its cgroup must allow that much more (AllowMemory)."""
+        if self.cache.held_payload(object_id) is None:
+            return  # put to the scheduler, not held
+        self._charged_to[object_id] = (number, size)
+        self._allowances[number] = self._allowances.get(number, 0) + size
+        self._allowances_changed.add(number)
+
+    def _uncharge(self, object_id: bytes) -> None:
+        """A held result left memory (spilled, or freed): its pages no longer count in its writer's cgroup."""
+        charged = self._charged_to.pop(object_id, None)
+        if charged is not None:
+            number, size = charged
+            if number in self._allowances:  # else its processor is gone, and what its cgroup allows with it
+                self._allowances[number] -= size
+                self._allowances_changed.add(number)
+
     def _mark_over_limit(self, peak: int) -> None:
         """The TaskResult just answered failed past the memory limit: say so, for the scheduler, which retries it only
         on a worker with a larger limit."""
@@ -1221,6 +1256,8 @@ class WorkerCore:
                 continue  # on disk already, or small bytes in the agent's own memory
             size = len(payload)
             chosen.append(object_id)
+            if self._charged_to:
+                self._uncharge(object_id)
             spilled[object_id] = size
             self.spilled_bytes += size
             total += size

@@ -86,6 +86,14 @@ class ReadBackHeld(NamedTuple):
     object_ids: List[bytes]
 
 
+class AllowMemory(NamedTuple):
+    """Set processor `number`'s memory cgroup to the memory limit plus `extra_bytes`: held results it wrote, which the
+    kernel charges to its cgroup until they are spilled or freed (scaler/worker/memory.py)."""
+
+    number: int
+    extra_bytes: int
+
+
 class Exit(NamedTuple):
     code: int
     reason: str

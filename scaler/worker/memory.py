@@ -169,6 +169,19 @@ class ProcessCgroup:
         """The most memory the cgroup was charged with; 0 if the kernel does not say (v2 before Linux 5.19)."""
         return self._read("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
 
+    def set_limit(self, limit_bytes: int) -> None:
+        """A new limit (OSError if the kernel refuses: lowered below what it cannot reclaim). With v1's swap limit,
+        which may never be below the memory limit, in the order that keeps it so."""
+        if self.version == 2:
+            _write(self.path, "memory.max", limit_bytes)
+            return
+        memsw = os.path.exists(os.path.join(self.path, "memory.memsw.limit_in_bytes"))
+        if memsw and limit_bytes > self._read("memory.limit_in_bytes"):
+            _write(self.path, "memory.memsw.limit_in_bytes", limit_bytes)
+        _write(self.path, "memory.limit_in_bytes", limit_bytes)
+        if memsw:
+            _write(self.path, "memory.memsw.limit_in_bytes", limit_bytes)
+
     def _read(self, name: str) -> int:
         try:
             with open(os.path.join(self.path, name)) as counter:

@@ -37,6 +37,7 @@ from scaler.worker.channel import (
 )
 from scaler.worker.core import WorkerCore
 from scaler.worker.instructions import (
+    AllowMemory,
     Connect,
     DropTasks,
     EndParking,
@@ -147,7 +148,7 @@ class Harness:
         self.connections = 0
         self.killed: List[int] = []
         self.samples: List[SampleMemory] = []  # memory samples asked for (with a memory limit)
-        self.moves: List[object] = []  # SpillHeld and ReadBackHeld, in order
+        self.moves: List[object] = []  # SpillHeld, ReadBackHeld and AllowMemory, in order
         self._step()
 
     # --- stimuli ------------------------------------------------------------------------------------------------------
@@ -296,7 +297,7 @@ class Harness:
                 self.heartbeats.append(instruction)
             elif kind is SampleMemory:
                 self.samples.append(instruction)
-            elif kind is SpillHeld or kind is ReadBackHeld:
+            elif kind is SpillHeld or kind is ReadBackHeld or kind is AllowMemory:
                 self.moves.append(instruction)  # the shell moves the bytes; the core counts them moved
             elif kind is Connect:
                 self.connections += 1

@@ -48,7 +48,7 @@ def upload(peer: SchedulerPeer, identity: bytes, object_id: bytes) -> bytes:
             return b"".join(chunks[index] for index in range(put.chunk_count))
 
 
-@pytest.mark.parametrize("enforcement", ["watchdog"])
+@pytest.mark.parametrize("enforcement", ["watchdog", "cgroup"])
 def test_held_results_past_the_spill_threshold_go_to_disk_and_come_back(
     peer: SchedulerPeer, start_cluster, enforcement: str
 ) -> None:

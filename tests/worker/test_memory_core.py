@@ -9,9 +9,9 @@ import pytest
 from scaler import config
 from scaler.errors import MemoryLimitError
 from scaler.io.shared_bytes import SharedBytes
-from scaler.protocol import Hello, Task, TaskResult, TaskStatus, heartbeat_flags
+from scaler.protocol import Hello, ObjectDelete, Task, TaskResult, TaskStatus, heartbeat_flags
 from scaler.worker.core import MEMORY_SAMPLE_SECONDS
-from scaler.worker.instructions import ReadBackHeld, SpillHeld
+from scaler.worker.instructions import AllowMemory, ReadBackHeld, SpillHeld
 from scaler.worker.settings import WorkerSettings
 from tests.worker.core_harness import Harness, SimProcessor, of_type
 from tests.worker.test_core import connected, results
@@ -243,3 +243,25 @@ def test_each_functions_peak_goes_in_the_next_heartbeat_once_it_rises() -> None:
     harness.memory({sim.number: 100 * MB})
     harness.tick(1.0)
     assert not harness.heartbeats[-1].heartbeat.function_peaks, "reported once, until it rises again"
+
+
+def test_with_cgroups_a_processor_is_allowed_the_held_results_it_wrote_until_they_leave_memory() -> None:
+    harness = connected(memory_limit="1MB", data_address="tcp://127.0.0.1:5555")
+    harness.core.memory_enforcement = "cgroup"  # as the shell sets it when it made cgroups
+    tasks = [harness.task(), harness.task()]
+    sim = start_first(harness, *tasks)
+    number = sim.number
+    sim.finish(payload=SharedBytes.create(b"x" * (300 * KB)))
+    harness.report(number)
+    harness.tick(0.001)  # the second result is the more recently used
+    sim.read_orders()
+    assert sim.start_next() is not None
+    sim.finish(payload=SharedBytes.create(b"y" * (400 * KB)))
+    harness.report(number)
+    allowed = [move for move in harness.moves if type(move) is AllowMemory]
+    assert allowed[-1] == AllowMemory(number, 700 * KB), "the kernel charges them to its cgroup: allowed on top"
+    harness.tick(MEMORY_SAMPLE_SECONDS)
+    harness.memory({number: 50 * KB})  # 750 KB: past the spill threshold (600 KB), the oldest result goes to disk
+    assert [move for move in harness.moves if type(move) is AllowMemory][-1] == AllowMemory(number, 400 * KB)
+    harness.send(ObjectDelete(object_ids=[tasks[1].task_id]))  # the scheduler freed the other one
+    assert [move for move in harness.moves if type(move) is AllowMemory][-1] == AllowMemory(number, 0)
