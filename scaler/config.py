@@ -184,6 +184,12 @@ MAX_FRAME_BYTES = SETTINGS.declare(
     " announces it, and its clients and workers split objects under it and refuse larger messages themselves",
     flags=("--max-frame-bytes", "-mf"), check=frame_limit_complaint, used_by=(SCHEDULER,),
 )  # fmt: skip
+RELAY = SETTINGS.declare(
+    "relay", bool, True,
+    "start a data relay beside the scheduler, on its host: peers that cannot reach a worker or client holding data"
+    " fetch it through the relay, not through the scheduler (not with CurveZMQ, where the scheduler relays)",
+    flags=("--relay",), used_by=(SCHEDULER,),
+)  # fmt: skip
 MAX_MALFORMED_PER_PEER = SETTINGS.declare(
     "max_malformed_per_peer", int, 100, "a client or worker that sends this many frames that do not decode is dropped",
     flags=("--max-malformed-per-peer", "-mm"), check=at_least(1), used_by=(SCHEDULER,),

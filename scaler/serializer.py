@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import io
+import os
 import pickle
 import struct
 import types
@@ -16,6 +17,8 @@ from collections import ChainMap
 from typing import IO, Any, List, Type, Union
 
 import cloudpickle
+
+from scaler.io.shared_bytes import SharedBytes, shared_fd
 
 
 class Serializer(abc.ABC):
@@ -128,6 +131,39 @@ def dump_with_buffers(value: Any, file: IO[bytes]) -> None:
         position += raw.nbytes
     file.write(b"".join(entries))
     file.write(_BUFFERS_TRAILER.pack(len(raws), stream_length))
+
+
+_SMALL_TYPES = frozenset({int, float, bool, type(None), complex})
+
+
+def known_large(value: Any, limit: int) -> bool:
+    """A value sure to pickle to more than `limit` bytes, told cheaply (no call for the small types of most values):
+    bytes, or anything with an `nbytes` (numpy arrays, pandas series, memoryviews)."""
+    kind = type(value)
+    if kind in _SMALL_TYPES:
+        return False
+    if kind is bytes or kind is bytearray:
+        return len(value) > limit
+    nbytes = getattr(value, "nbytes", None)
+    return type(nbytes) is int and nbytes > limit
+
+
+def dump_to_shared(value: Any) -> SharedBytes:
+    """The value as the default serializer writes it, straight into shared memory: a large bytes object or array
+    buffer is written to the file directly, so it is copied once, not into a bytes object and then again; arrays go
+    out of band (dump_with_buffers), so that readers map them instead of copying them out."""
+    fd = shared_fd("scaler-data")
+    try:
+        with open(fd, "wb", buffering=0, closefd=False) as file:
+            if type(value) is bytes or type(value) is memoryview:  # a raw buffer: its bytes, written once
+                pickle.dump(memory_as_pickleable(value) if type(value) is memoryview else value, file, protocol=5)
+            else:
+                dump_with_buffers(value, file)
+            size = file.tell()
+    except BaseException:
+        os.close(fd)
+        raise
+    return SharedBytes(fd, size)
 
 
 class DefaultSerializer(Serializer):

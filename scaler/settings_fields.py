@@ -26,6 +26,7 @@ class SchedulerFields:
     status_interval_seconds: float
     jit_warmup_seconds: float
     max_frame_bytes: int
+    relay: bool
     max_malformed_per_peer: int
     max_objects_per_client: int
     logging_paths: Tuple[str, ...]

@@ -30,7 +30,7 @@ from scaler.client import output
 from scaler.client.future import ScalerFuture
 from scaler.client.io_thread import IOThread
 from scaler.client.ledger import ObjectLedger, ObjectNeed
-from scaler.client.objects import ContentIds, Outgoing
+from scaler.client.objects import ContentIds, LargeObject, Outgoing
 from scaler.client.resubmission import resubmission
 from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of, settle_successes
 from scaler.client.send_queue import SendQueue
@@ -122,6 +122,7 @@ class Connection:
                 TaskResult: self._on_task_result,
                 TaskOutput: self._on_task_output,
                 ObjectResponse: self._on_object_response,
+                ObjectRequest: self._on_upload_request,
                 HelloReply: self._on_hello_reply,
                 DisconnectReply: self._on_disconnect_reply,
                 Goodbye: self._on_goodbye,
@@ -295,6 +296,7 @@ class Connection:
             pid=self.pid,
             previous_registrations=self.registrations,
             fetches_from_holders=True,  # large results come from the workers that hold them (scaler/io/data_fetch.py)
+            data_address=self._io.data_address,  # where workers fetch the large objects it keeps
         )
         return encode(hello)
 
@@ -361,6 +363,8 @@ class Connection:
             io.silence_limit_seconds = self.scheduler_gone_after_seconds
             io.follow_cadence(reply.heartbeat_interval_ms)
             io.max_frame_bytes = reply.max_frame_bytes or DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's default
+            io.holds_on_clients = reply.holds_on_clients  # an older scheduler is put large objects whole
+            io.follow_relay(reply.relay_port)
             io.drops.registered(time.monotonic())
         if not self._hello_reply.done():  # the first handshake, which __init__ waits for
             if reply.accepted:
@@ -581,6 +585,16 @@ class Connection:
         if len(fetch.chunks) < response.chunk_count:
             return
         self._fetched(object_id, fetch.chunks[0] if len(fetch.chunks) == 1 else b"".join(fetch.chunks))
+
+    def _on_upload_request(self, request: ObjectRequest) -> None:
+        """IO thread: the scheduler relays objects this client keeps to a peer that cannot fetch them here (a worker
+        of an older version, or one that cannot reach this client): their bytes, as ObjectPut chunks."""
+        for object_id in request.object_ids:
+            payload = self._io.served.get(object_id)
+            if payload is None:  # deleted meanwhile
+                self._queue(ObjectResponse(object_id=object_id, found=False))
+            else:
+                self._queue(LargeObject(object_id, 0, "", payload, upload=True))
 
     def _on_data(self, object_id: bytes, payload: Any, timed_out: bool) -> None:
         """IO thread: a fetch from a holder ended. Without the bytes (the holder could not be reached, or no longer

@@ -40,11 +40,16 @@ from scaler.drop_streak import DropStreak
 from scaler.errors import FrameTooLargeError
 from scaler.io.curve import CurvePeerKeys
 from scaler.io.data_fetch import DataFetcher
+from scaler.io.data_server import DataServer, data_host
+from scaler.io.limits import raise_open_files_limit
+from scaler.io.local_data import LocalDataServer
+from scaler.io.relay_link import RelayLink, relay_address
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
 from scaler.protocol import (
     ClientHeartbeat,
     Encoded,
     HeartbeatEcho,
+    ObjectDelete,
     ProtocolError,
     decode_frame,
     encode,
@@ -89,6 +94,17 @@ class IOThread:
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
         self.drops = DropStreak()  # told of each registration by the connection
         self.data: Optional[DataFetcher] = None  # fetches from holders (scaler/io/data_fetch.py), made by the loop
+        # Large objects this client keeps and serves to the workers that need them, by id (the loop's only), at its
+        # data address: made by the loop when the scheduler is reached over TCP without CurveZMQ, and used once the
+        # scheduler says it lets clients keep their objects (holds_on_clients, set by the connection).
+        self.served: Dict[bytes, Any] = {}
+        self.data_address = ""
+        self.holds_on_clients = False
+        self._serve = curve is None
+        self._data_server: Optional[DataServer] = None
+        self._local_data: Optional[LocalDataServer] = None
+        self._relay_link: Optional[RelayLink] = None  # to the data relay, for workers that cannot reach this client
+        self._poller: Optional[zmq.Poller] = None
         # the connection's handler of a fetch that ended: (object id, its bytes or None, whether it timed out)
         self.on_data: Optional[Callable[[bytes, Optional[bytes], bool], None]] = None
         self._address = address
@@ -151,8 +167,9 @@ class IOThread:
     def _run(self) -> None:
         dealer = self._socket
         try:
+            poller = self._poller = zmq.Poller()
+            self._open_data_address(poller)  # before the Hello, which announces it
             self._send_hello(time.monotonic())
-            poller = zmq.Poller()
             poller.register(dealer, zmq.POLLIN)
             wake_fd = self._wake_reader.fileno()  # pyzmq reports plain sockets by their fd
             poller.register(wake_fd, zmq.POLLIN)
@@ -194,6 +211,13 @@ class IOThread:
                     self._receive()
                 if fetch_deadline is not None:  # fetches under way: answers, or their end
                     self._receive_data(data, ready)
+                if self._data_server is not None:
+                    if self._data_server.sock in ready:
+                        self._data_server.serve(self.served.get)
+                    if self._local_data is not None:
+                        self._local_data.on_events(ready, self.served.get)
+                    if self._relay_link is not None and self._relay_link.sock in ready:
+                        self._relay_link.serve(self.served.get)
             if self.registered:
                 self._flush()
         except Exception as error:  # a bug here must not leave futures waiting forever
@@ -202,12 +226,62 @@ class IOThread:
         finally:
             if self.data is not None:
                 self.data.close()
+            if self._local_data is not None:
+                self._local_data.close()
+            if self._data_server is not None:
+                self._data_server.close()
+            if self._relay_link is not None:
+                self._relay_link.close()
+            self.served.clear()
             dealer.disable_monitor()
             self._events.close(linger=0)
             dealer.close(linger=_CLOSE_LINGER_MS)
             self._wake_reader.close()
             self._wake_writer.close()
             self._context.term()
+
+    def follow_relay(self, port: int) -> None:
+        """From the IO thread, on each registration with a scheduler: fetch through its data relay (HelloReply
+        .relayPort; 0: none) what holders out of reach hold, and serve through it what this client keeps."""
+        address = relay_address(self._address, port) if port else None
+        if self.data is not None:
+            self.data.relay = address
+            self.data.max_frame_bytes = self.max_frame_bytes
+        link = self._relay_link
+        assert self._poller is not None  # made by the loop, which runs this
+        if link is not None and link.address != address:
+            self._poller.unregister(link.sock)
+            link.close()
+            link = self._relay_link = None
+        if address is None or self._data_server is None:
+            return
+        if link is None:
+            link = RelayLink(self._context, address, self._data_server.address, self.max_frame_bytes)
+            self._relay_link = link
+            self._poller.register(link.sock, zmq.POLLIN)
+        else:
+            link.hello()  # a restarted scheduler's relay is new: it knows nobody
+
+    def _open_data_address(self, poller: zmq.Poller) -> None:
+        """Where this client serves the large objects it keeps: on the interface it reaches the scheduler from, and
+        to readers on this host by descriptor. None with CurveZMQ (data addresses do not speak it yet) or an ipc://
+        scheduler: objects then go through the scheduler."""
+        host = data_host(self._address) if self._serve else None
+        if host is None:
+            return
+        try:
+            server = DataServer(self._context, host)
+        except zmq.ZMQError as error:
+            logger.info("no data address on %s (%s): large objects go through the scheduler", host, error)
+            return
+        poller.register(server.sock, zmq.POLLIN)
+        self._data_server = server
+        self.data_address = server.address
+        raise_open_files_limit()  # a kept object holds a descriptor of its shared memory
+        try:
+            self._local_data = LocalDataServer(server.address, poller)
+        except OSError:  # not Linux: readers on this host fetch through the data address
+            pass
 
     def _receive_data(self, data: DataFetcher, ready: Dict[Any, int]) -> None:
         """What holders sent, and the fetches that heard nothing for too long."""
@@ -279,11 +353,18 @@ class IOThread:
                     for start in range(0, len(item), DEFAULT_TASKS_PER_FRAME):
                         self._send_joined(item[start : start + DEFAULT_TASKS_PER_FRAME])
                 elif kind is LargeObject:
+                    if self.holds_on_clients and self.data_address and not item.upload:
+                        self.served[item.object_id] = item.shared()  # served from now on; the scheduler gets its size
+                        self._send_frame(item.kept())
+                        continue
                     for frame in item.frames(object_chunk_bytes(self.max_frame_bytes)):
                         self._send_frame(frame)
                 else:
                     self._send_frame(item)
                 continue
+            if kind is ObjectDelete and self.served:  # objects this client kept are not served any more
+                for object_id in item.object_ids:
+                    self.served.pop(object_id, None)
             batch.append(item)
             if kind is not Encoded:
                 messages += 1

@@ -1,5 +1,5 @@
-"""Internal: objects a client ships to the scheduler: references, content ids, and the ObjectPut messages that carry
-them."""
+"""Internal: objects a client ships: references, content ids, and the ObjectPut messages that carry them (or say that
+the client keeps them)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, List, Union, cast
 
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
+from scaler.io.shared_bytes import SharedBytes, as_buffer
 from scaler.protocol import Encoded, ObjectPut, encode
 
 # An item of the client's outgoing queue: a message or an Encoded one (a call's Task, see calls.py), batched with its
@@ -43,25 +44,36 @@ class ContentIds:
     def __init__(self, key: bytes) -> None:
         self._key = key
 
-    def of(self, payload: bytes) -> bytes:
-        return hashlib.blake2b(payload, digest_size=CONTENT_ID_BYTES, key=self._key).digest()
+    def of(self, payload: Any) -> bytes:
+        """The id of `payload`: bytes, or SharedBytes."""
+        return hashlib.blake2b(as_buffer(payload), digest_size=CONTENT_ID_BYTES, key=self._key).digest()
 
 
 class LargeObject:
-    """An object above the inline limit, as an item of the outgoing queue: the IO thread sends it as ObjectPut chunks
-    under the scheduler's frame limit (HelloReply.maxFrameBytes), one frame each. Chunked when sent, not when
-    queued, so that a resubmission to a scheduler with another limit follows that one."""
+    """An object above the inline limit, as an item of the outgoing queue. To a scheduler that lets clients keep their
+    objects (HelloReply.holdsOnClients), the IO thread puts only its size and serves its bytes at the client's data
+    address (io_thread.py); to another, it sends it as ObjectPut chunks under the scheduler's frame limit
+    (HelloReply.maxFrameBytes), one frame each. Decided when sent, not when queued, so that a resubmission to another
+    scheduler follows that one. `upload`: the bytes of an object the client keeps, asked for by the scheduler to
+    relay to a peer that cannot fetch it here: always sent whole."""
 
-    __slots__ = ("object_id", "kind", "name", "payload")
+    __slots__ = ("object_id", "kind", "name", "payload", "upload")
 
-    def __init__(self, object_id: bytes, kind: int, name: str, payload: bytes) -> None:
+    def __init__(self, object_id: bytes, kind: int, name: str, payload: Any, upload: bool = False) -> None:
         self.object_id = object_id
         self.kind = kind
         self.name = name
-        self.payload = payload
+        self.payload = payload  # bytes, or SharedBytes once kept and served
+        self.upload = upload
+
+    def shared(self) -> SharedBytes:
+        """Its bytes in shared memory, copied there once (and the bytes let go): readers on this host map them."""
+        if type(self.payload) is not SharedBytes:
+            self.payload = SharedBytes.create(self.payload)
+        return self.payload
 
     def frames(self, chunk_bytes: int) -> Iterator[bytes]:
-        payload = self.payload
+        payload = as_buffer(self.payload)
         total = len(payload)
         count = max(1, -(-total // chunk_bytes))
         view = memoryview(payload)
@@ -80,6 +92,19 @@ class LargeObject:
                     total_size=total,
                 )
             )
+
+    def kept(self) -> bytes:
+        """The ObjectPut saying the client keeps it: its size, not its bytes."""
+        return encode(
+            ObjectPut(
+                object_id=self.object_id,
+                kind=self.kind,
+                name=self.name,
+                chunk_count=0,
+                total_size=len(self.payload),
+                held_by_sender=True,
+            )
+        )
 
 
 def object_puts(object_id: bytes, kind: int, name: str, payload: bytes) -> List[Outgoing]:

@@ -8,7 +8,7 @@ larger than DEFAULT_INLINE_LIMIT_BYTES travel as objects, sent once and deleted 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
 
@@ -24,7 +24,7 @@ from scaler.client.signatures import CallShape, SignatureCache, anchor, identity
 from scaler.config import DEFAULT_CLIENT_FUNCTION_CACHE_SIZE, DEFAULT_INLINE_LIMIT_BYTES
 from scaler.errors import MissingObjectError
 from scaler.protocol import Argument, ArgumentKind, Encoded, ObjectKind, Task, encode
-from scaler.serializer import check_serializer, is_default_serializer
+from scaler.serializer import DefaultSerializer, check_serializer, dump_to_shared, is_default_serializer, known_large
 from scaler.tracebacks import note_unserializable_argument
 
 OBJECT_REF = int(ArgumentKind.object_ref)
@@ -40,10 +40,11 @@ class TaskFactory:
         self.serializer = check_serializer(serializer)
         self.stream_output = stream_output  # tasks ask workers for their output (output.py prints it)
         self._function_names: Dict[bytes, str] = {}  # function id -> its name, to mark output lines (streaming only)
-        self.serialize = self.serializer.serialize
+        self._custom_serializer = not is_default_serializer(self.serializer)
+        # bytes; for a large value of the default serializer, SharedBytes: written once where the client serves it
+        self.serialize: Callable[[Any], Any] = self.serializer.serialize if self._custom_serializer else _serialize
         self.deserialize = self.serializer.deserialize
         self.serializer_id = b""  # empty: cloudpickle, nothing to ship
-        self._custom_serializer = not is_default_serializer(self.serializer)
         self._serializer_need: Optional[ObjectNeed] = None
         self._functions: Dict[Any, Tuple[Any, bytes]] = {}  # identity key -> (what keeps it alive, function id)
         self.signatures = SignatureCache(DEFAULT_CLIENT_FUNCTION_CACHE_SIZE)
@@ -327,3 +328,12 @@ def check_reference(connection: Connection, reference: ObjectReference) -> None:
         raise MissingObjectError(
             f"{reference!r} was deleted by clear() (or never sent by this client): send_object it again"
         )
+
+
+def _serialize(value: Any) -> Any:
+    """The default serializer's bytes; a value sure to be large (bytes, arrays) is pickled straight into shared memory
+    instead, with its arrays out of band: the client serves it from there (or sends it from there to an older
+    scheduler), and a worker on this host maps it, its arrays without a copy."""
+    if known_large(value, DEFAULT_INLINE_LIMIT_BYTES):
+        return dump_to_shared(value)
+    return DefaultSerializer.serialize(value)

@@ -45,6 +45,7 @@ __all__ = [
     "OutputStream",
     "Resource",
     "FunctionPeak",
+    "HeldResult",
     "Hello",
     "HelloReply",
     "ClientHeartbeat",
@@ -59,6 +60,7 @@ __all__ = [
     "ObjectRequest",
     "ObjectResponse",
     "DataRequest",
+    "RelayHello",
     "DataResponse",
     "ObjectDelete",
     "BalanceRequest",
@@ -199,6 +201,43 @@ class FunctionPeak:
         )
 
 
+class HeldResult:
+    """Cap'n Proto struct HeldResult (@0xfe2003954c8950ed), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "object_id",
+        "size",
+    )
+
+    object_id: bytes
+    size: int
+
+    def __init__(
+        self,
+        *,
+        object_id: bytes = b"",
+        size: int = 0,
+    ) -> None:
+        self.object_id = object_id
+        self.size = size
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not HeldResult:
+            return NotImplemented
+        return (
+            self.object_id == other.object_id
+            and self.size == other.size
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "HeldResult("
+            + "object_id=" + short_repr(self.object_id)
+            + ", size=" + short_repr(self.size)
+            + ")"
+        )
+
+
 class Hello:
     """Cap'n Proto struct Hello (@0x9c8b767533fdcd03), see scaler/protocol/scaler.capnp."""
 
@@ -215,6 +254,8 @@ class Hello:
         "replaces",
         "data_address",
         "fetches_from_holders",
+        "held_results",
+        "takes_handoffs",
         "memory_limit",
         "raw",
     )
@@ -232,6 +273,8 @@ class Hello:
     replaces: str
     data_address: str
     fetches_from_holders: bool
+    held_results: list[HeldResult]
+    takes_handoffs: bool
     memory_limit: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
@@ -250,6 +293,8 @@ class Hello:
         replaces: str = "",
         data_address: str = "",
         fetches_from_holders: bool = False,
+        held_results: Optional[list[HeldResult]] = None,
+        takes_handoffs: bool = False,
         memory_limit: int = 0,
     ) -> None:
         self.protocol_version = protocol_version
@@ -264,6 +309,8 @@ class Hello:
         self.replaces = replaces
         self.data_address = data_address
         self.fetches_from_holders = fetches_from_holders
+        self.held_results = [] if held_results is None else held_results
+        self.takes_handoffs = takes_handoffs
         self.memory_limit = memory_limit
         self.raw = None
 
@@ -283,6 +330,8 @@ class Hello:
             and self.replaces == other.replaces
             and self.data_address == other.data_address
             and self.fetches_from_holders == other.fetches_from_holders
+            and self.held_results == other.held_results
+            and self.takes_handoffs == other.takes_handoffs
             and self.memory_limit == other.memory_limit
         )
 
@@ -301,6 +350,8 @@ class Hello:
             + ", replaces=" + short_repr(self.replaces)
             + ", data_address=" + short_repr(self.data_address)
             + ", fetches_from_holders=" + short_repr(self.fetches_from_holders)
+            + ", held_results=" + short_repr(self.held_results)
+            + ", takes_handoffs=" + short_repr(self.takes_handoffs)
             + ", memory_limit=" + short_repr(self.memory_limit)
             + ")"
         )
@@ -320,6 +371,9 @@ class HelloReply:
         "task_policies",
         "max_frame_bytes",
         "holds_on_workers",
+        "holds_on_clients",
+        "relay_port",
+        "adopts_held_results",
         "memory_pause",
         "raw",
     )
@@ -335,6 +389,9 @@ class HelloReply:
     task_policies: bool
     max_frame_bytes: int
     holds_on_workers: bool
+    holds_on_clients: bool
+    relay_port: int
+    adopts_held_results: bool
     memory_pause: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
@@ -351,6 +408,9 @@ class HelloReply:
         task_policies: bool = False,
         max_frame_bytes: int = 0,
         holds_on_workers: bool = False,
+        holds_on_clients: bool = False,
+        relay_port: int = 0,
+        adopts_held_results: bool = False,
         memory_pause: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
@@ -363,6 +423,9 @@ class HelloReply:
         self.task_policies = task_policies
         self.max_frame_bytes = max_frame_bytes
         self.holds_on_workers = holds_on_workers
+        self.holds_on_clients = holds_on_clients
+        self.relay_port = relay_port
+        self.adopts_held_results = adopts_held_results
         self.memory_pause = memory_pause
         self.raw = None
 
@@ -380,6 +443,9 @@ class HelloReply:
             and self.task_policies == other.task_policies
             and self.max_frame_bytes == other.max_frame_bytes
             and self.holds_on_workers == other.holds_on_workers
+            and self.holds_on_clients == other.holds_on_clients
+            and self.relay_port == other.relay_port
+            and self.adopts_held_results == other.adopts_held_results
             and self.memory_pause == other.memory_pause
         )
 
@@ -396,6 +462,9 @@ class HelloReply:
             + ", task_policies=" + short_repr(self.task_policies)
             + ", max_frame_bytes=" + short_repr(self.max_frame_bytes)
             + ", holds_on_workers=" + short_repr(self.holds_on_workers)
+            + ", holds_on_clients=" + short_repr(self.holds_on_clients)
+            + ", relay_port=" + short_repr(self.relay_port)
+            + ", adopts_held_results=" + short_repr(self.adopts_held_results)
             + ", memory_pause=" + short_repr(self.memory_pause)
             + ")"
         )
@@ -940,6 +1009,7 @@ class ObjectPut:
         "chunk_index",
         "chunk_count",
         "total_size",
+        "held_by_sender",
         "raw",
     )
     WHICH = 8
@@ -951,6 +1021,7 @@ class ObjectPut:
     chunk_index: int
     chunk_count: int
     total_size: int
+    held_by_sender: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -963,6 +1034,7 @@ class ObjectPut:
         chunk_index: int = 0,
         chunk_count: int = 1,
         total_size: int = 0,
+        held_by_sender: bool = False,
     ) -> None:
         self.object_id = object_id
         self.kind = kind
@@ -971,6 +1043,7 @@ class ObjectPut:
         self.chunk_index = chunk_index
         self.chunk_count = chunk_count
         self.total_size = total_size
+        self.held_by_sender = held_by_sender
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -984,6 +1057,7 @@ class ObjectPut:
             and self.chunk_index == other.chunk_index
             and self.chunk_count == other.chunk_count
             and self.total_size == other.total_size
+            and self.held_by_sender == other.held_by_sender
         )
 
     def __repr__(self) -> str:
@@ -996,6 +1070,7 @@ class ObjectPut:
             + ", chunk_index=" + short_repr(self.chunk_index)
             + ", chunk_count=" + short_repr(self.chunk_count)
             + ", total_size=" + short_repr(self.total_size)
+            + ", held_by_sender=" + short_repr(self.held_by_sender)
             + ")"
         )
 
@@ -1006,12 +1081,14 @@ class ObjectRequest:
     __slots__ = (
         "object_ids",
         "via_scheduler",
+        "take_from",
         "raw",
     )
     WHICH = 9
 
     object_ids: list[bytes]
     via_scheduler: bool
+    take_from: str
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1019,9 +1096,11 @@ class ObjectRequest:
         *,
         object_ids: Optional[list[bytes]] = None,
         via_scheduler: bool = False,
+        take_from: str = "",
     ) -> None:
         self.object_ids = [] if object_ids is None else object_ids
         self.via_scheduler = via_scheduler
+        self.take_from = take_from
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1030,6 +1109,7 @@ class ObjectRequest:
         return (
             self.object_ids == other.object_ids
             and self.via_scheduler == other.via_scheduler
+            and self.take_from == other.take_from
         )
 
     def __repr__(self) -> str:
@@ -1037,6 +1117,7 @@ class ObjectRequest:
             "ObjectRequest("
             + "object_ids=" + short_repr(self.object_ids)
             + ", via_scheduler=" + short_repr(self.via_scheduler)
+            + ", take_from=" + short_repr(self.take_from)
             + ")"
         )
 
@@ -1129,19 +1210,27 @@ class DataRequest:
 
     __slots__ = (
         "object_ids",
+        "holder_address",
+        "reply_to",
         "raw",
     )
     WHICH = 21
 
     object_ids: list[bytes]
+    holder_address: str
+    reply_to: bytes
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
         self,
         *,
         object_ids: Optional[list[bytes]] = None,
+        holder_address: str = "",
+        reply_to: bytes = b"",
     ) -> None:
         self.object_ids = [] if object_ids is None else object_ids
+        self.holder_address = holder_address
+        self.reply_to = reply_to
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1149,12 +1238,51 @@ class DataRequest:
             return NotImplemented
         return (
             self.object_ids == other.object_ids
+            and self.holder_address == other.holder_address
+            and self.reply_to == other.reply_to
         )
 
     def __repr__(self) -> str:
         return (
             "DataRequest("
             + "object_ids=" + short_repr(self.object_ids)
+            + ", holder_address=" + short_repr(self.holder_address)
+            + ", reply_to=" + short_repr(self.reply_to)
+            + ")"
+        )
+
+
+class RelayHello:
+    """Cap'n Proto struct RelayHello (@0xfc5e13801c01ae9b), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "data_address",
+        "raw",
+    )
+    WHICH = 23
+
+    data_address: str
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        data_address: str = "",
+    ) -> None:
+        self.data_address = data_address
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not RelayHello:
+            return NotImplemented
+        return (
+            self.data_address == other.data_address
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "RelayHello("
+            + "data_address=" + short_repr(self.data_address)
             + ")"
         )
 
@@ -1168,6 +1296,7 @@ class DataResponse:
         "chunk_index",
         "chunk_count",
         "total_size",
+        "reply_to",
         "raw",
     )
     WHICH = 22
@@ -1177,6 +1306,7 @@ class DataResponse:
     chunk_index: int
     chunk_count: int
     total_size: int
+    reply_to: bytes
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1187,12 +1317,14 @@ class DataResponse:
         chunk_index: int = 0,
         chunk_count: int = 1,
         total_size: int = 0,
+        reply_to: bytes = b"",
     ) -> None:
         self.object_id = object_id
         self.found = found
         self.chunk_index = chunk_index
         self.chunk_count = chunk_count
         self.total_size = total_size
+        self.reply_to = reply_to
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1204,6 +1336,7 @@ class DataResponse:
             and self.chunk_index == other.chunk_index
             and self.chunk_count == other.chunk_count
             and self.total_size == other.total_size
+            and self.reply_to == other.reply_to
         )
 
     def __repr__(self) -> str:
@@ -1214,6 +1347,7 @@ class DataResponse:
             + ", chunk_index=" + short_repr(self.chunk_index)
             + ", chunk_count=" + short_repr(self.chunk_count)
             + ", total_size=" + short_repr(self.total_size)
+            + ", reply_to=" + short_repr(self.reply_to)
             + ")"
         )
 
@@ -1709,6 +1843,8 @@ class SchedulerStatus:
         "retried_tasks",
         "workers_lost",
         "workers_replaced",
+        "relayed_fetches",
+        "relayed_bytes",
         "raw",
     )
     WHICH = 18
@@ -1738,6 +1874,8 @@ class SchedulerStatus:
     retried_tasks: int
     workers_lost: int
     workers_replaced: int
+    relayed_fetches: int
+    relayed_bytes: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1768,6 +1906,8 @@ class SchedulerStatus:
         retried_tasks: int = 0,
         workers_lost: int = 0,
         workers_replaced: int = 0,
+        relayed_fetches: int = 0,
+        relayed_bytes: int = 0,
     ) -> None:
         self.time_us = time_us
         self.cpu = cpu
@@ -1794,6 +1934,8 @@ class SchedulerStatus:
         self.retried_tasks = retried_tasks
         self.workers_lost = workers_lost
         self.workers_replaced = workers_replaced
+        self.relayed_fetches = relayed_fetches
+        self.relayed_bytes = relayed_bytes
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1825,6 +1967,8 @@ class SchedulerStatus:
             and self.retried_tasks == other.retried_tasks
             and self.workers_lost == other.workers_lost
             and self.workers_replaced == other.workers_replaced
+            and self.relayed_fetches == other.relayed_fetches
+            and self.relayed_bytes == other.relayed_bytes
         )
 
     def __repr__(self) -> str:
@@ -1855,13 +1999,16 @@ class SchedulerStatus:
             + ", retried_tasks=" + short_repr(self.retried_tasks)
             + ", workers_lost=" + short_repr(self.workers_lost)
             + ", workers_replaced=" + short_repr(self.workers_replaced)
+            + ", relayed_fetches=" + short_repr(self.relayed_fetches)
+            + ", relayed_bytes=" + short_repr(self.relayed_bytes)
             + ")"
         )
 
 _DATA_RESOURCE = struct.Struct("<d")
 _DATA_FUNCTION_PEAK = struct.Struct("<Q")
+_DATA_HELD_RESULT = struct.Struct("<Q")
 _DATA_HELLO = struct.Struct("<IHBxIIIxxxxQ")
-_DATA_HELLO_REPLY = struct.Struct("<IBxxxIIQ")
+_DATA_HELLO_REPLY = struct.Struct("<IBxHIIQ")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
 _DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQIIQ")
 _DATA_HEARTBEAT_ECHO = struct.Struct("<QII")
@@ -1869,7 +2016,7 @@ _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<BxxxiII")
 _DATA_TASK_RESULT = struct.Struct("<HBxIQQQQQ")
 _DATA_TASK_OUTPUT = struct.Struct("<H")
-_DATA_OBJECT_PUT = struct.Struct("<HxxIIxxxxQ")
+_DATA_OBJECT_PUT = struct.Struct("<HBxIIxxxxQ")
 _DATA_OBJECT_REQUEST = struct.Struct("<B")
 _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
 _DATA_DATA_RESPONSE = struct.Struct("<BxxxIIxxxxQ")
@@ -1880,16 +2027,17 @@ _DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
 _DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQ")
-_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQ")
+_DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQQQ")
 _CANON_RESOURCE = struct.Struct("<diI")
 _CANON_FUNCTION_PEAK = struct.Struct("<QiI")
+_CANON_HELD_RESULT = struct.Struct("<QiI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
 _CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQiIiI")
-_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000004000500")
-_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxQiIiIiIiIiI")
+_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000004000600")
+_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxQiIiIiIiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000100")
-_MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxxxIIQiI")
+_MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxHIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
 _MESSAGE_CLIENT_HEARTBEAT = struct.Struct("<II24sQfIQ")
 _HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000008000100")
@@ -1907,9 +2055,9 @@ _MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQQQiIiIiI")
 _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000100")
 _MESSAGE_TASK_CANCEL = struct.Struct("<II24siI")
 _HEAD_OBJECT_PUT = bytes.fromhex("000000000100010008000000000000000000000003000300")
-_MESSAGE_OBJECT_PUT = struct.Struct("<II24sHxxIIxxxxQiIiIiI")
-_HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000001000100")
-_MESSAGE_OBJECT_REQUEST = struct.Struct("<II24sBxxxxxxxiI")
+_MESSAGE_OBJECT_PUT = struct.Struct("<II24sHBxIIxxxxQiIiIiI")
+_HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000001000200")
+_MESSAGE_OBJECT_REQUEST = struct.Struct("<II24sBxxxxxxxiIiI")
 _HEAD_OBJECT_RESPONSE = bytes.fromhex("00000000010001000a000000000000000000000003000400")
 _MESSAGE_OBJECT_RESPONSE = struct.Struct("<II24sBxHIIxxxxQiIiIiIiI")
 _HEAD_OBJECT_DELETE = bytes.fromhex("00000000010001000b000000000000000000000000000100")
@@ -1926,16 +2074,18 @@ _HEAD_WORKER_DISCONNECT = bytes.fromhex("000000000100010010000000000000000000000
 _MESSAGE_WORKER_DISCONNECT = struct.Struct("<II24siI")
 _HEAD_GOODBYE = bytes.fromhex("000000000100010011000000000000000000000001000100")
 _MESSAGE_GOODBYE = struct.Struct("<II24sBxxxxxxxiI")
-_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000012000500")
-_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQQQQQiIiIiIiIiI")
+_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000014000500")
+_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQQQQQQQiIiIiIiIiI")
 _HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000200")
 _MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
 _HEAD_WORKER_RETIRE = bytes.fromhex("000000000100010014000000000000000000000001000100")
 _MESSAGE_WORKER_RETIRE = struct.Struct("<II24sIxxxxiI")
-_HEAD_DATA_REQUEST = bytes.fromhex("000000000100010015000000000000000000000000000100")
-_MESSAGE_DATA_REQUEST = struct.Struct("<II24siI")
-_HEAD_DATA_RESPONSE = bytes.fromhex("000000000100010016000000000000000000000003000100")
-_MESSAGE_DATA_RESPONSE = struct.Struct("<II24sBxxxIIxxxxQiI")
+_HEAD_DATA_REQUEST = bytes.fromhex("000000000100010015000000000000000000000000000300")
+_MESSAGE_DATA_REQUEST = struct.Struct("<II24siIiIiI")
+_HEAD_DATA_RESPONSE = bytes.fromhex("000000000100010016000000000000000000000003000200")
+_MESSAGE_DATA_RESPONSE = struct.Struct("<II24sBxxxIIxxxxQiIiI")
+_HEAD_RELAY_HELLO = bytes.fromhex("000000000100010017000000000000000000000000000100")
+_MESSAGE_RELAY_HELLO = struct.Struct("<II24siI")
 
 
 def _read_resource(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Resource:
@@ -1978,6 +2128,26 @@ def _read_list_function_peak(r: Reader, lo: int, hi: int, at: int) -> list[Funct
     return items
 
 
+def _read_held_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> HeldResult:
+    buf = r.buf
+    obj = _new(HeldResult)
+    u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
+    obj.size = u0
+    obj.object_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    return obj
+
+
+def _read_list_held_result(r: Reader, lo: int, hi: int, at: int) -> list[HeldResult]:
+    items: list[HeldResult] = []
+    found = struct_list_at(r, lo, hi, at)
+    if found is not None:
+        lo, hi, pos, count, step, dn, pn = found
+        for _ in range(count):
+            items.append(_read_held_result(r, lo, hi, pos, dn, pos + dn, pn))
+            pos += step
+    return items
+
+
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
     buf = r.buf
     obj = _new(Hello)
@@ -1996,9 +2166,11 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     if not u2:
         obj.task_policies = False
         obj.fetches_from_holders = False
+        obj.takes_handoffs = False
     else:
         obj.task_policies = (u2 & 1) != 0
         obj.fetches_from_holders = (u2 & 2) != 0
+        obj.takes_handoffs = (u2 & 4) != 0
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
@@ -2008,6 +2180,7 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     obj.resources = _read_list_resource(r, lo, hi, p + 16) if pn > 2 else []
     obj.replaces = read_text(r, lo, hi, p + 24) if pn > 3 else ""
     obj.data_address = read_text(r, lo, hi, p + 32) if pn > 4 else ""
+    obj.held_results = _read_list_held_result(r, lo, hi, p + 40) if pn > 5 else []
     obj.raw = None
     return obj
 
@@ -2016,13 +2189,14 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
     buf = r.buf
     obj = _new(HelloReply)
     if dn >= 24:
-        u0, u1, u2, u3, u4 = _DATA_HELLO_REPLY.unpack_from(buf, d)
+        u0, u1, u2, u3, u4, u5 = _DATA_HELLO_REPLY.unpack_from(buf, d)
     else:
         u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
         u1 = buf[d + 4] if dn >= 5 else 0
-        u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
-        u3 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
-        u4 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
+        u2 = _UNIT_H.unpack_from(buf, d + 6)[0] if dn >= 8 else 0
+        u3 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
+        u4 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
+        u5 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
     obj.protocol_version = u0
     if not u1:
         obj.accepted = False
@@ -2030,6 +2204,8 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.resumed = False
         obj.task_policies = False
         obj.holds_on_workers = False
+        obj.holds_on_clients = False
+        obj.adopts_held_results = False
         obj.memory_pause = False
     else:
         obj.accepted = (u1 & 1) != 0
@@ -2037,10 +2213,13 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.resumed = (u1 & 4) != 0
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
-        obj.memory_pause = (u1 & 32) != 0
-    obj.heartbeat_interval_ms = u2
-    obj.peer_timeout_ms = u3
-    obj.max_frame_bytes = u4
+        obj.holds_on_clients = (u1 & 32) != 0
+        obj.adopts_held_results = (u1 & 64) != 0
+        obj.memory_pause = (u1 & 128) != 0
+    obj.relay_port = u2
+    obj.heartbeat_interval_ms = u3
+    obj.peer_timeout_ms = u4
+    obj.max_frame_bytes = u5
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
@@ -2217,16 +2396,18 @@ def _read_object_put(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: i
     buf = r.buf
     obj = _new(ObjectPut)
     if dn >= 24:
-        u0, u1, u2, u3 = _DATA_OBJECT_PUT.unpack_from(buf, d)
+        u0, u1, u2, u3, u4 = _DATA_OBJECT_PUT.unpack_from(buf, d)
     else:
         u0 = _UNIT_H.unpack_from(buf, d)[0] if dn >= 2 else 0
-        u1 = _UNIT_I.unpack_from(buf, d + 4)[0] if dn >= 8 else 0
-        u2 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
-        u3 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
+        u1 = buf[d + 2] if dn >= 3 else 0
+        u2 = _UNIT_I.unpack_from(buf, d + 4)[0] if dn >= 8 else 0
+        u3 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
+        u4 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
     obj.kind = u0
-    obj.chunk_index = u1
-    obj.chunk_count = u2 ^ 1
-    obj.total_size = u3
+    obj.held_by_sender = (u1 & 1) != 0
+    obj.chunk_index = u2
+    obj.chunk_count = u3 ^ 1
+    obj.total_size = u4
     obj.object_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.name = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.payload = read_data(r, lo, hi, p + 16) if pn > 2 else b""
@@ -2240,6 +2421,7 @@ def _read_object_request(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, p
     u0 = buf[d] if dn >= 1 else 0
     obj.via_scheduler = (u0 & 1) != 0
     obj.object_ids = read_data_list(r, lo, hi, p) if pn > 0 else []
+    obj.take_from = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.raw = None
     return obj
 
@@ -2271,6 +2453,15 @@ def _read_object_response(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, 
 def _read_data_request(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> DataRequest:
     obj = _new(DataRequest)
     obj.object_ids = read_data_list(r, lo, hi, p) if pn > 0 else []
+    obj.holder_address = read_text(r, lo, hi, p + 8) if pn > 1 else ""
+    obj.reply_to = read_data(r, lo, hi, p + 16) if pn > 2 else b""
+    obj.raw = None
+    return obj
+
+
+def _read_relay_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> RelayHello:
+    obj = _new(RelayHello)
+    obj.data_address = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
 
@@ -2290,6 +2481,7 @@ def _read_data_response(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.chunk_count = u2 ^ 1
     obj.total_size = u3
     obj.object_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    obj.reply_to = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.raw = None
     return obj
 
@@ -2441,8 +2633,8 @@ def _read_list_worker_status(r: Reader, lo: int, hi: int, at: int) -> list[Worke
 def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> SchedulerStatus:
     buf = r.buf
     obj = _new(SchedulerStatus)
-    if dn >= 144:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
+    if dn >= 160:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19, u20, u21 = _DATA_SCHEDULER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -2464,6 +2656,8 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u17 = _UNIT_Q.unpack_from(buf, d + 120)[0] if dn >= 128 else 0
         u18 = _UNIT_Q.unpack_from(buf, d + 128)[0] if dn >= 136 else 0
         u19 = _UNIT_Q.unpack_from(buf, d + 136)[0] if dn >= 144 else 0
+        u20 = _UNIT_Q.unpack_from(buf, d + 144)[0] if dn >= 152 else 0
+        u21 = _UNIT_Q.unpack_from(buf, d + 152)[0] if dn >= 160 else 0
     obj.time_us = u0
     obj.cpu = u1
     obj.clients = u2
@@ -2484,6 +2678,8 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     obj.retried_tasks = u17
     obj.workers_lost = u18
     obj.workers_replaced = u19
+    obj.relayed_fetches = u20
+    obj.relayed_bytes = u21
     obj.task_states = _read_list_counter(r, lo, hi, p) if pn > 0 else []
     obj.sent = _read_list_counter(r, lo, hi, p + 8) if pn > 1 else []
     obj.received = _read_list_counter(r, lo, hi, p + 16) if pn > 2 else []
@@ -2496,7 +2692,7 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _decode_hello(frame: bytes, pos: int) -> Hello:
     el1: Any
     items1: list
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_HELLO.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
     size = words * 8 + 8
@@ -2512,14 +2708,17 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     if not u2:
         obj.task_policies = False
         obj.fetches_from_holders = False
+        obj.takes_handoffs = False
     else:
         obj.task_policies = (u2 & 1) != 0
         obj.fetches_from_holders = (u2 & 2) != 0
+        obj.takes_handoffs = (u2 & 4) != 0
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
     obj.memory_limit = u6
-    c = 104
+    c = 112
+    blobs = None
     if b0:
         n = b0 >> 3
         if a0 + a0 != c - 70 or b0 & 7 != 2 or not n or m[c + n - 1]:
@@ -2606,6 +2805,64 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         raise NotCanonical
     else:
         obj.data_address = ""
+    if b5:
+        if a5 + a5 != c - 110 or b5 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 65537 or (t >> 2) * 2 != b5 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b5 >> 3 << 3)
+        items1 = []
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_HELD_RESULT.iter_unpack(m[e1 : c]):
+                el1 = _new(HeldResult)
+                el1.size = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 14 and b1_0 & 7 == 2:
+                        el1.object_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 16 + (a1_0 >> 2 << 3)
+                        el1.object_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.object_id = b""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_HELD_RESULT.unpack_from(m, e1)
+                el1 = _new(HeldResult)
+                el1.size = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 14 and b1_0 & 7 == 2:
+                        el1.object_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 16 + (a1_0 >> 2 << 3)
+                        el1.object_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.object_id = b""
+                items1.append(el1)
+        obj.held_results = items1
+    elif a5:
+        raise NotCanonical
+    else:
+        obj.held_results = []
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
     if c != size:
         raise NotCanonical
     obj.raw = m
@@ -2616,16 +2873,19 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     el1: Any
     items1: list
     v: Any
-    if msg.task_policies is False and msg.fetches_from_holders is False:
+    if msg.task_policies is False and msg.fetches_from_holders is False and msg.takes_handoffs is False:
         u2 = 0
     else:
         v = msg.task_policies
         u2 = 1 if v is True else 0 if v is False else bool_bit(v)
         v = msg.fetches_from_holders
         u2 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+        v = msg.takes_handoffs
+        u2 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
-    c = 104
+    c = 112
+    blobs = None
     v = msg.name
     if v.__class__ is not str:
         raise NotCanonical
@@ -2711,6 +2971,42 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         c += n + 8 & -8
     else:
         a4 = b4 = 0
+    items1 = msg.held_results
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a5 = c - 110 >> 1
+        b5 = count1 * 16 + 7
+        slot1 = len(parts)
+        parts.append(b"")
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
+        e1 = c + 8
+        c = e1 + count1 * 16
+        for el1 in items1:
+            if el1.__class__ is not HeldResult:
+                raise NotCanonical
+            v = el1.object_id
+            if v:
+                n = len(v)
+                if n < 1024:
+                    a1_0 = c - e1 - 14 >> 1
+                    b1_0 = n * 8 + 2
+                    parts.append(v)
+                    parts.append(PADDING[n & 7])
+                    c += n + 7 & -8
+                else:
+                    a1_0 = b1_0 = 0
+                    blobs = defer_blob(blobs, e1 + 8, v)
+            elif v.__class__ is bytes:
+                a1_0 = b1_0 = 0
+            else:
+                raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+            bodies1.append(_CANON_HELD_RESULT.pack(el1.size, a1_0, b1_0))
+            e1 += 16
+        parts[slot1] = b"".join(bodies1)
+    else:
+        a5 = b5 = 0
     parts[base] = _MESSAGE_HELLO.pack(
         0,
         c - 8 >> 3,
@@ -2732,12 +3028,16 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         b3,
         a4,
         b4,
+        a5,
+        b5,
     )
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
     return c
 
 
 def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
-    segments, words, head, u0, u1, u2, u3, u4, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO_REPLY:
         raise NotCanonical
     size = words * 8 + 8
@@ -2755,6 +3055,8 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.resumed = False
         obj.task_policies = False
         obj.holds_on_workers = False
+        obj.holds_on_clients = False
+        obj.adopts_held_results = False
         obj.memory_pause = False
     else:
         obj.accepted = (u1 & 1) != 0
@@ -2762,10 +3064,13 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.resumed = (u1 & 4) != 0
         obj.task_policies = (u1 & 8) != 0
         obj.holds_on_workers = (u1 & 16) != 0
-        obj.memory_pause = (u1 & 32) != 0
-    obj.heartbeat_interval_ms = u2
-    obj.peer_timeout_ms = u3
-    obj.max_frame_bytes = u4
+        obj.holds_on_clients = (u1 & 32) != 0
+        obj.adopts_held_results = (u1 & 64) != 0
+        obj.memory_pause = (u1 & 128) != 0
+    obj.relay_port = u2
+    obj.heartbeat_interval_ms = u3
+    obj.peer_timeout_ms = u4
+    obj.max_frame_bytes = u5
     c = 64
     if b0:
         n = b0 >> 3
@@ -2791,6 +3096,8 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         and msg.resumed is False
         and msg.task_policies is False
         and msg.holds_on_workers is False
+        and msg.holds_on_clients is False
+        and msg.adopts_held_results is False
         and msg.memory_pause is False
     ):
         u1 = 0
@@ -2805,8 +3112,12 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
         v = msg.holds_on_workers
         u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
-        v = msg.memory_pause
+        v = msg.holds_on_clients
         u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
+        v = msg.adopts_held_results
+        u1 |= 64 if v is True else 0 if v is False else bool_bit(v) << 6
+        v = msg.memory_pause
+        u1 |= 128 if v is True else 0 if v is False else bool_bit(v) << 7
     base = len(parts)
     parts.append(b"")
     c = 64
@@ -2829,6 +3140,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         _HEAD_HELLO_REPLY,
         msg.protocol_version,
         u1,
+        msg.relay_port,
         msg.heartbeat_interval_ms,
         msg.peer_timeout_ms,
         msg.max_frame_bytes,
@@ -4030,7 +4342,7 @@ def _encode_task_cancel(msg: TaskCancel, parts: list) -> int:
 
 
 def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
-    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_PUT.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_PUT.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_PUT:
         raise NotCanonical
     size = words * 8 + 8
@@ -4042,9 +4354,10 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
         m = frame
     obj = _new(ObjectPut)
     obj.kind = u0
-    obj.chunk_index = u1
-    obj.chunk_count = u2 ^ 1
-    obj.total_size = u3
+    obj.held_by_sender = (u1 & 1) != 0
+    obj.chunk_index = u2
+    obj.chunk_count = u3 ^ 1
+    obj.total_size = u4
     c = 80
     blobs = None
     if b0:
@@ -4097,6 +4410,8 @@ def _decode_object_put(frame: bytes, pos: int) -> ObjectPut:
 
 def _encode_object_put(msg: ObjectPut, parts: list) -> int:
     v: Any
+    v = msg.held_by_sender
+    u1 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
     c = 80
@@ -4151,6 +4466,7 @@ def _encode_object_put(msg: ObjectPut, parts: list) -> int:
         c - 8 >> 3,
         _HEAD_OBJECT_PUT,
         msg.kind,
+        u1,
         msg.chunk_index,
         msg.chunk_count ^ 1,
         msg.total_size,
@@ -4168,7 +4484,7 @@ def _encode_object_put(msg: ObjectPut, parts: list) -> int:
 
 def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     items1: list
-    segments, words, head, u0, a0, b0 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
+    segments, words, head, u0, a0, b0, a1, b1 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_REQUEST:
         raise NotCanonical
     size = words * 8 + 8
@@ -4180,7 +4496,7 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
         m = frame
     obj = _new(ObjectRequest)
     obj.via_scheduler = (u0 & 1) != 0
-    c = 48
+    c = 56
     blobs = None
     if b0:
         if a0 + a0 != c - 46 or b0 & 7 != 6:
@@ -4210,6 +4526,16 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
         raise NotCanonical
     else:
         obj.object_ids = []
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 != c - 54 or b1 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.take_from = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.take_from = ""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -4226,7 +4552,7 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 48
+    c = 56
     blobs = None
     items1 = msg.object_ids
     if items1.__class__ is not list:
@@ -4256,7 +4582,20 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
         parts[slot1] = b"".join(words1)
     else:
         a0 = b0 = 0
-    parts[base] = _MESSAGE_OBJECT_REQUEST.pack(0, c - 8 >> 3, _HEAD_OBJECT_REQUEST, u0, a0, b0)
+    v = msg.take_from
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a1 = c - 54 >> 1
+        b1 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a1 = b1 = 0
+    parts[base] = _MESSAGE_OBJECT_REQUEST.pack(0, c - 8 >> 3, _HEAD_OBJECT_REQUEST, u0, a0, b0, a1, b1)
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c
@@ -4839,7 +5178,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     el2: Any
     items1: list
     items2: list
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19, u20, u21, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
     size = words * 8 + 8
@@ -4870,9 +5209,11 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.retried_tasks = u17
     obj.workers_lost = u18
     obj.workers_replaced = u19
-    c = 216
+    obj.relayed_fetches = u20
+    obj.relayed_bytes = u21
+    c = 232
     if b0:
-        if a0 + a0 != c - 182 or b0 & 7 != 7:
+        if a0 + a0 != c - 198 or b0 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
@@ -4918,7 +5259,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.task_states = []
     if b1:
-        if a1 + a1 != c - 190 or b1 & 7 != 7:
+        if a1 + a1 != c - 206 or b1 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b1 >> 3:
@@ -4964,7 +5305,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.sent = []
     if b2:
-        if a2 + a2 != c - 198 or b2 & 7 != 7:
+        if a2 + a2 != c - 214 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -5010,7 +5351,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.received = []
     if b3:
-        if a3 + a3 != c - 206 or b3 & 7 != 7:
+        if a3 + a3 != c - 222 or b3 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b3 >> 3:
@@ -5056,7 +5397,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     else:
         obj.function_tasks = []
     if b4:
-        if a4 + a4 != c - 214 or b4 & 7 != 7:
+        if a4 + a4 != c - 230 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 131082 or (t >> 2) * 12 != b4 >> 3:
@@ -5233,13 +5574,13 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     v: Any
     base = len(parts)
     parts.append(b"")
-    c = 216
+    c = 232
     items1 = msg.task_states
     if items1.__class__ is not list:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a0 = c - 182 >> 1
+        a0 = c - 198 >> 1
         b0 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5272,7 +5613,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a1 = c - 190 >> 1
+        a1 = c - 206 >> 1
         b1 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5305,7 +5646,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 198 >> 1
+        a2 = c - 214 >> 1
         b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5338,7 +5679,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a3 = c - 206 >> 1
+        a3 = c - 222 >> 1
         b3 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5371,7 +5712,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a4 = c - 214 >> 1
+        a4 = c - 230 >> 1
         b4 = count1 * 96 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -5477,6 +5818,8 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         msg.retried_tasks,
         msg.workers_lost,
         msg.workers_replaced,
+        msg.relayed_fetches,
+        msg.relayed_bytes,
         a0,
         b0,
         a1,
@@ -5642,7 +5985,7 @@ def _encode_worker_retire(msg: WorkerRetire, parts: list) -> int:
 
 def _decode_data_request(frame: bytes, pos: int) -> DataRequest:
     items1: list
-    segments, words, head, a0, b0 = _MESSAGE_DATA_REQUEST.unpack_from(frame, pos)
+    segments, words, head, a0, b0, a1, b1, a2, b2 = _MESSAGE_DATA_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_DATA_REQUEST:
         raise NotCanonical
     size = words * 8 + 8
@@ -5653,7 +5996,7 @@ def _decode_data_request(frame: bytes, pos: int) -> DataRequest:
     else:
         m = frame
     obj = _new(DataRequest)
-    c = 40
+    c = 56
     blobs = None
     if b0:
         if a0 + a0 != c - 38 or b0 & 7 != 6:
@@ -5683,6 +6026,31 @@ def _decode_data_request(frame: bytes, pos: int) -> DataRequest:
         raise NotCanonical
     else:
         obj.object_ids = []
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 != c - 46 or b1 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.holder_address = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.holder_address = ""
+    if b2:
+        n = b2 >> 3
+        if a2 + a2 == c - 54 and b2 & 7 == 2:
+            obj.reply_to = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b2 & 7 == 2 and a2 & 3 == 1:
+            s = 56 + (a2 >> 2 << 3)
+            obj.reply_to = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a2:
+        raise NotCanonical
+    else:
+        obj.reply_to = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -5697,7 +6065,7 @@ def _encode_data_request(msg: DataRequest, parts: list) -> int:
     words1: list
     base = len(parts)
     parts.append(b"")
-    c = 40
+    c = 56
     blobs = None
     items1 = msg.object_ids
     if items1.__class__ is not list:
@@ -5727,14 +6095,43 @@ def _encode_data_request(msg: DataRequest, parts: list) -> int:
         parts[slot1] = b"".join(words1)
     else:
         a0 = b0 = 0
-    parts[base] = _MESSAGE_DATA_REQUEST.pack(0, c - 8 >> 3, _HEAD_DATA_REQUEST, a0, b0)
+    v = msg.holder_address
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a1 = c - 46 >> 1
+        b1 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a1 = b1 = 0
+    v = msg.reply_to
+    if v:
+        n = len(v)
+        if n < 1024:
+            a2 = c - 54 >> 1
+            b2 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a2 = b2 = 0
+            blobs = defer_blob(blobs, 48, v)
+    elif v.__class__ is bytes:
+        a2 = b2 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    parts[base] = _MESSAGE_DATA_REQUEST.pack(0, c - 8 >> 3, _HEAD_DATA_REQUEST, a0, b0, a1, b1, a2, b2)
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c
 
 
 def _decode_data_response(frame: bytes, pos: int) -> DataResponse:
-    segments, words, head, u0, u1, u2, u3, a0, b0 = _MESSAGE_DATA_RESPONSE.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1 = _MESSAGE_DATA_RESPONSE.unpack_from(frame, pos)
     if segments or head != _HEAD_DATA_RESPONSE:
         raise NotCanonical
     size = words * 8 + 8
@@ -5749,7 +6146,7 @@ def _decode_data_response(frame: bytes, pos: int) -> DataResponse:
     obj.chunk_index = u1
     obj.chunk_count = u2 ^ 1
     obj.total_size = u3
-    c = 64
+    c = 72
     blobs = None
     if b0:
         n = b0 >> 3
@@ -5766,6 +6163,21 @@ def _decode_data_response(frame: bytes, pos: int) -> DataResponse:
         raise NotCanonical
     else:
         obj.object_id = b""
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 == c - 70 and b1 & 7 == 2:
+            obj.reply_to = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
+            s = 72 + (a1 >> 2 << 3)
+            obj.reply_to = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.reply_to = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -5780,7 +6192,7 @@ def _encode_data_response(msg: DataResponse, parts: list) -> int:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 64
+    c = 72
     blobs = None
     v = msg.object_id
     if v:
@@ -5798,6 +6210,22 @@ def _encode_data_response(msg: DataResponse, parts: list) -> int:
         a0 = b0 = 0
     else:
         raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    v = msg.reply_to
+    if v:
+        n = len(v)
+        if n < 1024:
+            a1 = c - 70 >> 1
+            b1 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a1 = b1 = 0
+            blobs = defer_blob(blobs, 64, v)
+    elif v.__class__ is bytes:
+        a1 = b1 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
     parts[base] = _MESSAGE_DATA_RESPONSE.pack(
         0,
         c - 8 >> 3,
@@ -5808,9 +6236,62 @@ def _encode_data_response(msg: DataResponse, parts: list) -> int:
         msg.total_size,
         a0,
         b0,
+        a1,
+        b1,
     )
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
+    return c
+
+
+def _decode_relay_hello(frame: bytes, pos: int) -> RelayHello:
+    segments, words, head, a0, b0 = _MESSAGE_RELAY_HELLO.unpack_from(frame, pos)
+    if segments or head != _HEAD_RELAY_HELLO:
+        raise NotCanonical
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
+    else:
+        m = frame
+    obj = _new(RelayHello)
+    c = 40
+    if b0:
+        n = b0 >> 3
+        if a0 + a0 != c - 38 or b0 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.data_address = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.data_address = ""
+    if c != size:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _encode_relay_hello(msg: RelayHello, parts: list) -> int:
+    v: Any
+    base = len(parts)
+    parts.append(b"")
+    c = 40
+    v = msg.data_address
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a0 = c - 38 >> 1
+        b0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a0 = b0 = 0
+    parts[base] = _MESSAGE_RELAY_HELLO.pack(0, c - 8 >> 3, _HEAD_RELAY_HELLO, a0, b0)
     return c
 
 
@@ -5848,15 +6329,34 @@ def _write_list_function_peak(buf: bytearray, blobs: Blobs, at: int, items: list
             pos += 16
 
 
+def _fill_held_result(buf: bytearray, blobs: Blobs, start: int, obj: HeldResult) -> None:
+    _DATA_HELD_RESULT.pack_into(buf, start, obj.size)
+    write_data(buf, blobs, start + 8, obj.object_id)
+
+
+def _write_list_held_result(buf: bytearray, blobs: Blobs, at: int, items: list[HeldResult]) -> None:
+    if items.__class__ is not list:
+        items = as_list(items)
+    if items:
+        pos = begin_struct_list(buf, at, len(items), 1, 1)
+        for item in items:
+            if item.__class__ is not HeldResult:
+                raise TypeError("expected HeldResult, got " + type(item).__name__)
+            _fill_held_result(buf, blobs, pos, item)
+            pos += 16
+
+
 def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     v: Any
-    if obj.task_policies is False and obj.fetches_from_holders is False:
+    if obj.task_policies is False and obj.fetches_from_holders is False and obj.takes_handoffs is False:
         u2 = 0
     else:
         v = obj.task_policies
         u2 = 1 if v is True else 0 if v is False else bool_bit(v)
         v = obj.fetches_from_holders
         u2 |= 2 if v is True else 0 if v is False else bool_bit(v) << 1
+        v = obj.takes_handoffs
+        u2 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     _DATA_HELLO.pack_into(
         buf,
         start,
@@ -5873,6 +6373,7 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     _write_list_resource(buf, blobs, start + 48, obj.resources)
     write_text(buf, start + 56, obj.replaces)
     write_text(buf, start + 64, obj.data_address)
+    _write_list_held_result(buf, blobs, start + 72, obj.held_results)
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
@@ -5883,6 +6384,8 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         and obj.resumed is False
         and obj.task_policies is False
         and obj.holds_on_workers is False
+        and obj.holds_on_clients is False
+        and obj.adopts_held_results is False
         and obj.memory_pause is False
     ):
         u1 = 0
@@ -5897,13 +6400,18 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         u1 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
         v = obj.holds_on_workers
         u1 |= 16 if v is True else 0 if v is False else bool_bit(v) << 4
-        v = obj.memory_pause
+        v = obj.holds_on_clients
         u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
+        v = obj.adopts_held_results
+        u1 |= 64 if v is True else 0 if v is False else bool_bit(v) << 6
+        v = obj.memory_pause
+        u1 |= 128 if v is True else 0 if v is False else bool_bit(v) << 7
     _DATA_HELLO_REPLY.pack_into(
         buf,
         start,
         obj.protocol_version,
         u1,
+        obj.relay_port,
         obj.heartbeat_interval_ms,
         obj.peer_timeout_ms,
         obj.max_frame_bytes,
@@ -6009,7 +6517,10 @@ def _fill_task_cancel(buf: bytearray, blobs: Blobs, start: int, obj: TaskCancel)
 
 
 def _fill_object_put(buf: bytearray, blobs: Blobs, start: int, obj: ObjectPut) -> None:
-    _DATA_OBJECT_PUT.pack_into(buf, start, obj.kind, obj.chunk_index, obj.chunk_count ^ 1, obj.total_size)
+    v: Any
+    v = obj.held_by_sender
+    u1 = 1 if v is True else 0 if v is False else bool_bit(v)
+    _DATA_OBJECT_PUT.pack_into(buf, start, obj.kind, u1, obj.chunk_index, obj.chunk_count ^ 1, obj.total_size)
     write_data(buf, blobs, start + 24, obj.object_id)
     write_text(buf, start + 32, obj.name)
     write_data(buf, blobs, start + 40, obj.payload)
@@ -6021,6 +6532,7 @@ def _fill_object_request(buf: bytearray, blobs: Blobs, start: int, obj: ObjectRe
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_OBJECT_REQUEST.pack_into(buf, start, u0)
     write_data_list(buf, blobs, start + 8, obj.object_ids)
+    write_text(buf, start + 16, obj.take_from)
 
 
 def _fill_object_response(buf: bytearray, blobs: Blobs, start: int, obj: ObjectResponse) -> None:
@@ -6036,6 +6548,12 @@ def _fill_object_response(buf: bytearray, blobs: Blobs, start: int, obj: ObjectR
 
 def _fill_data_request(buf: bytearray, blobs: Blobs, start: int, obj: DataRequest) -> None:
     write_data_list(buf, blobs, start + 0, obj.object_ids)
+    write_text(buf, start + 8, obj.holder_address)
+    write_data(buf, blobs, start + 16, obj.reply_to)
+
+
+def _fill_relay_hello(buf: bytearray, blobs: Blobs, start: int, obj: RelayHello) -> None:
+    write_text(buf, start + 0, obj.data_address)
 
 
 def _fill_data_response(buf: bytearray, blobs: Blobs, start: int, obj: DataResponse) -> None:
@@ -6044,6 +6562,7 @@ def _fill_data_response(buf: bytearray, blobs: Blobs, start: int, obj: DataRespo
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_DATA_RESPONSE.pack_into(buf, start, u0, obj.chunk_index, obj.chunk_count ^ 1, obj.total_size)
     write_data(buf, blobs, start + 24, obj.object_id)
+    write_data(buf, blobs, start + 32, obj.reply_to)
 
 
 def _fill_object_delete(buf: bytearray, blobs: Blobs, start: int, obj: ObjectDelete) -> None:
@@ -6174,15 +6693,17 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
         obj.retried_tasks,
         obj.workers_lost,
         obj.workers_replaced,
+        obj.relayed_fetches,
+        obj.relayed_bytes,
     )
-    _write_list_counter(buf, blobs, start + 144, obj.task_states)
-    _write_list_counter(buf, blobs, start + 152, obj.sent)
-    _write_list_counter(buf, blobs, start + 160, obj.received)
-    _write_list_counter(buf, blobs, start + 168, obj.function_tasks)
-    _write_list_worker_status(buf, blobs, start + 176, obj.workers)
+    _write_list_counter(buf, blobs, start + 160, obj.task_states)
+    _write_list_counter(buf, blobs, start + 168, obj.sent)
+    _write_list_counter(buf, blobs, start + 176, obj.received)
+    _write_list_counter(buf, blobs, start + 184, obj.function_tasks)
+    _write_list_worker_status(buf, blobs, start + 192, obj.workers)
 
 
-_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000004000500") + bytes(72)
+_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000004000600") + bytes(80)
 
 
 def _build_hello(msg: Hello, parts: list) -> int:
@@ -6272,7 +6793,7 @@ def _build_object_put(msg: ObjectPut, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_OBJECT_REQUEST = bytes.fromhex("0000000000000000000000000100010009000000000000000000000001000100") + bytes(16)
+_PREFIX_OBJECT_REQUEST = bytes.fromhex("0000000000000000000000000100010009000000000000000000000001000200") + bytes(24)
 
 
 def _build_object_request(msg: ObjectRequest, parts: list) -> int:
@@ -6362,7 +6883,7 @@ def _build_goodbye(msg: Goodbye, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000012000500") + bytes(184)
+_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000014000500") + bytes(200)
 
 
 def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
@@ -6392,7 +6913,7 @@ def _build_worker_retire(msg: WorkerRetire, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_DATA_REQUEST = bytes.fromhex("0000000000000000000000000100010015000000000000000000000000000100") + bytes(8)
+_PREFIX_DATA_REQUEST = bytes.fromhex("0000000000000000000000000100010015000000000000000000000000000300") + bytes(24)
 
 
 def _build_data_request(msg: DataRequest, parts: list) -> int:
@@ -6402,13 +6923,23 @@ def _build_data_request(msg: DataRequest, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_DATA_RESPONSE = bytes.fromhex("0000000000000000000000000100010016000000000000000000000003000100") + bytes(32)
+_PREFIX_DATA_RESPONSE = bytes.fromhex("0000000000000000000000000100010016000000000000000000000003000200") + bytes(40)
 
 
 def _build_data_response(msg: DataResponse, parts: list) -> int:
     buf = bytearray(_PREFIX_DATA_RESPONSE)
     blobs: Blobs = []
     _fill_data_response(buf, blobs, 32, msg)
+    return finish_message(parts, buf, blobs)
+
+
+_PREFIX_RELAY_HELLO = bytes.fromhex("0000000000000000000000000100010017000000000000000000000000000100") + bytes(8)
+
+
+def _build_relay_hello(msg: RelayHello, parts: list) -> int:
+    buf = bytearray(_PREFIX_RELAY_HELLO)
+    blobs: Blobs = []
+    _fill_relay_hello(buf, blobs, 32, msg)
     return finish_message(parts, buf, blobs)
 
 
@@ -6439,6 +6970,7 @@ MESSAGE_TYPES = (
     WorkerRetire,
     DataRequest,
     DataResponse,
+    RelayHello,
 )
 
 # By message type (the union's discriminant): the general reader of a message's body, its fast reader.
@@ -6466,6 +6998,7 @@ BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ..
     _read_worker_retire,
     _read_data_request,
     _read_data_response,
+    _read_relay_hello,
 )
 FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_hello,
@@ -6491,6 +7024,7 @@ FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_worker_retire,
     _decode_data_request,
     _decode_data_response,
+    _decode_relay_hello,
 )
 # The same, except that a message's fields in emit_fast.UNREAD_WHEN_ROUTING are checked but left None.
 ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
@@ -6517,6 +7051,7 @@ ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_worker_retire,
     _decode_data_request,
     _decode_data_response,
+    _decode_relay_hello,
 )
 
 # Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out
@@ -6545,6 +7080,7 @@ PARTS_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     WorkerRetire: _encode_worker_retire,
     DataRequest: _encode_data_request,
     DataResponse: _encode_data_response,
+    RelayHello: _encode_relay_hello,
 }
 BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     Hello: _build_hello,
@@ -6570,6 +7106,7 @@ BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     WorkerRetire: _build_worker_retire,
     DataRequest: _build_data_request,
     DataResponse: _build_data_response,
+    RelayHello: _build_relay_hello,
 }
 ENCODERS = BYTEARRAY_ENCODERS if sys.implementation.name == "pypy" else PARTS_ENCODERS
 
@@ -6581,6 +7118,10 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
     FunctionPeak: (
         FieldInfo("function_id", "functionId", "data", None),
         FieldInfo("peak_bytes", "peakBytes", "uint64", None),
+    ),
+    HeldResult: (
+        FieldInfo("object_id", "objectId", "data", None),
+        FieldInfo("size", "size", "uint64", None),
     ),
     Hello: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
@@ -6595,6 +7136,8 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("replaces", "replaces", "text", None),
         FieldInfo("data_address", "dataAddress", "text", None),
         FieldInfo("fetches_from_holders", "fetchesFromHolders", "bool", None),
+        FieldInfo("held_results", "heldResults", "struct_list", HeldResult),
+        FieldInfo("takes_handoffs", "takesHandoffs", "bool", None),
         FieldInfo("memory_limit", "memoryLimit", "uint64", None),
     ),
     HelloReply: (
@@ -6608,6 +7151,9 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("task_policies", "taskPolicies", "bool", None),
         FieldInfo("max_frame_bytes", "maxFrameBytes", "uint64", None),
         FieldInfo("holds_on_workers", "holdsOnWorkers", "bool", None),
+        FieldInfo("holds_on_clients", "holdsOnClients", "bool", None),
+        FieldInfo("relay_port", "relayPort", "uint16", None),
+        FieldInfo("adopts_held_results", "adoptsHeldResults", "bool", None),
         FieldInfo("memory_pause", "memoryPause", "bool", None),
     ),
     ClientHeartbeat: (
@@ -6684,10 +7230,12 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("chunk_index", "chunkIndex", "uint32", None),
         FieldInfo("chunk_count", "chunkCount", "uint32", None),
         FieldInfo("total_size", "totalSize", "uint64", None),
+        FieldInfo("held_by_sender", "heldBySender", "bool", None),
     ),
     ObjectRequest: (
         FieldInfo("object_ids", "objectIds", "data_list", None),
         FieldInfo("via_scheduler", "viaScheduler", "bool", None),
+        FieldInfo("take_from", "takeFrom", "text", None),
     ),
     ObjectResponse: (
         FieldInfo("object_id", "objectId", "data", None),
@@ -6702,6 +7250,11 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
     ),
     DataRequest: (
         FieldInfo("object_ids", "objectIds", "data_list", None),
+        FieldInfo("holder_address", "holderAddress", "text", None),
+        FieldInfo("reply_to", "replyTo", "data", None),
+    ),
+    RelayHello: (
+        FieldInfo("data_address", "dataAddress", "text", None),
     ),
     DataResponse: (
         FieldInfo("object_id", "objectId", "data", None),
@@ -6709,6 +7262,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("chunk_index", "chunkIndex", "uint32", None),
         FieldInfo("chunk_count", "chunkCount", "uint32", None),
         FieldInfo("total_size", "totalSize", "uint64", None),
+        FieldInfo("reply_to", "replyTo", "data", None),
     ),
     ObjectDelete: (
         FieldInfo("object_ids", "objectIds", "data_list", None),
@@ -6786,5 +7340,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("retried_tasks", "retriedTasks", "uint64", None),
         FieldInfo("workers_lost", "workersLost", "uint64", None),
         FieldInfo("workers_replaced", "workersReplaced", "uint64", None),
+        FieldInfo("relayed_fetches", "relayedFetches", "uint64", None),
+        FieldInfo("relayed_bytes", "relayedBytes", "uint64", None),
     ),
 }

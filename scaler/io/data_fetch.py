@@ -1,19 +1,21 @@
-"""Internal: fetches of results from the workers that hold them (their data addresses), by clients (on their IO
-thread) and by workers (their agent's loop), for the graph nodes they run.
+"""Internal: fetches of held results and kept objects from the peers that hold them (their data addresses): by
+clients (on their IO thread) and by workers (their agent's loop), for their results and for the tasks they run.
 
-The scheduler says where a held result is (ObjectResponse.holderAddress); the peer asks that worker directly
-(DataRequest on a DEALER of its own per worker) and gets the bytes in chunks, each the payload part of a two-part
-DataResponse message, so they never pass through the scheduler. A fetch that hears nothing for FETCH_TIMEOUT_SECONDS
-is given up (a worker this peer cannot reach: another network, a firewall): the caller then asks the scheduler to
-relay the result, and later results held at that address are asked for through the scheduler at once, for
-UNREACHABLE_SECONDS.
+The scheduler says where something is (ObjectResponse.holderAddress); the peer asks that holder directly (DataRequest
+on a DEALER of its own per holder) and gets the bytes in chunks, each the payload part of a two-part DataResponse
+message, so they never pass through the scheduler. A holder on this host is asked through its local socket instead
+(scaler/io/local_data.py), and answers with the descriptor of the shared memory holding the data: the fetch ends with
+a SharedBytes, mapped, not copied.
 
-A holder on this host is asked through its local socket instead (scaler/io/local_data.py), and answers with the
-descriptor of the shared memory holding the result: the fetch ends with a SharedBytes, mapped, not copied.
+A fetch that hears nothing for FETCH_TIMEOUT_SECONDS (a holder this peer cannot reach: another network, a firewall,
+NAT) is asked again through the data relay (scaler/relay/), which passes it on over the connection the holder opened
+to it, and so are later fetches from that address, for UNREACHABLE_SECONDS. Without a relay (an older scheduler, or
+CurveZMQ on), or when the relay cannot help either, the fetch is given up and the caller asks the scheduler to relay.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -22,16 +24,19 @@ import zmq
 from scaler.io.local_data import LocalDataReader
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
 
+logger = logging.getLogger(__name__)
+
 FETCH_TIMEOUT_SECONDS = 5.0
 UNREACHABLE_SECONDS = 60.0
 
 
 class _Fetch:
-    __slots__ = ("address", "local", "deadline", "chunks", "chunk_count")
+    __slots__ = ("address", "local", "relayed", "deadline", "chunks", "chunk_count")
 
-    def __init__(self, address: str, local: bool, deadline: float) -> None:
+    def __init__(self, address: str, local: bool, deadline: float, relayed: bool = False) -> None:
         self.address = address
         self.local = local  # asked through the holder's local socket
+        self.relayed = relayed  # asked through the data relay
         self.deadline = deadline  # pushed back by each chunk: a large result may take a while, as long as it flows
         self.chunks: Dict[int, Any] = {}  # views of ZeroMQ's messages
         self.chunk_count = 0
@@ -45,8 +50,14 @@ class DataFetcher:
         self._fetches: Dict[bytes, _Fetch] = {}  # by object id
         self._unreachable: Dict[str, float] = {}  # address -> until when it is not tried
         self._local = LocalDataReader(poller)
+        # The data relay's address (HelloReply.relayPort), set by the owner: holders out of reach are asked through it
+        self.relay: Optional[str] = None
+        self.max_frame_bytes = 0  # the scheduler's frame limit, for what holders send: 0 until known
 
     def reachable(self, address: str, now: float) -> bool:
+        """Whether a fetch from `address` may be tried here: through the relay, if the holder is out of reach."""
+        if self.relay is not None:
+            return True
         until = self._unreachable.get(address)
         if until is None:
             return True
@@ -59,6 +70,28 @@ class DataFetcher:
         if self._local.request(address, object_id):
             self._fetches[object_id] = _Fetch(address, True, now + FETCH_TIMEOUT_SECONDS)
             return
+        if self.relay is not None and self._out_of_reach(address, now):
+            self._via_relay(address, object_id, now)
+            return
+        self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS)
+        self._socket(address).send(encode(DataRequest(object_ids=[object_id])), zmq.NOBLOCK)
+
+    def _via_relay(self, address: str, object_id: bytes, now: float) -> None:
+        assert self.relay is not None  # callers check
+        self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS, relayed=True)
+        request = DataRequest(object_ids=[object_id], holder_address=address)
+        self._socket(self.relay).send(encode(request), zmq.NOBLOCK)
+
+    def _out_of_reach(self, address: str, now: float) -> bool:
+        until = self._unreachable.get(address)
+        if until is None:
+            return False
+        if now < until:
+            return True
+        del self._unreachable[address]
+        return False
+
+    def _socket(self, address: str) -> zmq.Socket:
         sock = self._sockets.get(address)
         if sock is None:
             sock = self._context.socket(zmq.DEALER)
@@ -66,11 +99,12 @@ class DataFetcher:
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
+            if self.max_frame_bytes:
+                sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes)
             sock.connect(address)
             self._poller.register(sock, zmq.POLLIN)
             self._sockets[address] = sock
-        self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS)
-        sock.send(encode(DataRequest(object_ids=[object_id])), zmq.NOBLOCK)
+        return sock
 
     def next_deadline(self) -> Optional[float]:
         return min((fetch.deadline for fetch in self._fetches.values()), default=None)
@@ -133,10 +167,25 @@ class DataFetcher:
         """The fetches that heard nothing for FETCH_TIMEOUT_SECONDS, given up; their addresses are not tried for a
         while."""
         late = [object_id for object_id, fetch in self._fetches.items() if fetch.deadline <= now]
+        given_up = []
         for object_id in late:
             fetch = self._fetches.pop(object_id)
-            self._unreachable[fetch.address] = now + UNREACHABLE_SECONDS
-        return late
+            if fetch.address not in self._unreachable:
+                self._unreachable[fetch.address] = now + UNREACHABLE_SECONDS
+                if self.relay is not None and not fetch.relayed:
+                    logger.warning(
+                        "no answer from the data address %s for %.0f s: fetching what it holds through the relay at"
+                        " %s for the next %.0f s",
+                        fetch.address,
+                        FETCH_TIMEOUT_SECONDS,
+                        self.relay,
+                        UNREACHABLE_SECONDS,
+                    )
+            if self.relay is not None and not fetch.relayed:
+                self._via_relay(fetch.address, object_id, now)
+            else:
+                given_up.append(object_id)
+        return given_up
 
     def forget(self) -> List[bytes]:
         """Every fetch under way, given up (the scheduler was lost: what it said about holders may be stale)."""

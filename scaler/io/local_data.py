@@ -1,6 +1,6 @@
 """Internal: held results read by a peer on the same host without a copy, from the holder's shared memory.
 
-A worker with a data address (scaler/worker/data_server.py) also listens on a Unix socket of the abstract namespace
+A worker with a data address (scaler/io/data_server.py) also listens on a Unix socket of the abstract namespace
 named after it (`local_name`). Abstract names belong to a network namespace: a peer on another host, or in another
 network namespace, finds nothing there (its connect fails at once) and fetches through the data address. A peer that
 connects sends the same DataRequest; each result comes back as one DataResponse (chunkCount 1) carrying the descriptor

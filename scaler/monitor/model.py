@@ -130,6 +130,8 @@ def status_sections(status: SchedulerStatus, tasks_per_second: Optional[float]) 
         scheduler.append(("workers lost", format_count(status.workers_lost)))
     if status.workers_replaced:
         scheduler.append(("replaced", format_count(status.workers_replaced)))
+    if status.relayed_fetches:  # data fetched through the relay: peers that cannot reach its holder directly
+        scheduler.append(("relayed", f"{format_count(status.relayed_fetches)} / {format_bytes(status.relayed_bytes)}"))
     return [
         Section("scheduler", scheduler),
         Section("task_manager", _counter_rows(status.task_states)),

@@ -56,6 +56,12 @@ enum ObjectKind {
   serializer @3;  # a client's serializer (cloudpickled), used by workers for its functions, arguments and results
 }
 
+struct HeldResult {
+  # A result a worker holds (Hello.heldResults): its object id (the id of the task that made it) and its size.
+  objectId @0 :Data;
+  size @1 :UInt64;
+}
+
 struct Hello {
   # First message of every client and worker connection (monitors subscribe and send nothing).
   protocolVersion @0 :UInt32;
@@ -74,10 +80,16 @@ struct Hello {
                                      # (e.g. "Worker[0] pid 123: its agent stalled for 10.2s"); the scheduler logs and
                                      # counts it (SchedulerStatus.workersReplaced)
   dataAddress @10 :Text;             # workers: where it serves the results it holds (DataRequest); empty: it sends
-                                     # large results to the scheduler (ObjectPut), as older workers do
+                                     # large results to the scheduler (ObjectPut), as older workers do. Clients: where
+                                     # it serves the large objects it keeps (ObjectPut.heldBySender)
   fetchesFromHolders @11 :Bool;      # clients and workers: it understands ObjectResponse.holderAddress and fetches
                                      # from there; older peers get the bytes through the scheduler
-  memoryLimit @12 :UInt64;           # workers: its memory limit in bytes (scaler_cluster --memory-limit); 0: none
+  heldResults @12 :List(HeldResult); # workers registering again (a lost scheduler): the results it still holds, which
+                                     # a restarted scheduler keeps for the tasks clients resubmit (see
+                                     # HelloReply.adoptsHeldResults)
+  takesHandoffs @13 :Bool;           # workers: it fetches and holds the results a retiring worker hands over
+                                     # (ObjectRequest.takeFrom)
+  memoryLimit @14 :UInt64;           # workers: its memory limit in bytes (scaler_cluster --memory-limit); 0: none
 }
 
 struct HelloReply {
@@ -97,7 +109,14 @@ struct HelloReply {
                                # themselves. 0: an older scheduler, whose limit is the default (512 MiB)
   holdsOnWorkers @9 :Bool;     # workers with a dataAddress keep their large results and say so (TaskResult.heldBytes)
                                # instead of putting them; an older scheduler leaves it false
-  memoryPause @10 :Bool;       # the scheduler understands heartbeat_flags.MEMORY_PAUSED (it moves a paused worker's
+  holdsOnClients @10 :Bool;    # clients with a dataAddress keep their large objects (arguments, functions, serializers,
+                               # send_object) and put only their size (ObjectPut.heldBySender); an older scheduler
+                               # leaves it false, and they are put whole
+  relayPort @11 :UInt16;       # the data relay's port, on the host the peer reaches the scheduler at (RelayHello,
+                               # DataRequest.holderAddress); 0: no relay (an older scheduler, or CurveZMQ on)
+  adoptsHeldResults @12 :Bool; # the scheduler read Hello.heldResults: the worker keeps them until told to drop them
+                               # (ObjectDelete); false (an older scheduler): it drops them at once
+  memoryPause @13 :Bool;       # the scheduler understands heartbeat_flags.MEMORY_PAUSED (it moves a paused worker's
                                # queued tasks away): only then do workers set it
 }
 
@@ -199,12 +218,17 @@ struct ObjectPut {
   chunkIndex @4 :UInt32;
   chunkCount @5 :UInt32 = 1;
   totalSize @6 :UInt64;
+  heldBySender @7 :Bool;  # clients, when HelloReply.holdsOnClients: the client keeps the object and serves it at its
+                          # Hello.dataAddress; no payload, chunkCount 0, totalSize its size
 }
 
 struct ObjectRequest {
   objectIds @0 :List(Data);
   viaScheduler @1 :Bool;  # the bytes themselves, relayed by the scheduler, not where they are: the requester could
                           # not reach the holder. Scheduler to a worker: upload these held results (ObjectPut)
+  takeFrom @2 :Text;      # scheduler to a worker that said Hello.takesHandoffs: fetch these results from the worker
+                          # serving at this data address (a retiring holder) and hold them; it answers each with
+                          # ObjectResponse{found, totalSize}: found = true once it holds it, false if it could not
 }
 
 struct ObjectResponse {
@@ -221,8 +245,16 @@ struct ObjectResponse {
 }
 
 struct DataRequest {
-  # On a worker's data address (a ROUTER; requesters connect a DEALER): send me these results it holds.
+  # On a data address (a ROUTER; requesters connect a DEALER): send me these results or objects it holds.
   objectIds @0 :List(Data);
+  holderAddress @1 :Text;  # to the relay: forward this to the peer serving at that data address (RelayHello)
+  replyTo @2 :Data;        # from the relay to that peer: who asked; echoed in each DataResponse
+}
+
+struct RelayHello {
+  # A peer that serves data, on its connection to the relay (a DEALER to HelloReply.relayPort): requests for this
+  # data address may come this way, with their replyTo (peers that cannot reach it directly ask the relay).
+  dataAddress @0 :Text;
 }
 
 struct DataResponse {
@@ -234,6 +266,7 @@ struct DataResponse {
   chunkIndex @2 :UInt32;
   chunkCount @3 :UInt32 = 1;
   totalSize @4 :UInt64;
+  replyTo @5 :Data;        # DataRequest.replyTo, echoed: the relay passes the chunk on to that requester
 }
 
 struct ObjectDelete {
@@ -334,6 +367,8 @@ struct SchedulerStatus {
   retriedTasks @22 :UInt64;        # task attempts started again after the function raised or timed out, since start
   workersLost @23 :UInt64;         # workers removed because they went silent (no heartbeat), since start
   workersReplaced @24 :UInt64;     # workers whose Hello.replaces said a cluster started them in place of a lost one
+  relayedFetches @25 :UInt64;      # DataRequests the relay passed on (peers that cannot reach a holder), since start
+  relayedBytes @26 :UInt64;        # bytes of DataResponse chunks it passed on, since start
 }
 
 struct Message {
@@ -361,5 +396,6 @@ struct Message {
     workerRetire @20 :WorkerRetire;
     dataRequest @21 :DataRequest;
     dataResponse @22 :DataResponse;
+    relayHello @23 :RelayHello;
   }
 }

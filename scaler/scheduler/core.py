@@ -12,7 +12,8 @@ from __future__ import annotations
 import heapq
 import logging
 import pickle
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
+from collections import deque
+from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
@@ -90,6 +91,9 @@ _NEVER = float("inf")
 # longer gap means the scheduler itself was not listening (a huge graph frame being decoded, a paused process): that
 # time is not peers' silence.
 _STALL_SECONDS = 1.0
+# A graph node goes where most of its input bytes are held unless that worker has more than this many tasks more
+# than the least loaded one (see _place_bucket)
+LOCALITY_SLACK = 2
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _BIT_MEMORY_PAUSED = heartbeat_flags.MEMORY_PAUSED  # above its memory pause threshold: it starts no new task
 _N_TYPES = len(MESSAGE_TYPES)
@@ -165,6 +169,14 @@ class SchedulerCore(HeldResults):
         self.lineage: Dict[bytes, TaskState] = {}
         self._lineage_refs: Dict[bytes, int] = {}
         self.recomputed_results = 0  # held results made again after their holder was lost, since start
+        # Held results a worker registering again still holds (Hello.heldResults) that no task here made: kept for
+        # a client resubmitting the task that made them (a scheduler restart) until a deadline, by id: (worker,
+        # size, deadline); and their ids in deadline order. Tasks claiming one in the frame being read wait in
+        # _claims, settled once the frame is read (its later nodes may read the result).
+        self._unclaimed: Dict[bytes, Tuple[bytes, int, float]] = {}
+        self._unclaimed_order: Deque[Tuple[float, bytes]] = deque()
+        self._claims: List[TaskState] = []
+        self.adopted_results = 0  # held results reported by workers registering again that answered a task here
         self.children: Dict[bytes, List[bytes]] = {}  # parent task id -> nested task ids
         self.function_names: Dict[bytes, str] = {}
         self.function_tasks: Dict[bytes, int] = {}
@@ -176,6 +188,7 @@ class SchedulerCore(HeldResults):
         self.registered_again = 0  # peers whose Hello said they had registered before: survivors of a lost scheduler
         self.workers_lost = 0  # workers removed because they went silent
         self.workers_replaced = 0  # workers whose Hello said their cluster started them in place of a lost one
+        self.relay_port = 0  # the data relay's, set by the shell that started it (HelloReply.relayPort); 0: none
         self.peer_warnings = LimitedLog(logger)  # what peers make us warn about: a few lines, then a summary
         # peers connecting and leaving: every line while a cluster starts, not an endless stream when a peer loops
         self.peer_events = LimitedLog(
@@ -210,6 +223,7 @@ class SchedulerCore(HeldResults):
             (ObjectPut, self._on_object_put),
             (ObjectRequest, self._on_object_request),
             (ObjectDelete, self._on_object_delete),
+            (ObjectResponse, self._on_keeper_response),
             (ClientDisconnect, self._on_client_disconnect),
             (Hello, self._on_hello_again),
         ):
@@ -254,6 +268,8 @@ class SchedulerCore(HeldResults):
                 self._misuse(peer, state, type(message).__name__, now)
                 continue
             handler(state, message, now)
+        if self._claims:  # rare: only after a scheduler restart
+            self._settle_claims()
         if self.retiring:  # rare: one check per frame, none per task
             self._advance_retirements(now)
         self._assign_ready()
@@ -288,6 +304,8 @@ class SchedulerCore(HeldResults):
             self._balance()
         if self.retiring:
             self._advance_retirements(now)
+        if self._unclaimed_order:
+            self._expire_unclaimed(now)
         self._assign_ready()
         self._report_unmet_requirements(now)
 
@@ -562,6 +580,7 @@ class SchedulerCore(HeldResults):
             worker.row.resources = [Resource(name=key, amount=amount) for key, amount in announced]
             worker.data_address = message.data_address
             worker.fetches_from_holders = message.fetches_from_holders
+            worker.takes_handoffs = message.takes_handoffs
             worker.row.memory_limit = worker.memory_limit = message.memory_limit
             self.workers[peer] = worker
             if self.loads.add(worker, offer):
@@ -584,6 +603,7 @@ class SchedulerCore(HeldResults):
         elif message.role == Role.client:
             client = ClientState(peer, name, now, again)
             client.fetches_from_holders = message.fetches_from_holders
+            client.data_address = message.data_address
             self.clients[peer] = client
             self._fit_cadence()
             self._watch(client, now + self._told_cadence(client))
@@ -593,6 +613,8 @@ class SchedulerCore(HeldResults):
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
             return
         self._accept_hello(peer, message.role, resumed=False)
+        if message.role == Role.worker and message.held_results:
+            self._adopt_held(self.workers[peer], message.held_results, now)
 
     def _on_hello_again(self, state, message: Hello, now: float) -> None:
         """Hello from a registered peer: its connection dropped and came back to this same scheduler. A client keeps
@@ -629,6 +651,9 @@ class SchedulerCore(HeldResults):
                 task_policies=True,
                 max_frame_bytes=self.settings.max_frame_bytes,
                 holds_on_workers=True,
+                holds_on_clients=True,
+                relay_port=self.relay_port,
+                adopts_held_results=role == Role.worker,
                 memory_pause=True,
             ),
         )
@@ -760,17 +785,23 @@ class SchedulerCore(HeldResults):
         if worker.assigned:  # it hands back those it has not started
             worker.balance_pending = True
             self._send_message(identity, BalanceRequest(count=len(worker.assigned)))
+        if worker.held:  # the results it holds go to other workers before it leaves
+            self._hand_over(worker, list(worker.held))
         return True
 
     def _advance_retirements(self, now: float) -> None:
-        """Let go of retiring workers that hold nothing any more, or whose deadline passed."""
+        """Let go of retiring workers that hold no task any more and whose held results were taken by others (or
+        could not be), or whose deadline passed."""
         for worker in list(self.retiring.values()):
             assert worker.retire_deadline is not None  # retiring workers have one
-            if worker.assigned and now < worker.retire_deadline:
-                continue
+            if (worker.assigned or worker.handing or worker.taking) and now < worker.retire_deadline:
+                continue  # tasks to finish, results to hand over or to take
             if worker.assigned:
                 self._drop_worker(worker, "retirement deadline passed: its tasks run elsewhere", now, blame=False)
                 reason = "retired: the deadline passed, your unfinished tasks run elsewhere"
+            elif worker.handing:
+                self._drop_worker(worker, "retirement deadline passed: what it still held is made again", now)
+                reason = "retired: the deadline passed, the results you held are made again elsewhere"
             else:
                 self._drop_worker(worker, "retired", now)
                 reason = "retired: every task you held is settled"
@@ -826,8 +857,15 @@ class SchedulerCore(HeldResults):
             back.append(task)
         back.reverse()
         self._hand_back(back)
+        for object_id in list(worker.handing):
+            self._end_handoff(worker, object_id)
+        if self.retiring:
+            self._give_up_handoffs(worker)
+        if self._unclaimed:
+            self._forget_unclaimed(worker)
         lost = [self.objects[object_id] for object_id in worker.held]
         worker.held.clear()
+        worker.held_bytes = 0
         for stored in lost:  # all of them first: one may be an input of another, to be made again before it
             stored.holder = None
         for stored in lost:
@@ -975,6 +1013,10 @@ class SchedulerCore(HeldResults):
                 siblings.append(task_id)
         if message.dependencies and not self._link_dependencies(task):
             return
+        if self._unclaimed and task_id in self._unclaimed:  # made before a restart, and held: answered, not run
+            self._set_state(task, WAITING)
+            self._claims.append(task)
+            return
         if task.pending_dependencies:
             self._set_state(task, WAITING)
         else:
@@ -1118,7 +1160,13 @@ class SchedulerCore(HeldResults):
             placed += 1
             if task.dependency_ids:  # it reads results held on workers: where most of their bytes are, if it has room
                 local = self._local_worker(task, eligible)
-                if local is not None and local is not worker:
+                # and unless it is busier than the least loaded worker by more than LOCALITY_SLACK tasks: moving an
+                # input costs less than a worker idling while another has a queue
+                if (
+                    local is not None
+                    and local is not worker
+                    and len(local.assigned) - local.parked <= len(worker.assigned) - worker.parked + LOCALITY_SLACK
+                ):
                     local.assigned[task.task_id] = None
                     task.worker = local.identity
                     task.state = ASSIGNED
@@ -1355,6 +1403,8 @@ class SchedulerCore(HeldResults):
         # the client fetches a reported in-object result itself and deletes it after
         stored.released = not (result.in_object and task.report_result and client_present)
         self._maybe_free(stored)
+        if self.retiring and stored.holder in self.retiring and self.objects.get(task_id) is stored:
+            self._hand_over(self.retiring[stored.holder], [task_id])  # made by a worker that is leaving
 
     def _release_dependents(self, task: TaskState) -> None:
         tasks = self.tasks
@@ -1452,7 +1502,7 @@ class SchedulerCore(HeldResults):
             self._relay_chunk(stored, message)  # a held result its holder uploads for peers that asked us
             return
         if stored is None:
-            if message.chunk_index != 0 or message.chunk_count < 1:
+            if message.chunk_index != 0 or (message.chunk_count < 1 and not message.held_by_sender):
                 self._misuse(
                     state.identity,
                     state,
@@ -1478,11 +1528,21 @@ class SchedulerCore(HeldResults):
                     len(client.objects),
                 )
                 return
-            stored = StoredObject(object_id, owner, message.kind, message.name, message.chunk_count, message.total_size)
+            if message.held_by_sender:
+                if state is not client or not client.data_address or message.chunk_count:
+                    self._misuse(state.identity, state, "ObjectPut.heldBySender from a peer that serves no data", now)
+                    return
+                stored = StoredObject(object_id, owner, message.kind, message.name, 0, message.total_size)
+                stored.holder = owner  # the client serves it: the scheduler keeps where and how large, not its bytes
+            else:
+                chunks = message.chunk_count
+                stored = StoredObject(object_id, owner, message.kind, message.name, chunks, message.total_size)
             self.objects[object_id] = stored
             client.objects[object_id] = None
             if message.kind == ObjectKind.function and message.name:
                 self.function_names[object_id] = message.name
+            if message.held_by_sender:
+                return
         elif stored.complete:
             return  # the same content id again: objects are immutable, the first copy stands
         if message.chunk_index != len(stored.chunks):
@@ -1538,8 +1598,10 @@ class SchedulerCore(HeldResults):
             client.objects.pop(stored.object_id, None)
         if stored.holder is not None:
             holding = self.workers.get(stored.holder)
-            if holding is not None:
-                holding.held.pop(stored.object_id, None)
+            if holding is not None and holding.held.pop(stored.object_id, 0) is None:
+                holding.held_bytes -= stored.total_size
+                if stored.object_id in holding.handing:
+                    self._end_handoff(holding, stored.object_id)
         if stored.producer is not None:
             if stored.object_id in self._lineage_refs:
                 self.lineage[stored.object_id] = stored.producer  # held results made from it may have to be remade
@@ -1554,11 +1616,23 @@ class SchedulerCore(HeldResults):
                     self._send_message(holder, delete)
 
     def _on_holder_response(self, worker: WorkerState, message: ObjectResponse, now: float) -> None:
-        """A worker asked to upload a result answers it does not hold it (any more)."""
+        """A worker asked to upload a result answers it does not hold it (any more); or one asked to take a retiring
+        worker's result says whether it does now."""
         stored = self.objects.get(message.object_id)
-        if stored is not None and stored.holder == worker.identity and not message.found:
-            worker.held.pop(stored.object_id, None)
+        if stored is None or stored.holder != worker.identity:
+            self._on_handoff_answer(worker, message)
+        elif not message.found:
+            del worker.held[stored.object_id]
+            worker.held_bytes -= stored.total_size
+            if stored.object_id in worker.handing:
+                self._end_handoff(worker, stored.object_id)
             self._lost_held(stored, f"worker {worker.name} no longer held it")
+
+    def _on_keeper_response(self, client: ClientState, message: ObjectResponse, now: float) -> None:
+        """A client asked to upload an object it keeps answers it no longer has it (it deleted it meanwhile)."""
+        stored = self.objects.get(message.object_id)
+        if stored is not None and stored.holder == client.identity and not message.found:
+            self._answer_lost(stored, f"client {client.name} no longer has it")
 
     # ---- balancing ---------------------------------------------------------------------------------------------------
 

@@ -5,7 +5,9 @@ where it is and the task that made it (its lineage), never its bytes: a peer tha
 (ObjectResponse.holderAddress), or, if it cannot fetch it there, gets it relayed: the holder uploads it and each chunk
 is passed on as it comes, not kept. A holder lost before the result was freed makes it be made again, and with it,
 first, the freed held results it was made from, from the recipes kept while results made from them are held. A graph
-node goes, other things equal, to the worker holding most of its held input bytes.
+node goes, other things equal, to the worker holding most of its held input bytes. A retiring worker hands what it
+holds over to other workers before it leaves: each fetches its share from it (ObjectRequest.takeFrom) and says when it
+holds it.
 
 HeldResults is a part of SchedulerCore (a base class of it), not a separate object: the message handlers and the
 freeing of objects stay in core.py, which calls these. The attributes it reads are the core's, declared below.
@@ -13,11 +15,13 @@ freeing of objects stay in core.py, which calls these. The attributes it reads a
 
 from __future__ import annotations
 
+import heapq
 import logging
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from scaler.protocol import (
     BalanceRequest,
+    HeldResult,
     ObjectDelete,
     ObjectKind,
     ObjectPut,
@@ -59,6 +63,15 @@ class HeldResults:
     _free: Callable[[StoredObject], None]
     _maybe_free: Callable[[StoredObject], None]
     _on_object_request: Callable[[Any, ObjectRequest, float], None]
+    retiring: Dict[bytes, WorkerState]
+    settings: Any  # SchedulerSettings
+    adopted_results: int
+    _unclaimed: Dict[bytes, Tuple[bytes, int, float]]
+    _unclaimed_order: Deque[Tuple[float, bytes]]
+    _claims: List[TaskState]
+    _finish: Callable[[TaskState, int, TaskResult, Optional[bytes]], None]
+    _set_state: Callable[[TaskState, int], None]
+    _inline_results: Callable[[TaskState], None]
 
     def _hold(self, task: TaskState, size: int) -> StoredObject:
         stored = StoredObject(task.task_id, task.client, _KIND_RESULT, "", 0, size)
@@ -66,7 +79,9 @@ class HeldResults:
         stored.holder = task.worker
         stored.holders += (task.worker,)
         stored.producer = task
-        self.workers[task.worker].held[task.task_id] = None
+        holder = self.workers[task.worker]
+        holder.held[task.task_id] = None
+        holder.held_bytes += size
         self.objects[task.task_id] = stored
         refs = self._lineage_refs
         for dependency_id in task.dependency_ids:  # its recipe needs theirs, should they be freed and it be lost
@@ -75,7 +90,7 @@ class HeldResults:
 
     def _answer_held(self, stored: StoredObject, peer: bytes, relay: bool) -> None:
         """Where a held result is, or its bytes relayed; once it is there again if its holder was lost."""
-        holder = self.workers.get(stored.holder) if stored.holder is not None else None
+        holder = self._peer_state(stored.holder) if stored.holder is not None else None
         if holder is None:
             stored.waiting += ((peer, relay),)  # made again: answered then
             self._make_room(peer)
@@ -251,7 +266,9 @@ class HeldResults:
             stored.holders += (task.worker,)
             stored.producer = task
             stored.total_size = result.held_bytes
-            self.workers[task.worker].held[object_id] = None
+            holder = self.workers[task.worker]
+            holder.held[object_id] = None
+            holder.held_bytes += result.held_bytes
         else:  # small this time: kept here, as the results graph nodes read
             stored.chunks, stored.chunk_count, stored.total_size = [result.payload], 1, len(result.payload)
         waiting, stored.waiting = stored.waiting, ()
@@ -261,6 +278,8 @@ class HeldResults:
             else:
                 self._answer_held(stored, peer, relay)
         self._maybe_free(stored)  # a placeholder remade only for a result that was canceled meanwhile
+        if self.retiring and stored.holder in self.retiring and self.objects.get(object_id) is stored:
+            self._hand_over(self.retiring[stored.holder], [object_id])  # made again on a worker that is leaving
 
     def _unref_lineage(self, dependency_ids: List[bytes]) -> None:
         """A held result is gone for good: the recipes only it needed go too, and theirs after them."""
@@ -278,11 +297,198 @@ class HeldResults:
                 pending.extend(recipe.dependency_ids)
 
     def _answer_lost(self, stored: StoredObject, why: str) -> None:
-        logger.warning("result of task %s is lost: %s", stored.object_id.hex(), why)
+        what = "result of task" if stored.kind == _KIND_RESULT else "object"
+        logger.warning("%s %s is lost: %s", what, stored.object_id.hex(), why)
         for peer in {peer for peer, _ in stored.waiting} | set(stored.later):
             self._send_message(peer, ObjectResponse(object_id=stored.object_id, found=False))
         stored.waiting = ()
         stored.later = ()
+
+    # ---- a retiring holder hands its results over --------------------------------------------------------------------
+
+    def _hand_over(self, worker: WorkerState, object_ids: List[bytes]) -> None:
+        """A retiring worker holds these results, still needed: ask other workers to fetch them from it and hold them
+        (ObjectRequest.takeFrom), the least loaded in held bytes first. Its retirement waits for their answers
+        (within its deadline); what nobody takes is made again from its lineage once it has left."""
+        targets = [
+            other
+            for other in self.workers.values()
+            if other.takes_handoffs and other.data_address and other.retire_deadline is None
+        ]
+        if not targets or not worker.data_address:
+            logger.info(
+                "worker %s retiring holds %d result(s) no other worker can take: they are made again after it leaves",
+                worker.name,
+                len(object_ids),
+            )
+            return
+        loads = [(other.held_bytes, order, other) for order, other in enumerate(targets)]
+        heapq.heapify(loads)
+        asked: Dict[bytes, List[bytes]] = {}
+        handing = worker.handing
+        for object_id in object_ids:
+            if object_id in handing:
+                continue
+            held_bytes, order, target = loads[0]
+            handing[object_id] = target.identity
+            target.taking += 1
+            asked.setdefault(target.identity, []).append(object_id)
+            heapq.heapreplace(loads, (held_bytes + self.objects[object_id].total_size, order, target))
+        for identity, ids in asked.items():
+            self._send_message(identity, ObjectRequest(object_ids=ids, take_from=worker.data_address))
+        if asked:
+            logger.info(
+                "worker %s retiring: handing %d held result(s) over to %d other worker(s)",
+                worker.name,
+                sum(len(ids) for ids in asked.values()),
+                len(asked),
+            )
+
+    def _on_handoff_answer(self, worker: WorkerState, message: ObjectResponse) -> None:
+        """A worker asked to take a retiring worker's result answers: it holds it now (found), or could not fetch it
+        (it is made again once the retiring worker has left). A copy nobody waits for any more is dropped."""
+        object_id = message.object_id
+        stored = self.objects.get(object_id)
+        giver = self.workers.get(stored.holder) if stored is not None and stored.holder is not None else None
+        if stored is None or giver is None or giver.handing.get(object_id) != worker.identity:
+            if not message.found:
+                return
+            if stored is None:  # freed meanwhile
+                self._send_message(worker.identity, ObjectDelete(object_ids=[object_id]))
+            elif worker.identity not in stored.holders:  # its giver left first: a spare copy, dropped with the result
+                stored.holders += (worker.identity,)
+            return
+        self._end_handoff(giver, object_id)
+        if not message.found:
+            logger.info(
+                "worker %s could not take result %s from retiring worker %s: it is made again once that one left",
+                worker.name,
+                object_id.hex(),
+                giver.name,
+            )
+            return
+        del giver.held[object_id]
+        giver.held_bytes -= stored.total_size
+        stored.holder = worker.identity
+        stored.holders += (worker.identity,)
+        worker.held[object_id] = None
+        worker.held_bytes += stored.total_size
+        if stored.uploading >= 0:  # a relay from the giver under way: it starts over, from the new holder
+            stored.waiting += tuple((peer, True) for peer in stored.later)
+            stored.later = ()
+            stored.uploading = 0
+            self._send_message(worker.identity, ObjectRequest(object_ids=[object_id], via_scheduler=True))
+        if worker.retire_deadline is not None:  # retiring itself since it was asked
+            self._hand_over(worker, [object_id])
+
+    def _end_handoff(self, giver: WorkerState, object_id: bytes) -> None:
+        """A result a retiring worker was handing over is answered for, freed, or stays where it is."""
+        target = self.workers.get(giver.handing.pop(object_id))
+        if target is not None:
+            target.taking -= 1
+
+    def _give_up_handoffs(self, target: WorkerState) -> None:
+        """A worker asked to take results is gone: they stay where they are, made again once their holder left."""
+        for giver in self.retiring.values():
+            if giver.handing:
+                for object_id in [key for key, asked in giver.handing.items() if asked == target.identity]:
+                    del giver.handing[object_id]
+        target.taking = 0
+
+    # ---- results held across a scheduler restart ---------------------------------------------------------------------
+
+    def _adopt_held(self, worker: WorkerState, held_results: List[HeldResult], now: float) -> None:
+        """A worker registering again (its scheduler was lost) still holds these results. Those of tasks this
+        scheduler does not know (it restarted) are kept for a while: a client resubmitting the task that made one is
+        answered with it (_on_task, _settle_claims), not run again. One whose task was resubmitted already and waits
+        is answered now; one known here, or whose task already runs elsewhere, the worker drops."""
+        deadline = now + self.settings.client_timeout_seconds
+        dropped: List[bytes] = []
+        answered: List[Tuple[TaskState, int]] = []
+        kept = 0
+        seen: Set[bytes] = set()
+        for held in held_results:
+            object_id = held.object_id
+            if not object_id or object_id in seen:
+                continue
+            seen.add(object_id)
+            if object_id in self.objects or object_id in self._unclaimed:  # known, or another worker holds it too
+                dropped.append(object_id)
+                continue
+            task = self.tasks.get(object_id)
+            if task is not None:
+                if task.state in (WAITING, READY) and object_id not in self._recomputing:
+                    answered.append((task, held.size))
+                else:
+                    dropped.append(object_id)
+                continue
+            self._unclaimed[object_id] = (worker.identity, held.size, deadline)
+            self._unclaimed_order.append((deadline, object_id))
+            kept += 1
+        logger.info(
+            "worker %s registered again holding %d result(s): %d kept %gs for the tasks clients resubmit, %d "
+            "answering tasks resubmitted already, %d dropped",
+            worker.name,
+            len(held_results),
+            kept,
+            self.settings.client_timeout_seconds,
+            len(answered),
+            len(dropped),
+        )
+        if dropped:
+            self._send_message(worker.identity, ObjectDelete(object_ids=dropped))
+        for task, size in answered:
+            self._answer_from_held(task, worker, size)
+
+    def _settle_claims(self) -> None:
+        """Tasks of the frame just read whose results a worker holds from before a restart: answered with them now
+        that every node of the frame that reads one is linked to it. One canceled meanwhile frees what it claimed;
+        one whose holder left meanwhile runs after all."""
+        claims, self._claims = self._claims, []
+        for task in claims:
+            entry = self._unclaimed.pop(task.task_id, None)
+            live = self.tasks.get(task.task_id) is task and task.state == WAITING
+            if entry is None:  # its holder left
+                if live and not task.pending_dependencies:
+                    self._set_state(task, READY)
+                    if task.dependency_ids:
+                        self._inline_results(task)
+                    task.queue.push(task)
+                continue
+            identity, size, _ = entry
+            if live:
+                self._answer_from_held(task, self.workers[identity], size)
+            else:
+                self._send_message(identity, ObjectDelete(object_ids=[task.task_id]))
+
+    def _answer_from_held(self, task: TaskState, worker: WorkerState, size: int) -> None:
+        """The task's result is held by `worker` from before a scheduler restart: it finishes as if it had just run
+        there (its client told TaskResult{inObject, heldBytes}, its dependents released)."""
+        task.worker = worker.identity
+        self.adopted_results += 1
+        self._finish(task, _SUCCESS, TaskResult(task_id=task.task_id, in_object=True, held_bytes=size), None)
+
+    def _expire_unclaimed(self, now: float) -> None:
+        """Held results nobody resubmitted a task for in time: their workers drop them."""
+        order = self._unclaimed_order
+        dropped: Dict[bytes, List[bytes]] = {}
+        while order and order[0][0] <= now:
+            deadline, object_id = order.popleft()
+            entry = self._unclaimed.get(object_id)
+            if entry is not None and entry[2] == deadline:
+                del self._unclaimed[object_id]
+                dropped.setdefault(entry[0], []).append(object_id)
+        for identity, object_ids in dropped.items():
+            logger.info(
+                "worker %s: %d result(s) it held from before a restart were not claimed in time, dropped",
+                self.workers[identity].name,
+                len(object_ids),
+            )
+            self._send_message(identity, ObjectDelete(object_ids=object_ids))
+
+    def _forget_unclaimed(self, worker: WorkerState) -> None:
+        for object_id in [key for key, entry in self._unclaimed.items() if entry[0] == worker.identity]:
+            del self._unclaimed[object_id]
 
     def _peer_state(self, peer: bytes) -> Any:
         return self.workers.get(peer) or self.clients.get(peer)
@@ -292,11 +498,27 @@ class HeldResults:
         for identity, worker in self.workers.items():
             for object_id in worker.held:
                 assert self.objects[object_id].holder == identity, f"{object_id.hex()} is not held where it is listed"
+            assert worker.held_bytes == sum(self.objects[object_id].total_size for object_id in worker.held)
+            assert not worker.handing or worker.retire_deadline is not None, "a worker not retiring hands results over"
+            for object_id, target in worker.handing.items():
+                assert object_id in worker.held, f"{object_id.hex()} handed over by a worker that does not hold it"
+                assert target in self.workers and target != identity, "handed over to a worker that is not there"
+        assert not self._claims, "claims left unsettled after a frame"
+        for object_id, (identity, _, _) in self._unclaimed.items():
+            assert identity in self.workers, "an unclaimed result of a worker that left"
+            assert object_id not in self.objects and object_id not in self.workers[identity].held
+        taking: Dict[bytes, int] = {}
+        for worker in self.workers.values():
+            for target in worker.handing.values():
+                taking[target] = taking.get(target, 0) + 1
+        assert all(worker.taking == taking.get(identity, 0) for identity, worker in self.workers.items())
         for object_id, stored in self.objects.items():
             if stored.chunk_count:
                 continue
             if stored.holder is None:
                 assert self._recomputing.get(object_id) is stored and object_id in self.tasks, "lost and not remade"
+            elif stored.holder in self.clients:  # kept by the client that sent it
+                assert stored.owner == stored.holder and object_id in self.clients[stored.holder].objects
             else:
                 assert object_id in self.workers[stored.holder].held, f"{object_id.hex()} held but not listed"
             assert stored.uploading < 0 or stored.holder is not None, "an upload from no holder"

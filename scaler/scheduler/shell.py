@@ -33,6 +33,7 @@ from scaler.protocol import (
 )
 from scaler.scheduler.connections import ConnectionWatch
 from scaler.scheduler.core import FINISHED_NAMES, SchedulerCore
+from scaler.scheduler.relay_process import RelayProcess, relay_host
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import STATE_NAMES
 from scaler.scheduler.warmup import should_warm_up, warm_up
@@ -105,6 +106,17 @@ class SchedulerShell:
         self._ticker: Optional[asyncio.TimerHandle] = None
         self._ticker_idle = False  # the next tick was booked at the idle pace
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self.relay: Optional[RelayProcess] = None  # started by run_scheduler, not for the JIT warm-up's scheduler
+
+    def start_relay(self) -> None:
+        """The data relay beside this scheduler (--relay), unless CurveZMQ is on (the relay does not speak it: the
+        scheduler relays then) or the scheduler is on ipc:// (its peers share a host)."""
+        settings = self.settings
+        host = relay_host(settings.address)
+        if not settings.relay or settings.curve_keys is not None or host is None:
+            return
+        self.relay = RelayProcess(host, settings.max_frame_bytes, list(settings.logging_paths), settings.logging_level)
+        self.core.relay_port = self.relay.port
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -291,6 +303,7 @@ class SchedulerShell:
         task_states = [Counter(name=name, value=count) for name, count in zip(STATE_NAMES, core.state_counts)]
         task_states += [Counter(name=name, value=count) for name, count in zip(FINISHED_NAMES, core.finished_counts)]
         demand = core.demand(time.monotonic())
+        relayed = self.relay.counters() if self.relay is not None else (0, 0)
         return SchedulerStatus(
             time_us=int(time.time() * 1_000_000),
             cpu=cpu,
@@ -319,6 +332,8 @@ class SchedulerShell:
             retried_tasks=core.retried_tasks,
             workers_lost=core.workers_lost,
             workers_replaced=core.workers_replaced,
+            relayed_fetches=relayed[0],
+            relayed_bytes=relayed[1],
         )
 
 
@@ -397,7 +412,10 @@ def run_scheduler(
         settings.worker_timeout_seconds,
         settings.client_timeout_seconds,
     )
+    shell.start_relay()
     try:
         loop.run_until_complete(shell.run())
     finally:
+        if shell.relay is not None:
+            shell.relay.stop()
         loop.close()

@@ -97,6 +97,10 @@ class WorkerState:
         "data_address",
         "held",
         "fetches_from_holders",
+        "held_bytes",
+        "takes_handoffs",
+        "handing",
+        "taking",
         "memory_paused",
         "memory_limit",
     )
@@ -130,7 +134,12 @@ class WorkerState:
         self.loads: Any = None  # the WorkerLoads of its resource class (scaler.scheduler.placement.Placement)
         self.data_address = ""  # Hello.dataAddress: where it serves the results it holds
         self.held: Dict[bytes, None] = {}  # ids of the results it holds (TaskResult.heldBytes), while stored here
+        self.held_bytes = 0  # their sizes, summed: where a retiring worker's results go (the least loaded first)
         self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
+        self.takes_handoffs = False  # Hello.takesHandoffs: it may be asked to take a retiring worker's held results
+        # Retiring, what it holds and was asked to hand over: object id -> the worker asked to fetch and hold it
+        self.handing: Dict[bytes, bytes] = {}
+        self.taking = 0  # results it was asked to take from retiring workers and has not answered for yet
         # its heartbeat says it is above its memory pause threshold: like a retiring one, it has no free slot meanwhile
         self.memory_paused = False
         self.memory_limit = 0  # Hello.memoryLimit, bytes; 0: none
@@ -148,6 +157,7 @@ class ClientState:
         "previous_registrations",
         "resumed",
         "fetches_from_holders",
+        "data_address",
     )
 
     def __init__(self, identity: bytes, name: str, now: float, previous_registrations: int = 0) -> None:
@@ -163,6 +173,7 @@ class ClientState:
         # id it already has here is a copy to ignore, not a clash to refuse.
         self.resumed = False
         self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
+        self.data_address = ""  # Hello.dataAddress: where it serves the large objects it keeps (ObjectPut.heldBySender)
 
 
 class StoredObject:
@@ -200,9 +211,10 @@ class StoredObject:
         # Workers it was sent to: told to drop their copies when it is freed. Tuples, like the two below: shared empty
         # ones cost nothing for the many objects (graph results) that never need them.
         self.holders: Tuple[bytes, ...] = ()
-        # A result held by a worker (TaskResult.heldBytes): no chunks here. `holder` is that worker (None while it is
-        # made again, its holder gone); `waiting` the peers to answer once it is there again, or its upload relayed
-        # (True: they want the bytes, False: where it is).
+        # A result held by a worker (TaskResult.heldBytes), or an object kept by its client (ObjectPut.heldBySender):
+        # no chunks here. `holder` is that worker or client (None while a result is made again, its holder gone);
+        # `waiting` the peers to answer once it is there again, or its upload relayed (True: they want the bytes,
+        # False: where it is).
         self.holder: Optional[bytes] = None
         self.waiting: Tuple[Tuple[bytes, bool], ...] = ()
         self.uploading = -1  # chunks relayed so far of the upload under way; -1: none under way

@@ -10,6 +10,7 @@ from scaler.protocol import (
     PROTOCOL_VERSION,
     Argument,
     ArgumentKind,
+    HeldResult,
     Hello,
     HelloReply,
     Resource,
@@ -64,12 +65,15 @@ class Harness:
     def outbox(self) -> Dict[bytes, List[object]]:
         return {peer: decode_frame(b"".join(chunks)) for peer, chunks in self.core.take_outgoing().items()}
 
-    def connect_client(self, peer: bytes = CLIENT, fetches_from_holders: bool = False) -> HelloReply:
+    def connect_client(
+        self, peer: bytes = CLIENT, fetches_from_holders: bool = False, data_address: str = ""
+    ) -> HelloReply:
         hello = Hello(
             protocol_version=PROTOCOL_VERSION,
             role=Role.client,
             name="client",
             fetches_from_holders=fetches_from_holders,
+            data_address=data_address,
         )
         (reply,) = self.send(peer, hello)[peer]
         assert isinstance(reply, HelloReply) and reply.accepted, reply
@@ -81,8 +85,13 @@ class Harness:
         capacity: int = 10,
         resources: Optional[Dict[str, float]] = None,
         data_address: str = "",
+        fetches_from_holders: bool = False,
+        takes_handoffs: Optional[bool] = None,
+        held_results: Optional[Dict[bytes, int]] = None,
         memory_limit: int = 0,
     ) -> HelloReply:
+        """`takes_handoffs`: by default, whether it has a data address (as our workers say). `held_results`: object id
+        -> size of the results it still holds, registering again after losing its scheduler."""
         hello = Hello(
             protocol_version=PROTOCOL_VERSION,
             role=Role.worker,
@@ -91,6 +100,9 @@ class Harness:
             resources=[Resource(name=name, amount=amount) for name, amount in (resources or {}).items()],
             task_policies=True,
             data_address=data_address,
+            fetches_from_holders=fetches_from_holders,
+            takes_handoffs=bool(data_address) if takes_handoffs is None else takes_handoffs,
+            held_results=[HeldResult(object_id=key, size=size) for key, size in (held_results or {}).items()],
             memory_limit=memory_limit,
         )
         reply = self.send(peer, hello)[peer][0]  # ready tasks may follow the reply at once

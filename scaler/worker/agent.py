@@ -28,12 +28,13 @@ from zmq.utils.monitor import recv_monitor_message
 from scaler import config
 from scaler.gc_tuning import tune_for_a_loop
 from scaler.io.data_fetch import DataFetcher
+from scaler.io.data_server import DataServer, data_host
 from scaler.io.local_data import LocalDataServer
+from scaler.io.relay_link import RelayLink, relay_address
 from scaler.io.shared_bytes import SharedBytes
 from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
 from scaler.protocol import ProtocolError, decode_frame
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
-from scaler.worker.data_server import DataServer, data_host
 from scaler.worker.instructions import (
     AllowMemory,
     Connect,
@@ -106,6 +107,8 @@ class WorkerAgent:
         self._replaces = replaces
         self._data: Optional[DataServer] = None
         self._local_data: Optional[LocalDataServer] = None  # the data address's socket for readers on this host
+        self._relay_link: Optional[RelayLink] = None  # to the data relay, for peers that cannot reach the data address
+        self._registrations = 0  # the core's, when the relay was last told of us
         self._fetching = False  # fetches from other workers under way: their sockets and deadlines are watched
         self._links: Dict[int, ProcessorLink] = {}  # by the core's processor number
         self._dealer: Optional[zmq.Socket] = None
@@ -182,6 +185,8 @@ class WorkerAgent:
             self._data.close()
         if self._local_data is not None:
             self._local_data.close()
+        if self._relay_link is not None:
+            self._relay_link.close()
         self._fetcher.close()
         if self._spill_directory:
             shutil.rmtree(self._spill_directory, ignore_errors=True)  # empty: spilled files are unnamed
@@ -233,6 +238,8 @@ class WorkerAgent:
             self._data.serve(core.held_payload)
         if self._local_data is not None:
             self._local_data.on_events(events, core.held_payload)
+        if self._relay_link is not None and self._relay_link.sock in events:
+            self._relay_link.serve(core.held_payload)
         if self._fetching:
             self._read_fetches(events, now)
         if now >= deadline:  # a timer is due (the stimuli above dispatch on their own)
@@ -513,6 +520,24 @@ class WorkerAgent:
             core.data_fetched(object_id, payload, now)
         self._fetching = fetcher.next_deadline() is not None
 
+    def _follow_relay(self) -> None:
+        """Registered (again) with a scheduler: use its data relay, and tell the relay where this worker serves."""
+        port = self._core.relay_port
+        address = relay_address(self._settings.address, port) if port else None
+        self._fetcher.relay = address
+        link = self._relay_link
+        if link is not None and link.address != address:
+            self._poller.unregister(link.sock)
+            link.close()
+            link = self._relay_link = None
+        if address is None or self._data is None:
+            return
+        if link is None:
+            link = self._relay_link = RelayLink(self._context, address, self._data.address, self._core.max_frame_bytes)
+            self._poller.register(link.sock, zmq.POLLIN)
+        else:
+            link.hello()  # a restarted scheduler's relay is new: it knows nobody
+
     def _open_data_address(self) -> Optional[DataServer]:
         """Where this worker serves the results it holds; None (they go through the scheduler) with CurveZMQ, which
         data addresses do not speak yet, or for a scheduler on ipc://."""
@@ -573,6 +598,10 @@ class WorkerAgent:
         if self._core.max_frame_bytes != self._outbox.frame_limit:  # announced by the scheduler it registered with
             self._outbox.frame_limit = self._core.max_frame_bytes
             self._outbox.payload_budget = config.object_chunk_bytes(self._core.max_frame_bytes)
+            self._fetcher.max_frame_bytes = self._core.max_frame_bytes
+        if self._core.registrations != self._registrations:
+            self._registrations = self._core.registrations
+            self._follow_relay()
         add = self._outbox.add
         for message, payload_bytes in outgoing:
             add(message, payload_bytes)

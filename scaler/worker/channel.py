@@ -133,7 +133,13 @@ def _from_wire(wire: tuple, fds: Deque[int]) -> Any:
     if wire[0] == _ORDERS:
         tasks = wire[1]
         if wire[5]:  # shared payloads: their descriptors came with the message, in order
-            for task in tasks:
+            for position, task in enumerate(tasks):
+                if type(task[3]) is int or type(task[5]) is int:  # a large serializer or function, as its size
+                    head = list(task)
+                    for field in (3, 5):
+                        if type(head[field]) is int:
+                            head[field] = SharedBytes(fds.popleft(), head[field])
+                    task = tasks[position] = tuple(head)
                 arguments = task[6]
                 for index, argument in enumerate(arguments):
                     if type(argument[2]) is int:
@@ -162,7 +168,10 @@ def split_for_descriptors(message: Any) -> List[Any]:
     parts: List[Tuple[list, list]] = [([], [])]
     shared = list(message.shared)
     for item in items:
-        count = sum(type(argument[2]) is int for argument in item[6]) if orders else int(type(item[2]) is int)
+        if orders:
+            count = (type(item[3]) is int) + (type(item[5]) is int) + sum(type(arg[2]) is int for arg in item[6])
+        else:
+            count = int(type(item[2]) is int)
         if len(parts[-1][1]) + count > MAX_SHARED_PER_MESSAGE and parts[-1][0]:
             parts.append(([], []))
         parts[-1][0].append(item)

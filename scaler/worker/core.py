@@ -33,7 +33,9 @@ memory cgroup (the shell reads the cgroup's counter) fails its task with MemoryL
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
 its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
-registers as a new worker, retrying with backoff; it exits only when nothing was heard for the death timeout.
+registers as a new worker, retrying with backoff; it exits only when nothing was heard for the death timeout. The
+results it holds for the cluster stay: its Hello lists them (heldResults), and a restarted scheduler answers the tasks
+clients resubmit with them rather than running them again; the rest it is told to drop (ObjectDelete).
 
 Retirement (`retire`, on SIGTERM): the worker asks the scheduler to take it out of the pool (WorkerRetire), hands back
 its queued tasks when asked (BalanceRequest), runs the rest, and exits on Goodbye(retired). If the scheduler does not
@@ -61,6 +63,7 @@ from scaler.protocol import (
     FunctionPeak,
     Goodbye,
     HeartbeatEcho,
+    HeldResult,
     Hello,
     HelloReply,
     ObjectDelete,
@@ -191,6 +194,7 @@ class WorkerCore:
         self.spares: List[ProcessorState] = []
         self.durations: Dict[bytes, float] = {}  # function id -> recent run time (moving average), seconds
         self.connection = CONNECTING
+        self._hello_sent = False  # on the connection now: the scheduler may have registered us, unanswered yet
         self.identity = ""  # our name on the current connection
         self.registrations = 0  # accepted Hellos: more than one means we registered again after losing a scheduler
         self.heartbeat_interval = settings.heartbeat_interval_seconds
@@ -198,6 +202,7 @@ class WorkerCore:
         self.lag_us = 0
         self.output_forwarded = False  # the scheduler forwards TaskOutput: only then is streamOutput honoured
         self.max_frame_bytes = config.DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
+        self.relay_port = 0  # the data relay's, from its HelloReply (0: none); the shell connects to it
         self._drops = DropStreak()
         self.last_heard = now
         self.malformed = 0
@@ -216,6 +221,7 @@ class WorkerCore:
         self._next_waiting_log = now + WAITING_LOG_FIRST_SECONDS
         self._to_request: Set[bytes] = set()
         self._requested: Set[bytes] = set()  # asked for, not (completely) received yet
+        self._taking: Set[bytes] = set()  # results of a retiring worker being fetched, to hold (ObjectRequest.takeFrom)
         self._outgoing: List[Tuple[object, int]] = []  # (message or Encoded message, payload bytes)
         self._success_results = SuccessResults()
         self._held_results = 0  # short successful results in _outgoing, all of it, held back by take_outgoing
@@ -265,6 +271,7 @@ class WorkerCore:
         """The shell opened the connection a Connect asked for, under `identity`: say Hello on it."""
         self._now = now
         self.identity = identity
+        self._hello_sent = True
         self._outgoing.append(
             (
                 Hello(
@@ -283,6 +290,9 @@ class WorkerCore:
                     replaces="" if self.registrations else self._replaces,
                     data_address=self.data_address,
                     fetches_from_holders=bool(self.data_address),  # one that serves data fetches it too
+                    takes_handoffs=bool(self.data_address),  # and may hold what a retiring worker held
+                    # registering again: what it still holds, for the tasks clients resubmit to a restarted scheduler
+                    held_results=[HeldResult(object_id=key, size=size) for key, size in self.cache.held_sizes()],
                     memory_limit=self.memory_limit,
                 ),
                 0,
@@ -603,6 +613,9 @@ class WorkerCore:
         self.max_frame_bytes = reply.max_frame_bytes or config.DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's
         self._drops.registered(self._now)
         self.holds_results = reply.holds_on_workers and bool(self.data_address)
+        self.relay_port = reply.relay_port
+        if not (self.holds_results and reply.adopts_held_results):  # an older scheduler: nobody would free them
+            self._forget_objects(self.cache.drop_held())
         self.scheduler_pauses = reply.memory_pause
         self._next_heartbeat = self._now
         logger.info(
@@ -667,14 +680,15 @@ class WorkerCore:
         self.queue = TaskQueue()
         self._to_request = set()
         self._requested = set()
+        self._taking = set()
         self._outgoing = []
-        # The results held here were known by the scheduler under our old identity only: whoever needed them gets
-        # them made again. (Reporting them to the scheduler we register with is not done yet.)
-        self._forget_objects(self.cache.drop_held())
+        # The results held here are kept and listed in the next Hello (heldResults): a restarted scheduler answers
+        # the tasks clients resubmit with them; one that knows them already, or does not take them, says to drop them.
         if self.active is None:
             self.active = self.spares.pop() if self.spares else self._start_processor()
             self.active.role = ACTIVE
         self.connection = CONNECTING
+        self._hello_sent = False
         self._reconnect_delay = RECONNECT_FIRST_SECONDS
         self._waiting_since = self._now
         self._next_waiting_log = self._now + WAITING_LOG_FIRST_SECONDS
@@ -705,11 +719,16 @@ class WorkerCore:
         self.exit_code = code
         self.warnings.flush(self._now, force=True)
         (logger.info if code == EXIT_OK else logger.error)("%s: exiting: %s", self.name, reason)
-        if self.connection != CONNECTED or code == EXIT_SCHEDULER_LOST:
+        # Said Hello, unanswered yet: the scheduler may have registered us all the same, and would wait for our
+        # heartbeats until its timeout. A WorkerDisconnect behind the Hello tells it not to.
+        registered = self.connection == CONNECTED or self._hello_sent
+        if not registered or code == EXIT_SCHEDULER_LOST:
             self._outgoing = []  # nobody listens
         elif disconnect:
+            if self.connection != CONNECTED:
+                self._outgoing = [item for item in self._outgoing if type(item[0]) is Hello]
             self._outgoing.append((WorkerDisconnect(reason=reason), 0))
-        self._instructions.append(Exit(code, reason, disconnect and self.connection == CONNECTED))
+        self._instructions.append(Exit(code, reason, disconnect and registered))
 
     def _send_heartbeat(self) -> None:
         active = self.active
@@ -978,8 +997,19 @@ class WorkerCore:
 
     def data_fetched(self, object_id: bytes, payload: Any, now: float) -> None:
         """A FetchData ended: with the result's bytes (bytes-like), or None when its holder did not answer in time or
-        no longer holds it: then the scheduler relays it (and makes it again first, if it was lost)."""
+        no longer holds it: then the scheduler relays it (and makes it again first, if it was lost). A result taken
+        from a retiring worker is held from now on, and the scheduler told whether it is."""
         self._now = now
+        if object_id in self._taking:
+            self._taking.discard(object_id)
+            if payload is not None:
+                self.cache.hold(object_id, payload, now)
+                response = ObjectResponse(
+                    object_id=object_id, found=True, kind=ObjectKind.result, chunk_count=0, total_size=len(payload)
+                )
+            else:
+                response = ObjectResponse(object_id=object_id, found=False)
+            self._outgoing.append((response, 0))
         if object_id not in self._requested:
             return  # no task needs it any more
         if payload is None:
@@ -992,7 +1022,16 @@ class WorkerCore:
         self._dispatch()
 
     def _on_object_request(self, request: ObjectRequest) -> None:
-        """The scheduler relays results this worker holds to a peer that cannot fetch them here: upload them."""
+        """The scheduler relays results this worker holds to a peer that cannot fetch them here: upload them. Or,
+        with `takeFrom`, a retiring worker hands results over: fetch them from it, to hold them here."""
+        if request.take_from:
+            for object_id in request.object_ids:
+                if not self.holds_results:  # nowhere to serve them from: an older scheduler would not ask
+                    self._outgoing.append((ObjectResponse(object_id=object_id, found=False), 0))
+                elif object_id not in self._taking:
+                    self._taking.add(object_id)
+                    self._instructions.append(FetchData(request.take_from, object_id))
+            return
         for object_id in request.object_ids:
             payload = self.held_payload(object_id)
             if payload is None:
@@ -1223,7 +1262,8 @@ class WorkerCore:
         self._allowances_changed.add(number)
 
     def _uncharge(self, object_id: bytes) -> None:
-        """A held result left memory (spilled, or freed): its pages no longer count in its writer's cgroup."""
+        """A held result was freed: its pages no longer count in its writer's cgroup. Not when it is spilled: the
+        processor that wrote it may still have its memfd open (it keeps its last result's), and the pages with it."""
         charged = self._charged_to.pop(object_id, None)
         if charged is not None:
             number, size = charged
@@ -1256,8 +1296,6 @@ class WorkerCore:
                 continue  # on disk already, or small bytes in the agent's own memory
             size = len(payload)
             chosen.append(object_id)
-            if self._charged_to:
-                self._uncharge(object_id)
             spilled[object_id] = size
             self.spilled_bytes += size
             total += size
@@ -1404,7 +1442,16 @@ class WorkerCore:
         forget = self._take_forget(processor)
         message = task.task
         serializer_id = message.serializer_id
+        # In the order the processor's channel reads the descriptors of shared payloads: serializer, function, then
+        # each argument (channel._from_wire).
         serializer_payload = self._payload_for(processor, b"", serializer_id) if serializer_id else None
+        if type(serializer_payload) is SharedBytes:  # a large object fetched from its client: its memory, mapped
+            shared.append(serializer_payload)
+            serializer_payload = serializer_payload.size
+        function_payload = self._payload_for(processor, serializer_id, message.function_id)
+        if type(function_payload) is SharedBytes:
+            shared.append(function_payload)
+            function_payload = function_payload.size
         # Plain tuples of ProcessorArgument's and ProcessorTask's shapes: marshalled as they are (channel.py), which
         # NamedTuples could not be.
         arguments = []
@@ -1414,6 +1461,9 @@ class WorkerCore:
                 arguments.append((argument.name, b"", argument.data, False))
             elif kind == _OBJECT_REF:
                 payload = self._payload_for(processor, serializer_id, argument.data)
+                if type(payload) is SharedBytes:
+                    shared.append(payload)
+                    payload = payload.size
                 arguments.append((argument.name, argument.data, payload, True))
             else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
                 if self.spilled:
@@ -1429,7 +1479,7 @@ class WorkerCore:
             serializer_id,
             serializer_payload,
             message.function_id,
-            self._payload_for(processor, serializer_id, message.function_id),
+            function_payload,
             arguments,
             message.profiling,
             forget,

@@ -4,7 +4,7 @@ No clock here: every call that records a use is told the time (see core.py)."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 _NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
 _NOTHING_DROPPED: List[bytes] = []  # shared by every unpin that drops nothing: never added to
@@ -72,6 +72,10 @@ class ObjectCache:
 
     def held_ids(self) -> List[bytes]:
         return list(self._held)
+
+    def held_sizes(self) -> List[Tuple[bytes, int]]:
+        """(object id, size) of every result held here."""
+        return [(object_id, len(self._payloads[object_id])) for object_id in self._held]
 
     def held_bytes(self) -> int:
         return sum(len(self._payloads[object_id]) for object_id in self._held)

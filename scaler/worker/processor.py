@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import signal
 import socket
 import threading
@@ -21,9 +20,9 @@ import cloudpickle
 from scaler import config
 from scaler import task_context as context
 from scaler.errors import ResultSerializationError
-from scaler.io.shared_bytes import SharedBytes, shared_fd
+from scaler.io.shared_bytes import SharedBytes
 from scaler.logs import flush_logs
-from scaler.serializer import DefaultSerializer, default_loads, dump_with_buffers, memory_as_pickleable
+from scaler.serializer import DefaultSerializer, default_loads, dump_to_shared, known_large
 from scaler.tracebacks import SERIALIZER_FILES, task_traceback
 from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import (
@@ -45,6 +44,10 @@ from scaler.worker.profiling import CallProfile
 # A result larger than this goes to the agent in shared memory (a SharedBytes): the agent holds results above the
 # inline limit, and a copy through the channel would cost more than the memfd.
 _SHARED_RESULT_BYTES = config.DEFAULT_INLINE_LIMIT_BYTES
+# The large results a processor keeps as objects for the graph nodes it may run next (TaskRunner._made): at most
+# this many, and this many bytes (the agent holds their bytes too, so they cost this much memory twice).
+_MADE_COUNT = 8
+_MADE_BYTES = 256 * 1024 * 1024
 # A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
 _MIN_HALF_WAY_REPORT = 16
 # The result flusher parks after finding nothing to watch this many delays in a row (see _Reporter).
@@ -171,6 +174,7 @@ def run_processor(
                 runner.forget(order.forget)
             pending.extend(order.tasks)
             to_drop.update(order.drops)
+        orders = []
         next_task: Any = None  # a ProcessorTask, indexed by position
         while pending and next_task is None:
             task = pending.popleft()
@@ -199,6 +203,9 @@ def run_processor(
             result = runner.run(next_task)
             progress.finish(seq)
             reporter.add(result)
+        # Nothing of the task stays referenced while the loop waits for the next: its shared inputs and result would
+        # keep their memory alive after the agent freed them.
+        del result, next_task, task
 
 
 class _Reporter:
@@ -397,6 +404,11 @@ class TaskRunner:
     def __init__(self) -> None:
         # Values are deserialized on first use, so absorbing a task that never runs costs no deserialization.
         self._values: Dict[_ValueKey, Any] = {}
+        # The last large results this processor made, as the objects its tasks returned: a graph node placed here
+        # next (the scheduler places nodes where their inputs are) reads its input as that object, not deserialized
+        # from the shared memory the agent holds. Used once, then dropped; the bytes the agent holds stay the truth.
+        self._made: Dict[bytes, Tuple[Any, int]] = {}
+        self._made_bytes = 0
 
     def absorb(self, task: ProcessorTask) -> None:
         """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
@@ -407,6 +419,9 @@ class TaskRunner:
     def forget(self, object_ids: Iterable[bytes]) -> None:
         """Drop the objects the agent evicted (the values of every serializer)."""
         forgotten = set(object_ids)
+        if self._made:
+            for object_id in forgotten & self._made.keys():
+                self._made_bytes -= self._made.pop(object_id)[1]
         values = self._values
         for key in [key for key in values if key[1] in forgotten]:
             del values[key]
@@ -467,8 +482,9 @@ class TaskRunner:
                 context.end_task()
         payload: Any
         try:
-            if serializer is _CLOUDPICKLE and _known_large(value):
-                payload = _pickle_to_shared(value)  # written where the agent holds it: no copy in between
+            if serializer is _CLOUDPICKLE and known_large(value, _SHARED_RESULT_BYTES):
+                payload = dump_to_shared(value)  # written where the agent holds it: no copy in between
+                self._keep_made(task_id, value, payload.size)
             else:
                 payload = serializer.serialize(value)
                 if len(payload) > _SHARED_RESULT_BYTES:  # to the agent as a descriptor, not through the channel
@@ -491,8 +507,12 @@ class TaskRunner:
                     self._values[(serializer_id, object_id)] = _Serialized(payload)
                 value = self._value(serializer, serializer_id, object_id)
             elif type(payload) is SharedBytes:  # a large graph result, from the agent's memory without a copy
-                # copy on write: the task may modify an array read from it in place, never the held result
-                value = deserialize(payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view()))
+                made = self._made.pop(object_id, None) if serializer is _CLOUDPICKLE else None
+                if made is not None:  # made here: the very object
+                    value = made[0]
+                    self._made_bytes -= made[1]
+                else:  # copy on write: the task may modify an array read from it in place, never the held result
+                    value = deserialize(payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view()))
             else:  # inline data, or a graph result used by one task or a few: not worth keeping
                 value = deserialize(payload)
             if name:
@@ -501,53 +521,30 @@ class TaskRunner:
                 args.append(value)
         return args, kwargs
 
+    def _keep_made(self, task_id: bytes, value: Any, size: int) -> None:
+        made = self._made
+        made[task_id] = (value, size)
+        self._made_bytes += size
+        while self._made_bytes > _MADE_BYTES or len(made) > _MADE_COUNT:  # the oldest go first
+            self._made_bytes -= made.pop(next(iter(made)))[1]
+
     def _value(self, serializer: Any, serializer_id: bytes, object_id: bytes) -> Any:
         key = (serializer_id, object_id)
         value = self._values.get(key, _MISSING)
         if value is _MISSING:
             raise RuntimeError(f"object {object_id.hex()} was never sent to this processor")
         if type(value) is _Serialized:
+            payload = value.payload
+            if type(payload) is SharedBytes:  # a large object, in the memory its holder handed over: copy on write
+                payload = payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view())
             try:
-                value = serializer.deserialize(value.payload)
+                value = serializer.deserialize(payload)
             except Exception as error:
                 value = _LoadFailure(error)
             self._values[key] = value
         if type(value) is _LoadFailure:
             raise value.error.with_traceback(value.traceback)
         return value
-
-
-_SMALL_TYPES = frozenset({int, float, bool, type(None), complex})
-
-
-def _known_large(value: Any) -> bool:
-    """A value sure to pickle to more than the inline limit, told cheaply (no call for the small types of most
-    results): bytes, or anything with an `nbytes` (numpy arrays, pandas frames)."""
-    kind = type(value)
-    if kind in _SMALL_TYPES:
-        return False
-    if kind is bytes or kind is bytearray:
-        return len(value) > _SHARED_RESULT_BYTES
-    nbytes = getattr(value, "nbytes", None)
-    return type(nbytes) is int and nbytes > _SHARED_RESULT_BYTES
-
-
-def _pickle_to_shared(value: Any) -> SharedBytes:
-    """The value as the default serializer writes it, straight into shared memory: a large bytes object or array
-    buffer is written to the file directly, so it is copied once, not into a bytes object and then again; arrays go
-    out of band (serializer.dump_with_buffers), so that readers map them instead of copying them out."""
-    fd = shared_fd("scaler-result")
-    try:
-        with open(fd, "wb", buffering=0, closefd=False) as file:
-            if type(value) is bytes or type(value) is memoryview:  # a raw buffer: its bytes, written once
-                pickle.dump(memory_as_pickleable(value) if type(value) is memoryview else value, file, protocol=5)
-            else:
-                dump_with_buffers(value, file)
-            size = file.tell()
-    except BaseException:
-        os.close(fd)
-        raise
-    return SharedBytes(fd, size)
 
 
 # Said before the traceback of a task that failed before its function ran

@@ -1,9 +1,11 @@
 """Results held by the workers that made them, on real processes: the client fetches them from their holders, the
-scheduler never carries their bytes, and a holder killed mid-graph loses nothing."""
+scheduler never carries their bytes, a holder killed mid-graph loses nothing, and a holder retired mid-graph hands
+what it holds to another worker before it leaves."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from typing import Any, Iterator
@@ -139,3 +141,53 @@ def test_memoryview_results_arrive_as_their_bytes(live) -> None:
         small, large = client.submit(view_of, 1024), client.submit(view_of, 4 * MiB)
         assert small.result(timeout=60) == bytes(range(256)) * 4
         assert large.result(timeout=60) == bytes(range(256)) * (4 * MiB // 256)
+
+
+def counted_holder(marker_directory: str) -> bytes:
+    """holder_pid, and a line in a ledger per run: a task made again shows."""
+    with open(os.path.join(marker_directory, "runs"), "a") as runs:  # one short O_APPEND write: lines never mix
+        runs.write(f"{os.getpid()}\n")
+    return holder_pid(marker_directory)
+
+
+def test_a_holder_retired_mid_graph_hands_what_it_holds_over_and_nothing_runs_twice(live, tmp_path) -> None:
+    live.add_worker()
+    live.add_worker()
+    live.wait_workers(2)
+    marker = str(tmp_path)
+    graph = {
+        "held": (counted_holder, marker),
+        "reader": (read_when_allowed, "held", marker),
+        "last": (total, "held", "reader"),  # needs "held" again, after its holder has left
+    }
+    with Client(live.address) as client:
+        (future,) = client.submit_graph(graph, keys=["last"])
+        holder_file = tmp_path / "holder"
+        wait_for(lambda: holder_file.exists() and holder_file.read_text(), 30, "the holder's pid")
+        holder = psutil.Process(int(holder_file.read_text()))
+        (launcher,) = [launcher for launcher in live.launchers if launcher.pid == holder.ppid()]
+        os.kill(launcher.pid, signal.SIGTERM)  # scaler_cluster retires its worker
+        live.status(lambda status: any(worker.retiring for worker in status.workers))
+        (tmp_path / "go").touch()
+        assert future.result(timeout=60) == 2 * MiB
+        assert launcher.popen.wait(30) == 0, "the retired worker left"
+    assert len((tmp_path / "runs").read_text().splitlines()) == 1, "the held result was made once"
+    scheduler = live.scheduler.output()
+    assert "handing 1 held result(s) over to 1 other worker(s)" in scheduler
+    assert "running the task again" not in scheduler
+
+
+def test_results_are_freed_on_their_holders_once_read(live) -> None:
+    """The client's results once it has them, a graph's intermediates once their readers ran: no worker process keeps
+    the shared memory of any of them (descriptor or mapping)."""
+    from tests.e2e.shared_memory import memfd_holders
+
+    live.add_cluster(2)
+    live.wait_workers(2)
+    with Client(live.address) as client:
+        workers = [process for agent in live.agents() for process in [agent, *agent.children(recursive=True)]]
+        results = [future.result(timeout=60) for future in [client.submit(make, i, 4 * MiB) for i in range(6)]]
+        assert results == [bytes([i]) * (4 * MiB) for i in range(6)]
+        graph = {"a": (make, 1, 4 * MiB), "b": (make, 2, 4 * MiB), "c": (total, "a", 1), "d": (total, "b", 2)}
+        assert client.get(graph, keys=["c", "d"]) == {"c": 4 * MiB + 1, "d": 4 * MiB + 2}
+        wait_for(lambda: not memfd_holders(workers), 15, "every held result to be freed on its holder")

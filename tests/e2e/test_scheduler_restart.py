@@ -21,11 +21,13 @@ from typing import Callable, Dict, Iterator, List, Optional
 import cloudpickle
 import psutil
 import pytest
+import zmq
 
 from scaler import Client
 from scaler.client.future import ScalerFuture
 from scaler.errors import SchedulerGoneError
-from scaler.testing.processes import ScalerProcess, free_tcp_address
+from scaler.protocol import DataRequest, DataResponse, decode_frame, encode
+from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 from tests.e2e.monitor import wait_for_status
 from tests.perf_e2e.test_pypy_scheduler import SCHEDULER_PYTHON
 
@@ -60,7 +62,7 @@ def dot(vector: List[int], index: int) -> int:
 class Restartable:
     """A scheduler on a fixed address that can be SIGKILLed and started again, with workers that outlive it."""
 
-    def __init__(self, tmp_path, python: Optional[str] = None) -> None:
+    def __init__(self, tmp_path, python: Optional[str] = None, workers: int = 2) -> None:
         self.address = free_tcp_address()
         self.monitor = f"ipc://{tmp_path / 'monitor'}"
         self.tmp_path = tmp_path
@@ -68,9 +70,11 @@ class Restartable:
         self.schedulers: List[ScalerProcess] = []
         self.start()
         self.cluster = ScalerProcess(
-            "scaler.cluster", ["-n", "2", "--heartbeat-interval", "0.5", self.address], str(tmp_path / "cluster.log")
+            "scaler.cluster",
+            ["-n", str(workers), "--heartbeat-interval", "0.5", self.address],
+            str(tmp_path / "cluster.log"),
         )
-        wait_for_status(self.monitor, lambda status: len(status.workers) == 2, 60)
+        wait_for_status(self.monitor, lambda status: len(status.workers) == workers, 60)
 
     def start(self) -> None:
         arguments = [self.address, "--monitor-address", self.monitor, "--status-interval", "0.2"]
@@ -258,3 +262,100 @@ def test_a_scheduler_restarted_on_pypy_serves_cpython_workers_and_clients(tmp_pa
         assert "pypy" in psutil.Process(restartable.schedulers[-1].pid).exe().lower()
     finally:
         restartable.stop()
+
+
+MiB = 1024 * 1024
+
+
+def counted(path: str) -> None:
+    """A line in a ledger per run of a task: a task made again shows."""
+    with open(path, "a") as runs:  # one short O_APPEND write: lines never mix
+        runs.write(f"{os.getpid()}\n")
+
+
+def large_when_allowed(marker_directory: str) -> bytes:
+    """Says it started and which worker agent runs it, waits for the test's go (bounded), returns 1 MiB: a result its
+    worker holds."""
+    agent = psutil.Process(os.getppid()).ppid()  # processor -> fork server -> agent
+    with open(os.path.join(marker_directory, "agent"), "w") as file:
+        file.write(str(agent))
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(marker_directory, "go")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    counted(os.path.join(marker_directory, "runs"))
+    return b"r" * MiB
+
+
+def large_counted(marker_directory: str) -> bytes:
+    counted(os.path.join(marker_directory, "runs"))
+    return b"r" * MiB
+
+
+def length_when_allowed(data: bytes, marker_directory: str) -> int:
+    with open(os.path.join(marker_directory, "reading"), "w"):
+        pass
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(marker_directory, "go")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return len(data)
+
+
+def serves(agent: int, object_id: bytes) -> bool:
+    """Whether the worker agent serves this result on its data address (the one TCP port it listens on)."""
+    process = psutil.Process(agent)
+    listening = [c.laddr for c in process.net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+    if not listening:
+        return False
+    context = zmq.Context.instance()
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(f"tcp://{listening[0].ip}:{listening[0].port}")
+        sock.send(encode(DataRequest(object_ids=[object_id])))
+        if not sock.poll(5000):
+            return False
+        (response,) = decode_frame(sock.recv_multipart()[0])
+        return type(response) is DataResponse and response.found
+    finally:
+        sock.close()
+
+
+def test_a_result_held_when_the_scheduler_restarts_answers_its_resubmitted_task(tmp_path, settlements) -> None:
+    """The worker holds the result, the scheduler never heard of it (stopped, then killed): the client resubmits
+    the task, and the new scheduler answers it with what the worker reports it holds, without running it again."""
+    restartable = Restartable(tmp_path, workers=1)
+    try:
+        with Client(restartable.address) as client:
+            future = client.submit(large_when_allowed, str(tmp_path))
+            agent_file = tmp_path / "agent"
+            wait_for(lambda: agent_file.exists() and agent_file.read_text(), 30, "the task running")
+            scheduler = restartable.schedulers[-1]
+            os.kill(scheduler.pid, signal.SIGSTOP)  # its result reaches no scheduler that could record it
+            (tmp_path / "go").touch()
+            agent = int(agent_file.read_text())
+            wait_for(lambda: serves(agent, future.task_id), 30, "the worker holding the result")
+            restartable.kill()
+            restartable.start()
+            assert future.result(60) == b"r" * MiB
+        settled_once(settlements, [future])
+    finally:
+        restartable.stop()
+    assert len((tmp_path / "runs").read_text().splitlines()) == 1, "the task ran once"
+    assert "registered again holding 1 result(s)" in restartable.schedulers[-1].output()
+
+
+def test_a_graph_intermediate_held_when_the_scheduler_restarts_is_not_made_again(tmp_path, settlements) -> None:
+    restartable = Restartable(tmp_path, workers=1)
+    try:
+        with Client(restartable.address) as client:
+            graph = {"held": (large_counted, str(tmp_path)), "reader": (length_when_allowed, "held", str(tmp_path))}
+            (future,) = client.submit_graph(graph, keys=["reader"])
+            wait_for(lambda: (tmp_path / "reading").exists(), 30, "the reader running, its input held")
+            restartable.kill()  # the reader, running, runs again; what it reads is held by the worker
+            (tmp_path / "go").touch()
+            restartable.start()
+            assert future.result(60) == MiB
+        settled_once(settlements, [future])
+    finally:
+        restartable.stop()
+    assert len((tmp_path / "runs").read_text().splitlines()) == 1, "the intermediate was made once"

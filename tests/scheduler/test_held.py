@@ -5,20 +5,36 @@ location and the task that made it, never the bytes."""
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Dict, List, Tuple
 
 from scaler.protocol import (
+    PROTOCOL_VERSION,
+    BalanceResponse,
+    ClientHeartbeat,
+    Goodbye,
+    HeldResult,
+    Hello,
+    HelloReply,
     ObjectDelete,
     ObjectKind,
     ObjectPut,
     ObjectRequest,
     ObjectResponse,
+    Role,
     Task,
+    TaskCancel,
     TaskResult,
     TaskStatus,
     WorkerDisconnect,
+    WorkerHeartbeat,
+    WorkerRetire,
 )
+from scaler.scheduler.core import LOCALITY_SLACK
 from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type
+
+WORKER_C = b"W|test|4|c"
+WORKER_D = b"W|test|5|d"
+WORKER_E = b"W|test|6|e"
 
 ADDRESS_A = "tcp://10.0.0.1:5001"
 ADDRESS_B = "tcp://10.0.0.2:5002"
@@ -163,17 +179,278 @@ def test_a_graph_consumer_on_another_worker_gets_a_held_input_relayed() -> None:
     assert out.get(WORKER_A) == [ObjectDelete(object_ids=[first.task_id])], "its only consumer is done: freed"
 
 
-def test_a_graph_node_goes_where_most_of_its_held_input_bytes_are() -> None:
+def place_reader(busy_on_a: int) -> Tuple[Harness, Task, Dict[bytes, List[object]]]:
+    """A reader of two results held on A (1 MB and 16 MiB), placed while A runs `busy_on_a` other tasks and B idles."""
     harness = Harness()
     harness.connect_client(fetches_from_holders=True)
     harness.connect_worker(WORKER_A, data_address=ADDRESS_A)
     small, big = harness.task(report_result=False), harness.task(report_result=False)
     reader = harness.task(dependencies=[small.task_id, big.task_id])
-    busy = [harness.task() for _ in range(3)]  # still running on A when the reader is placed
+    busy = [harness.task() for _ in range(busy_on_a)]  # still running on A when the reader is placed
     harness.send(CLIENT, small, big, reader, *busy)
     harness.connect_worker(WORKER_B, data_address=ADDRESS_B)  # idle: the least loaded worker
     harness.send(WORKER_A, TaskResult(task_id=small.task_id, in_object=True, held_bytes=1000 * 1000))
     out = harness.send(WORKER_A, TaskResult(task_id=big.task_id, in_object=True, held_bytes=SIZE))
+    return harness, reader, out
+
+
+def test_a_graph_node_goes_where_most_of_its_held_input_bytes_are() -> None:
+    _, reader, out = place_reader(busy_on_a=LOCALITY_SLACK)
     assert [task.task_id for task in of_type(out.get(WORKER_A, []), Task)] == [reader.task_id], (
-        "on the holder of its inputs, though B holds nothing"
+        "on the holder of its inputs, though B holds nothing and runs nothing"
     )
+
+
+def test_a_graph_node_leaves_a_holder_much_busier_than_the_least_loaded_worker() -> None:
+    _, reader, out = place_reader(busy_on_a=LOCALITY_SLACK + 1)
+    assert [task.task_id for task in of_type(out.get(WORKER_B, []), Task)] == [reader.task_id], (
+        "on the idle worker, which fetches its inputs, rather than queued behind the holder's tasks"
+    )
+
+
+# ---- a retiring holder hands what it holds over ----------------------------------------------------------------------
+
+ADDRESS_C = "tcp://10.0.0.3:5003"
+
+
+def taken(task: Task, size: int = SIZE) -> ObjectResponse:
+    """A worker's answer to ObjectRequest.takeFrom: it holds the result now."""
+    return ObjectResponse(object_id=task.task_id, found=True, kind=ObjectKind.result, chunk_count=0, total_size=size)
+
+
+def test_a_retiring_holder_hands_its_result_over_and_leaves_once_it_is_taken() -> None:
+    harness, task = held_on_a()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    out = harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
+    assert out[WORKER_B] == [ObjectRequest(object_ids=[task.task_id], take_from=ADDRESS_A)], "B fetches it from A"
+    assert not of_type(out.get(WORKER_A, []), Goodbye), "A stays while B takes what it holds"
+    assert harness.tick(1.0).get(WORKER_A) is None
+    out = harness.send(WORKER_B, taken(task))
+    assert of_type(out[WORKER_A], Goodbye) == [Goodbye(reason="retired: every task you held is settled", retired=True)]
+    assert harness.core.objects[task.task_id].holder == WORKER_B and WORKER_A not in harness.core.workers
+    (where,) = harness.send(CLIENT, ObjectRequest(object_ids=[task.task_id]))[CLIENT]
+    assert where.holder_address == ADDRESS_B, "the client is told where it is now"
+    assert harness.core.recomputed_results == 0 and harness.core.finished_counts[TaskStatus.success] == 1, "ran once"
+    out = harness.send(CLIENT, ObjectDelete(object_ids=[task.task_id]))
+    assert out[WORKER_B] == [ObjectDelete(object_ids=[task.task_id])], "its new holder drops it once the client has it"
+
+
+def test_results_go_to_the_workers_holding_the_fewest_bytes_and_never_to_a_retiring_one() -> None:
+    harness = Harness()
+    harness.connect_client(fetches_from_holders=True)
+    harness.connect_worker(WORKER_A, data_address=ADDRESS_A)
+    tasks = [harness.task() for _ in range(4)]
+    harness.send(CLIENT, *tasks)
+    harness.connect_worker(WORKER_C, data_address=ADDRESS_C)
+    on_c = harness.task()
+    assert of_type(harness.send(CLIENT, on_c)[WORKER_C], Task) == [on_c], "A is the busier"
+    harness.send(WORKER_C, TaskResult(task_id=on_c.task_id, in_object=True, held_bytes=2 * SIZE))
+    for task in tasks:
+        harness.send(WORKER_A, TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE))
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.connect_worker(WORKER_D, data_address="tcp://10.0.0.4:5004", takes_handoffs=False)  # an older worker
+    harness.connect_worker(WORKER_E, data_address="tcp://10.0.0.5:5005")
+    harness.send(WORKER_E, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
+    out = harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
+    ids = [task.task_id for task in tasks]
+    # B holds nothing, C 2 x SIZE: B takes two, then at a tie C (connected first) one, then B the last
+    assert out[WORKER_B] == [ObjectRequest(object_ids=[ids[0], ids[1], ids[3]], take_from=ADDRESS_A)]
+    assert out[WORKER_C] == [ObjectRequest(object_ids=[ids[2]], take_from=ADDRESS_A)]
+    assert WORKER_D not in out and WORKER_E not in out, "not an older worker, nor a retiring one"
+
+
+def test_a_result_made_on_a_retiring_worker_is_handed_over_as_it_is_made() -> None:
+    harness = Harness()
+    harness.connect_client(fetches_from_holders=True)
+    harness.connect_worker(WORKER_A, data_address=ADDRESS_A)
+    task = harness.task()
+    harness.send(CLIENT, task)
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    out = harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
+    assert WORKER_B not in out, "nothing held yet"
+    harness.send(WORKER_A, BalanceResponse(task_ids=[]))  # it runs the task
+    out = harness.send(WORKER_A, TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE))
+    assert out[WORKER_B] == [ObjectRequest(object_ids=[task.task_id], take_from=ADDRESS_A)]
+    assert WORKER_A in harness.core.workers and not of_type(out.get(WORKER_A, []), Goodbye)
+    out = harness.send(WORKER_B, taken(task))
+    assert of_type(out[WORKER_A], Goodbye)[0].retired
+
+
+def test_a_result_that_could_not_be_taken_is_made_again_once_its_holder_left() -> None:
+    harness, task = held_on_a()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
+    out = harness.send(WORKER_B, ObjectResponse(object_id=task.task_id, found=False))  # its fetch failed
+    assert of_type(out[WORKER_A], Goodbye)[0].retired
+    assert [again.task_id for again in of_type(out[WORKER_B], Task)] == [task.task_id], "made again, from lineage"
+    assert harness.core.recomputed_results == 1
+
+
+def test_past_its_deadline_a_retiring_holder_leaves_and_a_late_copy_is_dropped_with_the_result() -> None:
+    harness, task = held_on_a()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=1_000))
+    out = harness.tick(1.5)
+    (goodbye,) = of_type(out[WORKER_A], Goodbye)
+    assert goodbye.retired and "made again" in goodbye.reason
+    assert [again.task_id for again in of_type(out[WORKER_B], Task)] == [task.task_id]
+    assert harness.send(WORKER_B, taken(task)) == {}, "its fetch ended late: kept, as the result is still needed"
+    harness.send(WORKER_B, TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE))
+    out = harness.send(CLIENT, ObjectDelete(object_ids=[task.task_id]))
+    assert out[WORKER_B] == [ObjectDelete(object_ids=[task.task_id])]
+    assert not harness.core.objects
+
+
+def test_a_taker_that_leaves_lets_the_retiring_holder_go() -> None:
+    harness, task = held_on_a()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
+    harness.connect_worker(WORKER_C, data_address=ADDRESS_C)
+    out = harness.send(WORKER_B, WorkerDisconnect(reason="gone"))
+    assert of_type(out[WORKER_A], Goodbye)[0].retired, "nothing left to wait for"
+    assert [again.task_id for again in of_type(out[WORKER_C], Task)] == [task.task_id]
+
+
+def test_a_result_freed_while_it_is_handed_over_is_dropped_by_its_taker() -> None:
+    harness, task = held_on_a()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
+    out = harness.send(CLIENT, ObjectDelete(object_ids=[task.task_id]))  # the client fetched it from A meanwhile
+    assert of_type(out[WORKER_A], Goodbye)[0].retired
+    assert harness.send(WORKER_B, taken(task)) == {WORKER_B: [ObjectDelete(object_ids=[task.task_id])]}
+
+
+def test_a_relay_under_way_from_a_retiring_holder_starts_over_from_its_new_holder() -> None:
+    harness, task = held_on_a(fetches=False)
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(CLIENT, ObjectRequest(object_ids=[task.task_id]))
+    first = ObjectPut(object_id=task.task_id, kind=ObjectKind.result, payload=b"a", chunk_index=0, chunk_count=2)
+    harness.send(WORKER_A, first)
+    harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
+    out = harness.send(WORKER_B, taken(task, 2))
+    assert out[WORKER_B] == [ObjectRequest(object_ids=[task.task_id], via_scheduler=True)], "uploaded again, from B"
+    last = ObjectPut(object_id=task.task_id, kind=ObjectKind.result, payload=b"b", chunk_index=1, chunk_count=2)
+    assert WORKER_A not in harness.core.workers and harness.send(WORKER_A, last)[WORKER_A][0].reconnect
+    for put in (first, last):
+        (relayed,) = harness.send(WORKER_B, put)[CLIENT]
+        assert (relayed.payload, relayed.chunk_index) == (put.payload, put.chunk_index), "from chunk 0 again"
+
+
+def test_a_retiring_holder_no_worker_can_relieve_leaves_at_once_and_its_results_are_made_again() -> None:
+    harness, task = held_on_a()
+    harness.connect_worker(WORKER_B)  # no data address: it cannot serve what it would hold
+    out = harness.send(WORKER_A, WorkerRetire(reason="SIGTERM", deadline_ms=30_000))
+    assert of_type(out[WORKER_A], Goodbye)[0].retired
+    assert [again.task_id for again in of_type(out[WORKER_B], Task)] == [task.task_id]
+
+
+# ---- results held across a scheduler restart -------------------------------------------------------------------------
+
+
+def restarted(client_timeout_seconds: float = 30.0) -> Tuple[Harness, Task]:
+    """A scheduler started again: its client comes back, and worker A registers again holding a result of a task."""
+    harness = Harness(client_timeout_seconds=client_timeout_seconds)
+    harness.connect_client(fetches_from_holders=True)
+    task = harness.task()
+    reply = harness.connect_worker(WORKER_A, data_address=ADDRESS_A, held_results={task.task_id: SIZE})
+    assert reply.adopts_held_results, "it tells the worker to keep them"
+    return harness, task
+
+
+def register_holding(harness: Harness, peer: bytes, address: str, object_ids: List[bytes]) -> Dict[bytes, list]:
+    """A worker registers again holding these results (SIZE each); what the scheduler sent."""
+    hello = Hello(
+        protocol_version=PROTOCOL_VERSION,
+        role=Role.worker,
+        name=peer.decode(),
+        capacity=10,
+        data_address=address,
+        held_results=[HeldResult(object_id=object_id, size=SIZE) for object_id in object_ids],
+    )
+    return harness.send(peer, hello)
+
+
+def test_a_resubmitted_task_whose_result_is_held_is_answered_without_running() -> None:
+    harness, task = restarted()
+    assert harness.outbox() == {}, "the worker keeps it"
+    out = harness.send(CLIENT, task)
+    assert out == {CLIENT: [TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE)]}, "not run again"
+    (where,) = harness.send(CLIENT, ObjectRequest(object_ids=[task.task_id]))[CLIENT]
+    assert where.holder_address == ADDRESS_A and where.total_size == SIZE
+    out = harness.send(CLIENT, ObjectDelete(object_ids=[task.task_id]))
+    assert out == {WORKER_A: [ObjectDelete(object_ids=[task.task_id])]}
+    assert harness.core.adopted_results == 1 and not harness.core.objects
+
+
+def test_a_resubmitted_graph_reads_its_held_intermediate_where_it_is() -> None:
+    harness = Harness()
+    harness.connect_client(fetches_from_holders=True)
+    first = harness.task(report_result=False)
+    second = harness.task(dependencies=[first.task_id])
+    harness.connect_worker(WORKER_A, data_address=ADDRESS_A, held_results={first.task_id: SIZE})
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    out = harness.send(CLIENT, first, second)  # one frame, dependencies first, as a client resubmits a graph
+    assert of_type(out[WORKER_A], Task) == [second] and WORKER_B not in out, "only the node not held runs, on A"
+    assert CLIENT not in out, "nobody asked for the intermediate"
+    out = harness.send(WORKER_A, TaskResult(task_id=second.task_id, payload=b"done"))
+    assert out[WORKER_A] == [ObjectDelete(object_ids=[first.task_id])], "its reader is done: freed"
+    assert [result.task_id for result in of_type(out[CLIENT], TaskResult)] == [second.task_id]
+
+
+def test_a_task_resubmitted_before_its_holder_registered_again_is_answered_when_it_does() -> None:
+    harness = Harness()
+    harness.connect_client(fetches_from_holders=True)
+    task = harness.task()
+    assert harness.send(CLIENT, task) == {}, "no worker yet: it waits"
+    out = register_holding(harness, WORKER_A, ADDRESS_A, [task.task_id])
+    assert [type(message) for message in out[WORKER_A]] == [HelloReply], "registered, and given no task"
+    assert out[CLIENT] == [TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE)]
+    assert not harness.core.tasks and harness.core.objects[task.task_id].holder == WORKER_A
+
+
+def test_held_results_nobody_claims_in_time_are_dropped() -> None:
+    harness, task = restarted(client_timeout_seconds=5.0)
+    for _ in range(2):
+        assert harness.tick(2.45) == {}
+        harness.send(CLIENT, ClientHeartbeat())
+        harness.send(WORKER_A, WorkerHeartbeat())
+    assert harness.tick(0.2) == {WORKER_A: [ObjectDelete(object_ids=[task.task_id])]}
+    out = harness.send(CLIENT, task)
+    assert of_type(out[WORKER_A], Task) == [task], "claimed too late: it runs"
+
+
+def test_a_worker_registering_again_drops_what_is_known_or_runs_elsewhere() -> None:
+    harness, task = held_on_a()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    running = harness.task()
+    harness.send(CLIENT, running)
+    assert harness.core.tasks[running.task_id].worker is not None
+    # the same scheduler: A's connection dropped and it registers again under a new identity, with what it holds
+    out = register_holding(harness, WORKER_C, ADDRESS_A, [task.task_id, running.task_id])
+    assert out[WORKER_C][1:] == [ObjectDelete(object_ids=[task.task_id, running.task_id])]
+    assert harness.core.objects[task.task_id].holder == WORKER_A, "known here under its old identity"
+
+
+def test_a_claimed_task_canceled_in_the_same_frame_frees_what_it_claimed() -> None:
+    harness, task = restarted()
+    out = harness.send(CLIENT, task, TaskCancel(task_ids=[task.task_id]))
+    assert out[WORKER_A] == [ObjectDelete(object_ids=[task.task_id])]
+    assert [result.status for result in of_type(out[CLIENT], TaskResult)] == [TaskStatus.canceled]
+    assert not harness.core.objects and not harness.core.tasks
+
+
+def test_held_results_leave_with_their_worker_and_their_tasks_run() -> None:
+    harness, task = restarted()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(WORKER_A, WorkerDisconnect(reason="gone"))
+    out = harness.send(CLIENT, task)
+    assert of_type(out[WORKER_B], Task) == [task]
+
+
+def test_a_result_two_workers_report_is_kept_on_the_first_one() -> None:
+    harness, task = restarted()
+    out = register_holding(harness, WORKER_B, ADDRESS_B, [task.task_id, task.task_id])
+    assert out[WORKER_B][1:] == [ObjectDelete(object_ids=[task.task_id])], "the second copy goes, once"
+    out = harness.send(CLIENT, task)
+    assert out == {CLIENT: [TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE)]}
+    assert harness.core.objects[task.task_id].holder == WORKER_A

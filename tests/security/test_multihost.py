@@ -19,6 +19,7 @@ import pytest
 
 from scaler.io.curve import generate_key_pair
 from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
+from tests.e2e.monitor import wait_for_status
 
 SUBNET = "10.231"  # .1.0/24 links scheduler and workers, .2.0/24 scheduler and client
 
@@ -66,7 +67,7 @@ CLIENT_SCRIPT = textwrap.dedent(
     from scaler import Client
     from scaler.errors import AuthenticationError
 
-    relayed = []  # the client's warning that it could not reach a holder and asked the scheduler to relay
+    relayed = []  # the client's warning that it could not reach a holder and went through the relay
     handler = logging.Handler()
     handler.emit = lambda record: relayed.append(record) if "relay" in record.getMessage() else None
     logging.getLogger("scaler").addHandler(handler)
@@ -76,9 +77,11 @@ CLIENT_SCRIPT = textwrap.dedent(
         with Client(address, timeout_seconds=8, curve_secret_key_file=secret, curve_server_key_file=server) as client:
             squares = client.map(pow, [(n, 2) for n in range(500)])
             graph = client.get({"a": 20, "b": (abs, -22), "c": (sum, ["a", "b"])}, keys=["c"])
-            # held by its worker, on a host this client cannot reach: the scheduler relays it
+            # held by its worker, on a host this client cannot reach: it comes through the relay
             big = client.submit(bytes, 300_000).result(timeout=40)
-            print("ok", sum(squares), graph["c"], len(big), "relayed" * len(relayed), flush=True)
+            # kept by this client, which the workers cannot reach: they fetch it through the relay
+            kept = client.submit(len, b"k" * 300_000).result(timeout=40)
+            print("ok", sum(squares), graph["c"], len(big), kept, "relayed" * bool(relayed), flush=True)
     except (TimeoutError, AuthenticationError) as error:
         print("refused", type(error).__name__, error, flush=True)
     """
@@ -124,6 +127,9 @@ def _run_cluster(hosts: Dict[str, List[str]], tmp_path: Path, curve: bool) -> Li
                 )  # fmt: skip
                 assert done.returncode == 0, done.stderr
                 outputs.append(done.stdout.strip())
+            if not curve:  # (the monitor speaks CurveZMQ then)
+                status = wait_for_status(f"ipc://{tmp_path}/monitor", lambda status: True)
+                outputs.append(f"relayed fetches {status.relayed_fetches}, bytes {status.relayed_bytes}")
         finally:
             workers.stop()
     finally:
@@ -133,17 +139,23 @@ def _run_cluster(hosts: Dict[str, List[str]], tmp_path: Path, curve: bool) -> Li
 
 
 def test_tasks_cross_hosts_without_curve(hosts: Dict[str, List[str]], tmp_path: Path) -> None:
-    served, keyless_too, scheduler_log = _run_cluster(hosts, tmp_path, curve=False)
-    expected = f"ok {sum(n * n for n in range(500))} 42 300000 relayed"
+    served, keyless_too, relay, scheduler_log = _run_cluster(hosts, tmp_path, curve=False)
+    expected = f"ok {sum(n * n for n in range(500))} 42 300000 300000 relayed"
     assert served == expected and keyless_too == expected
     assert "reachable from other hosts without CurveZMQ" in scheduler_log
+    # each client's result, and its kept argument for a worker: through the relay process, not the scheduler
+    fetches, relayed_bytes = (int(word.strip(",")) for word in relay.split()[2::2])
+    assert fetches >= 4 and relayed_bytes >= 4 * 300_000, relay
+    assert "data relay on port" in scheduler_log
 
 
 def test_tasks_cross_hosts_with_curve_and_peers_without_keys_are_refused(
     hosts: Dict[str, List[str]], tmp_path: Path
 ) -> None:
     served, keyless, stranger, scheduler_log = _run_cluster(hosts, tmp_path, curve=True)
-    assert served == f"ok {sum(n * n for n in range(500))} 42 300000"  # with CurveZMQ: put through the scheduler
+    # with CurveZMQ: put through the scheduler
+    assert served == f"ok {sum(n * n for n in range(500))} 42 300000 300000"
+    assert "data relay" not in scheduler_log
     assert keyless.startswith("refused TimeoutError")  # a peer without CURVE learns nothing from the scheduler
     assert stranger.startswith("refused AuthenticationError")
     assert "is not among the authorized keys" in scheduler_log and f"{SUBNET}.2.2" in scheduler_log

@@ -15,6 +15,7 @@ from scaler.protocol import (
     BalanceResponse,
     Goodbye,
     HeartbeatEcho,
+    HeldResult,
     Hello,
     HelloReply,
     ObjectDelete,
@@ -425,12 +426,29 @@ def test_without_a_data_address_or_an_older_scheduler_a_large_result_is_put():
         assert [type(message) for message in out] == [ObjectPut, TaskResult] and not out[1].held_bytes
 
 
-def test_held_results_are_dropped_when_the_scheduler_that_knew_them_is_lost():
+def test_held_results_outlive_a_lost_scheduler_and_are_listed_for_the_next_one():
     harness = connected(data_address="tcp://10.0.0.1:5000")
     task, _ = run_large(harness)
     harness.core.connection_dropped(harness.now)
     harness._step()
+    assert harness.core.held_payload(task.task_id) is not None, "kept, and still served, while it registers again"
+    hello = of_type(harness.sent, Hello)[-1]
+    assert hello.previous_registrations == 1
+    assert hello.held_results == [HeldResult(object_id=task.task_id, size=config.DEFAULT_INLINE_LIMIT_BYTES + 1)]
+    harness.send(
+        HelloReply(protocol_version=1, accepted=True, holds_on_workers=True, adopts_held_results=True),
+        ObjectDelete(object_ids=[task.task_id]),  # the scheduler knew it already, or nobody claimed it in time
+    )
     assert harness.core.held_payload(task.task_id) is None
+
+
+def test_held_results_are_dropped_when_the_next_scheduler_does_not_adopt_them():
+    harness = connected(data_address="tcp://10.0.0.1:5000")
+    task, _ = run_large(harness)
+    harness.core.connection_dropped(harness.now)
+    harness._step()
+    harness.send(HelloReply(protocol_version=1, accepted=True, holds_on_workers=True))  # an older scheduler
+    assert harness.core.held_payload(task.task_id) is None, "nobody would ever free it"
 
 
 def test_goodbye_and_signals_exit():
@@ -440,6 +458,15 @@ def test_goodbye_and_signals_exit():
     harness = connected()
     harness.core.stop(EXIT_OK, "received SIGTERM", disconnect=True)
     assert harness._step() and of_type(harness.sent, WorkerDisconnect) and harness.exit.disconnect
+
+
+def test_a_worker_stopped_before_its_hello_is_answered_still_says_goodbye():
+    """The scheduler may have registered it already: without a WorkerDisconnect it would wait for its heartbeats."""
+    harness = Harness()
+    assert of_type(harness.sent, Hello), "said Hello, no answer yet"
+    harness.core.stop(EXIT_OK, "received SIGINT", disconnect=True)
+    harness._step()
+    assert of_type(harness.sent, WorkerDisconnect) and harness.exit.disconnect
 
 
 def test_the_death_timeout_exits_with_what_was_heard():
@@ -611,3 +638,51 @@ def test_a_held_input_is_fetched_from_its_holder_or_relayed_when_it_does_not_ans
     harness.send(ObjectResponse(object_id=b"i" * 16, holder_address="tcp://10.0.0.3:5000", **found))
     harness.core.data_fetched(b"i" * 16, None, harness.now)  # its holder did not answer in time
     assert harness._step() == [ObjectRequest(object_ids=[b"i" * 16], via_scheduler=True)]
+
+
+def test_a_worker_takes_the_results_a_retiring_worker_hands_over_and_holds_them():
+    harness = connected(
+        data_address="tcp://10.0.0.1:5000", object_retention_seconds=1, garbage_collect_interval_seconds=1
+    )
+    assert of_type(harness.sent, Hello)[0].takes_handoffs, "it says it may hold what a retiring worker held"
+    kept, lost = b"k" * 16, b"l" * 16
+    assert harness.send(ObjectRequest(object_ids=[kept, lost], take_from="tcp://10.0.0.2:5000")) == []
+    assert harness.fetches == [FetchData("tcp://10.0.0.2:5000", kept), FetchData("tcp://10.0.0.2:5000", lost)]
+    harness.core.data_fetched(kept, memoryview(b"the result"), harness.now)
+    assert harness._step() == [
+        ObjectResponse(object_id=kept, found=True, kind=ObjectKind.result, chunk_count=0, total_size=10)
+    ], "it says it holds it now"
+    harness.core.data_fetched(lost, None, harness.now)  # the retiring worker did not answer in time
+    assert harness._step() == [ObjectResponse(object_id=lost, found=False)]
+    for _ in range(5):  # held for the cluster, as its own results are: never evicted for want of use
+        harness.send(HeartbeatEcho(sent_at_us=0))
+        harness.tick(2)
+    assert bytes(harness.core.held_payload(kept)) == b"the result" and harness.core.held_payload(lost) is None
+    (put,) = harness.send(ObjectRequest(object_ids=[kept], via_scheduler=True))
+    assert type(put) is ObjectPut and put.payload == b"the result", "served like its own"
+    harness.send(ObjectDelete(object_ids=[kept]))
+    assert harness.core.held_payload(kept) is None
+
+
+def test_a_worker_that_holds_nothing_for_the_cluster_takes_no_handed_over_result():
+    harness = connected()  # no data address
+    object_id = b"k" * 16
+    assert harness.send(ObjectRequest(object_ids=[object_id], take_from="tcp://10.0.0.2:5000")) == [
+        ObjectResponse(object_id=object_id, found=False)
+    ]
+    assert not harness.fetches
+
+
+def test_a_taken_result_that_a_task_here_waits_for_serves_both():
+    harness = connected(data_address="tcp://10.0.0.1:5000")
+    object_id = b"h" * 16
+    task = harness.task(object_id)
+    harness.send(task)
+    harness.send(ObjectRequest(object_ids=[object_id], take_from="tcp://10.0.0.2:5000"))
+    where = ObjectResponse(object_id=object_id, found=True, chunk_count=0, holder_address="tcp://10.0.0.2:5000")
+    out = harness.send(where)
+    assert out == [] and len(harness.fetches) == 2
+    harness.core.data_fetched(object_id, memoryview(b"held"), harness.now)
+    (taken,) = harness._step()
+    assert taken.found and taken.total_size == 4
+    assert harness.hands[-1].tasks[0].task_id == task.task_id, "its input is here: it runs"

@@ -262,6 +262,9 @@ def test_with_cgroups_a_processor_is_allowed_the_held_results_it_wrote_until_the
     assert allowed[-1] == AllowMemory(number, 700 * KB), "the kernel charges them to its cgroup: allowed on top"
     harness.tick(MEMORY_SAMPLE_SECONDS)
     harness.memory({number: 50 * KB})  # 750 KB: past the spill threshold (600 KB), the oldest result goes to disk
+    assert any(type(move) is SpillHeld for move in harness.moves)
+    assert [move for move in harness.moves if type(move) is AllowMemory][-1] == AllowMemory(number, 700 * KB), (
+        "spilled, its pages may still be the processor's (it keeps its last result's memfd): still allowed"
+    )
+    harness.send(ObjectDelete(object_ids=[tasks[0].task_id]))  # the scheduler freed one
     assert [move for move in harness.moves if type(move) is AllowMemory][-1] == AllowMemory(number, 400 * KB)
-    harness.send(ObjectDelete(object_ids=[tasks[1].task_id]))  # the scheduler freed the other one
-    assert [move for move in harness.moves if type(move) is AllowMemory][-1] == AllowMemory(number, 0)

@@ -66,6 +66,8 @@ METRICS: Tuple[MetricSpec, ...] = (
     _gauge("scaler_workers", "workers connected to the scheduler"),
     _counter("scaler_workers_lost_total", "workers the scheduler removed because they went silent (no heartbeat)"),
     _counter("scaler_workers_replaced_total", "workers a cluster started in place of lost ones (a wedged agent)"),
+    _counter("scaler_relayed_fetches_total", "fetches of held data the relay passed on (holders out of reach)"),
+    _counter("scaler_relayed_bytes_total", "bytes of held data the relay passed on"),
     _gauge("scaler_free_slots", "task slots free on all workers together"),
     _gauge("scaler_metrics_workers_omitted", "workers left out of the per-worker series by --metrics-max-workers"),
     _gauge("scaler_worker_free_slots", "task slots free on the worker", "worker"),
@@ -166,6 +168,8 @@ def status_metrics(snapshot: Snapshot, max_workers: int) -> List[Metric]:
     out.add("scaler_workers", len(workers))
     out.add("scaler_workers_lost_total", status.workers_lost)
     out.add("scaler_workers_replaced_total", status.workers_replaced)
+    out.add("scaler_relayed_fetches_total", status.relayed_fetches)
+    out.add("scaler_relayed_bytes_total", status.relayed_bytes)
     out.add("scaler_workers_memory_paused", sum(1 for worker in workers if memory_paused(worker)))
     out.add("scaler_spilled_bytes", sum(worker.spilled_bytes for worker in workers))
     out.add("scaler_free_slots", status.free_slots if demand else sum(worker.free for worker in workers))

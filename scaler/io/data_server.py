@@ -1,19 +1,20 @@
-"""Internal: a worker's data address, where it serves the results it holds to clients and workers that ask.
+"""Internal: a data address, where a worker serves the results it holds, and a client the large objects it keeps, to
+the peers that ask.
 
-A ROUTER bound on the interface the worker reaches its scheduler from. A peer connects a DEALER and sends
+A ROUTER bound on the interface the peer reaches its scheduler from. A peer connects a DEALER and sends
 DataRequest{objectIds}; each held result goes back in chunks, each a two-part message: the DataResponse, then the
 chunk's bytes, sent from the held bytes without a copy (a view). What is not held (freed meanwhile) is answered
 found = false. Requests are small: a frame over _MAX_REQUEST_BYTES is dropped by ZeroMQ with its connection, and a
-frame that does not decode is dropped and counted, so no peer can stall the agent through it.
+frame that does not decode is dropped and counted, so no peer can stall the server's loop through it.
 
-Not with CurveZMQ yet: a worker with keys has no data address and puts its results through the scheduler as before.
+Not with CurveZMQ yet: a peer with keys has no data address and puts its data through the scheduler as before.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import zmq
 
@@ -24,7 +25,7 @@ from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_fra
 logger = logging.getLogger(__name__)
 
 _MAX_REQUEST_BYTES = 1024 * 1024  # a DataRequest of 60,000 ids
-_REQUESTS_PER_TURN = 256  # then the agent's loop runs once before reading on, so heartbeats keep flowing
+_REQUESTS_PER_TURN = 256  # then the server's loop runs once before reading on, so heartbeats keep flowing
 
 
 def data_host(scheduler_address: str) -> Optional[str]:
@@ -85,19 +86,31 @@ class DataServer:
                         self._send(peer, object_id, held_payload(object_id))
 
     def _send(self, peer: bytes, object_id: bytes, payload: Any) -> None:
-        if payload is None:
-            self.sock.send_multipart([peer, encode(DataResponse(object_id=object_id, found=False))])
-            return
-        total = len(payload)
-        chunk = DEFAULT_OBJECT_CHUNK_BYTES
-        count = max(1, -(-total // chunk))
-        view = memoryview(as_buffer(payload))  # held in shared memory, or bytes: sent from where it is
-        for index in range(count):
-            header = DataResponse(
-                object_id=object_id, found=True, chunk_index=index, chunk_count=count, total_size=total
-            )
-            self.sock.send_multipart([peer, encode(header), view[index * chunk : (index + 1) * chunk]], copy=False)
-        self.served_bytes += total
+        self.served_bytes += send_held(self.sock, [peer], object_id, payload, b"")
 
     def close(self) -> None:
         self.sock.close(linger=0)
+
+
+def send_held(sock: zmq.Socket, route: List[Any], object_id: bytes, payload: Any, reply_to: bytes) -> int:
+    """Send what is held under `object_id` (bytes, SharedBytes, or None: not held) as DataResponse chunks, each a
+    message of `route` (a ROUTER's peer; nothing on a DEALER), the header and the chunk's bytes, a view of where they
+    are; `reply_to` echoed (a relay's requester). Returns the bytes sent."""
+    if payload is None:
+        sock.send_multipart([*route, encode(DataResponse(object_id=object_id, found=False, reply_to=reply_to))])
+        return 0
+    total = len(payload)
+    chunk = DEFAULT_OBJECT_CHUNK_BYTES
+    count = max(1, -(-total // chunk))
+    view = memoryview(as_buffer(payload))  # held in shared memory, or bytes: sent from where it is
+    for index in range(count):
+        header = DataResponse(
+            object_id=object_id,
+            found=True,
+            chunk_index=index,
+            chunk_count=count,
+            total_size=total,
+            reply_to=reply_to,
+        )
+        sock.send_multipart([*route, encode(header), view[index * chunk : (index + 1) * chunk]], copy=False)
+    return total

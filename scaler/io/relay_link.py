@@ -1,0 +1,67 @@
+"""Internal: a data-serving peer's connection to the data relay (scaler/relay/): a DEALER it opens to the scheduler's
+host, so that peers that cannot reach its data address get what it holds through the relay. It says RelayHello with
+its data address when it opens (and again on each registration with a scheduler, whose relay may be new), then
+answers the DataRequests that come this way as its data address would, each chunk carrying the requester's replyTo.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable
+
+import zmq
+
+from scaler.io.data_server import send_held
+from scaler.protocol import DataRequest, ProtocolError, RelayHello, decode_frame, encode
+
+logger = logging.getLogger(__name__)
+
+_REQUESTS_PER_TURN = 256
+
+
+def relay_address(scheduler_address: str, port: int) -> str:
+    """The relay's address: the scheduler's host, as this peer reaches it, and the relay's port."""
+    host = scheduler_address[len("tcp://") :].rpartition(":")[0]
+    return f"tcp://{host}:{port}"
+
+
+class RelayLink:
+    def __init__(self, context: zmq.Context, address: str, data_address: str, max_frame_bytes: int) -> None:
+        self.address = address
+        self._data_address = data_address
+        self.sock = context.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.ROUTING_ID, os.urandom(8))
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, 0)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+        self.sock.connect(address)
+        self.served_bytes = 0
+        self.malformed = 0
+        self.hello()
+
+    def hello(self) -> None:
+        self.sock.send(encode(RelayHello(data_address=self._data_address)), zmq.NOBLOCK)
+
+    def serve(self, held_payload: Callable[[bytes], Any]) -> None:
+        """Answer the requests the relay passed on (a bounded number per call)."""
+        sock = self.sock
+        for _ in range(_REQUESTS_PER_TURN):
+            try:
+                frame = sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                requests = decode_frame(frame)
+            except ProtocolError as error:
+                self.malformed += 1
+                if self.malformed == 1:
+                    logger.warning("relay link: dropped a malformed message: %s", error)
+                continue
+            for request in requests:
+                if type(request) is DataRequest and request.reply_to:
+                    for object_id in request.object_ids:
+                        self.served_bytes += send_held(sock, [], object_id, held_payload(object_id), request.reply_to)
+
+    def close(self) -> None:
+        self.sock.close(linger=0)

@@ -1,0 +1,32 @@
+"""Internal: `python -m scaler.relay`, the data relay. The scheduler starts it on its host (scaler_scheduler --relay,
+the default); run by hand only to test it."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+
+from scaler.logs import setup_logging
+from scaler.relay.relay import run_relay
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m scaler.relay",
+        description="Pass held results and kept objects between Scaler peers that cannot reach each other. The"
+        " scheduler starts one beside itself; see docs/guide/data.md.",
+    )
+    parser.add_argument("host", help="the interface to listen on, as the scheduler's address has it (0.0.0.0: all)")
+    parser.add_argument("--max-frame-bytes", type=int, default=512 * 1024 * 1024, help="the scheduler's frame limit")
+    parser.add_argument("--counters-fd", type=int, default=None, help="shared memory the scheduler reads counters from")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit once this process is no longer the parent")
+    parser.add_argument("--logging-paths", nargs="+", default=["/dev/stdout"], help="where to log")
+    parser.add_argument("--logging-level", default="INFO", help="DEBUG, INFO, WARNING...")
+    args = parser.parse_args()
+    setup_logging(args.logging_paths, args.logging_level)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a KeyboardInterrupt: the loop closes its socket
+    run_relay(args.host, args.max_frame_bytes, args.counters_fd, args.parent_pid)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Internal: the data relay's loop.
+
+One ROUTER, bound on the scheduler's host (its port announced in HelloReply.relayPort). Every peer that serves data
+(a worker's held results, a client's kept objects) connects a DEALER to it and says RelayHello{dataAddress}: requests
+for that address may come that way, over a connection the peer opened, whatever firewall or NAT is in front of it. A
+peer that cannot reach a holder directly (its fetch heard nothing for a while, scaler/io/data_fetch.py) sends the
+relay DataRequest{objectIds, holderAddress}; the relay passes it on to that holder with replyTo set to the asker,
+and passes each DataResponse chunk that comes back to replyTo, frames as they are: nothing is kept, nothing copied.
+A holder the relay does not know is answered found = false at once (the asker then asks the scheduler).
+
+Counters (requests passed on, bytes passed back) go to a shared memory file the scheduler reads for its status.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+from typing import Dict, Optional
+
+import zmq
+
+from scaler.protocol import DataRequest, DataResponse, ProtocolError, RelayHello, decode_frame, encode
+
+logger = logging.getLogger(__name__)
+
+# The shared counters: the port once bound, requests passed on, bytes passed back (little-endian u64 each).
+COUNTERS = struct.Struct("<QQQ")
+_MAX_REQUEST_BYTES = 1024 * 1024
+_SEND_HWM = 256  # chunks queued per peer before the relay drops more (the asker's fetch then times out)
+_CHECK_PARENT_SECONDS = 1.0
+
+
+class Relay:
+    def __init__(self, context: zmq.Context, host: str, max_frame_bytes: int, counters: Optional[mmap.mmap]) -> None:
+        self.sock = context.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, _SEND_HWM)
+        self.sock.setsockopt(zmq.RCVHWM, 0)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a peer that left: what was for it is dropped
+        self.sock.setsockopt(zmq.MAXMSGSIZE, max(max_frame_bytes, _MAX_REQUEST_BYTES))
+        self.port = self.sock.bind_to_random_port(f"tcp://{host}")
+        self._holders: Dict[str, bytes] = {}  # data address -> the routing id of its connection here
+        self._counters = counters
+        self.requests = 0
+        self.relayed_bytes = 0
+        self.malformed = 0
+        self._publish()
+
+    def serve_once(self, timeout_ms: int) -> None:
+        if not self.sock.poll(timeout_ms, zmq.POLLIN):
+            return
+        for _ in range(1024):  # then back to the caller, which checks that its parent lives
+            try:
+                parts = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            self._handle(parts)
+        self._publish()
+
+    def _handle(self, parts: list) -> None:
+        sender = parts[0].bytes
+        try:
+            if len(parts) < 2:
+                raise ProtocolError("an empty message")
+            (message,) = decode_frame(parts[1].bytes)
+        except (ProtocolError, ValueError) as error:
+            self.malformed += 1
+            if self.malformed == 1:
+                logger.warning("relay: dropped a malformed message (further ones counted): %s", error)
+            return
+        kind = type(message)
+        if kind is DataResponse:
+            if message.reply_to:
+                self.relayed_bytes += sum(len(part) for part in parts[2:])
+                self.sock.send_multipart([message.reply_to, *parts[1:]], copy=False)
+        elif kind is DataRequest:
+            holder = self._holders.get(message.holder_address)
+            if holder is None:
+                for object_id in message.object_ids:
+                    self.sock.send_multipart([sender, encode(DataResponse(object_id=object_id, found=False))])
+                return
+            self.requests += 1
+            forwarded = DataRequest(object_ids=message.object_ids, reply_to=sender)
+            self.sock.send_multipart([holder, encode(forwarded)])
+        elif kind is RelayHello:
+            if self._holders.get(message.data_address) != sender:
+                logger.info("relay: %s serves through here", message.data_address)
+            self._holders[message.data_address] = sender
+
+    def _publish(self) -> None:
+        if self._counters is not None:
+            COUNTERS.pack_into(self._counters, 0, self.port, self.requests, self.relayed_bytes)
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
+
+
+def run_relay(host: str, max_frame_bytes: int, counters_fd: Optional[int], parent_pid: Optional[int]) -> None:
+    """Serve until the parent (the scheduler) is gone or a SIGTERM comes."""
+    counters = mmap.mmap(counters_fd, COUNTERS.size) if counters_fd is not None else None
+    context = zmq.Context(io_threads=1)
+    relay = Relay(context, host, max_frame_bytes, counters)
+    logger.info("relay: listening on tcp://%s:%d", host, relay.port)
+    try:
+        while parent_pid is None or os.getppid() == parent_pid:
+            relay.serve_once(int(_CHECK_PARENT_SECONDS * 1000))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        relay.close()
+        context.term()

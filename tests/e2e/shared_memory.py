@@ -1,0 +1,24 @@
+"""Which processes still hold Scaler's shared memory files (memfds of held results and kept objects): by their
+descriptors and their mappings, read from /proc."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List
+
+import psutil
+
+
+def memfd_holders(processes: List[psutil.Process]) -> List[str]:
+    """The processes that still map or hold a shared memory file of Scaler's data."""
+    found = []
+    for process in processes:
+        try:
+            maps = Path(f"/proc/{process.pid}/maps").read_text()
+            fds = [os.readlink(f"/proc/{process.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{process.pid}/fd")]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if "memfd:scaler-data" in maps or any("memfd:scaler-data" in link for link in fds):
+            found.append(f"{process.pid} {process.name()}")
+    return found

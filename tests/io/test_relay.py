@@ -1,0 +1,95 @@
+"""The data relay over real sockets: a holder that serves through its link to the relay, a requester that cannot reach
+the holder's data address and gets the bytes through the relay, chunk by chunk, after its direct fetch timed out; a
+holder the relay does not know answered as not found; garbage dropped."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List
+
+import pytest
+import zmq
+
+from scaler.io.data_fetch import FETCH_TIMEOUT_SECONDS, DataFetcher
+from scaler.io.relay_link import RelayLink
+from scaler.relay.relay import Relay
+from scaler.testing.processes import free_tcp_address
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class World:
+    def __init__(self, held: Dict[bytes, Any]) -> None:
+        self.context = zmq.Context()
+        self.relay = Relay(self.context, "127.0.0.1", 64 * 1024 * 1024, None)
+        self.relay_address = f"tcp://127.0.0.1:{self.relay.port}"
+        self.holder_address = free_tcp_address()  # nobody listens there: the requester cannot reach it
+        self.link = RelayLink(self.context, self.relay_address, self.holder_address, 64 * 1024 * 1024)
+        self.held = held
+        self.poller = zmq.Poller()
+        self.fetcher = DataFetcher(self.context, self.poller)
+        self.fetcher.relay = self.relay_address
+
+    def run_until(self, count: int, seconds: float) -> List[Any]:
+        done: List[Any] = []
+        deadline = time.monotonic() + seconds
+        while len(done) < count and time.monotonic() < deadline:
+            self.relay.serve_once(10)
+            if self.link.sock.poll(0):
+                self.link.serve(self.held.get)
+            done += self.fetcher.ready(dict(self.poller.poll(10)), time.monotonic())
+        return done
+
+    def close(self) -> None:
+        self.fetcher.close()
+        self.link.close()
+        self.relay.close()
+        self.context.term()
+
+
+def test_a_holder_out_of_reach_is_fetched_from_through_the_relay() -> None:
+    payload = bytes(range(256)) * 40_000  # over one chunk: it comes back in several
+    world = World({b"a": payload})
+    try:
+        world.run_until(0, 0.5)  # the link's RelayHello reaches the relay
+        started = time.monotonic()
+        world.fetcher.fetch(world.holder_address, b"a", started)
+        ((object_id, data, timed_out),) = world.run_until(1, FETCH_TIMEOUT_SECONDS + 10)
+        assert object_id == b"a" and not timed_out and bytes(data) == payload
+        assert time.monotonic() - started >= FETCH_TIMEOUT_SECONDS, "tried directly first"
+        assert world.relay.requests == 1 and world.relay.relayed_bytes == len(payload)
+        # the address is known to be out of reach now: the next fetch goes through the relay at once
+        world.fetcher.fetch(world.holder_address, b"a", time.monotonic())
+        ((_, again, _),) = world.run_until(1, 5)
+        assert bytes(again) == payload and world.relay.requests == 2
+    finally:
+        world.close()
+
+
+def test_what_the_holder_does_not_have_and_holders_the_relay_does_not_know_end_the_fetch() -> None:
+    world = World({})
+    try:
+        world.run_until(0, 0.5)
+        world.fetcher.fetch(world.holder_address, b"gone", time.monotonic() - FETCH_TIMEOUT_SECONDS)
+        (ended,) = world.run_until(1, 5)
+        assert ended == (b"gone", None, False), "the holder answered it does not have it"
+        world.fetcher.fetch("tcp://127.0.0.1:9", b"x", time.monotonic() - FETCH_TIMEOUT_SECONDS)
+        (unknown,) = world.run_until(1, 5)
+        assert unknown == (b"x", None, False), "the relay knows no holder there"
+    finally:
+        world.close()
+
+
+def test_garbage_sent_to_the_relay_is_dropped_and_counted() -> None:
+    world = World({})
+    rogue = world.context.socket(zmq.DEALER)
+    try:
+        rogue.connect(world.relay_address)
+        rogue.send(b"\xff" * 100)
+        deadline = time.monotonic() + 5
+        while world.relay.malformed == 0 and time.monotonic() < deadline:
+            world.relay.serve_once(10)
+        assert world.relay.malformed == 1
+    finally:
+        rogue.close(linger=0)
+        world.close()
