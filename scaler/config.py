@@ -187,7 +187,7 @@ MAX_FRAME_BYTES = SETTINGS.declare(
 RELAY = SETTINGS.declare(
     "relay", bool, True,
     "start a data relay beside the scheduler, on its host: peers that cannot reach a worker or client holding data"
-    " fetch it through the relay, not through the scheduler (not with CurveZMQ, where the scheduler relays)",
+    " fetch it through the relay, not through the scheduler; with CurveZMQ, it uses the scheduler's keys",
     flags=("--relay",), used_by=(SCHEDULER,),
 )  # fmt: skip
 MAX_MALFORMED_PER_PEER = SETTINGS.declare(

@@ -36,12 +36,13 @@ from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_
 from scaler.client.send_queue import SendQueue
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_MAX_FRAME_BYTES
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
-from scaler.io.curve import CurvePeerKeys
+from scaler.io.curve import CurvePeerKeys, raw_key
 from scaler.io.shared_bytes import SharedBytes
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, check_resolvable, make_identity
 from scaler.protocol import (
     PROTOCOL_VERSION,
     ClientDisconnect,
+    DataKeys,
     DisconnectReply,
     Goodbye,
     Hello,
@@ -123,6 +124,7 @@ class Connection:
                 TaskOutput: self._on_task_output,
                 ObjectResponse: self._on_object_response,
                 ObjectRequest: self._on_upload_request,
+                DataKeys: self._on_data_keys,
                 HelloReply: self._on_hello_reply,
                 DisconnectReply: self._on_disconnect_reply,
                 Goodbye: self._on_goodbye,
@@ -362,8 +364,9 @@ class Connection:
         if reply.accepted:  # set here, so that the loop's next poll already wakes for the first heartbeat
             io.silence_limit_seconds = self.scheduler_gone_after_seconds
             io.follow_cadence(reply.heartbeat_interval_ms)
-            io.max_frame_bytes = reply.max_frame_bytes or DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's default
-            io.holds_on_clients = reply.holds_on_clients  # an older scheduler is put large objects whole
+            io.use_frame_limit(reply.max_frame_bytes or DEFAULT_MAX_FRAME_BYTES)  # 0: an older scheduler's default
+            # an older scheduler is put large objects whole; with CurveZMQ, so is one that sent no DataKeys
+            io.holds_on_clients = reply.holds_on_clients and (io.curve is None or io.data_keys)
             io.follow_relay(reply.relay_port)
             io.drops.registered(time.monotonic())
         if not self._hello_reply.done():  # the first handshake, which __init__ waits for
@@ -574,8 +577,9 @@ class Connection:
             data = self._io.data
             assert data is not None  # made by the IO thread, which runs this
             now = time.monotonic()
-            if data.reachable(response.holder_address, now):
-                data.fetch(response.holder_address, object_id, now)
+            key = response.holder_public_key
+            if data.reachable(response.holder_address, now, key):
+                data.fetch(response.holder_address, object_id, now, key)
             else:
                 self._queue(ObjectRequest(object_ids=[object_id], via_scheduler=True))
             return
@@ -585,6 +589,14 @@ class Connection:
         if len(fetch.chunks) < response.chunk_count:
             return
         self._fetched(object_id, fetch.chunks[0] if len(fetch.chunks) == 1 else b"".join(fetch.chunks))
+
+    def _on_data_keys(self, message: DataKeys) -> None:
+        """IO thread, with CurveZMQ, just before a HelloReply: the keys our data address is to accept. We answer with
+        the key it serves under, which the scheduler hands the workers that fetch here."""
+        io = self._io
+        if io.accept_data_keys(message.authorized_keys):
+            assert io.curve is not None  # accept_data_keys says so
+            self._queue(DataKeys(public_key=raw_key(io.curve.public_key)))
 
     def _on_upload_request(self, request: ObjectRequest) -> None:
         """IO thread: the scheduler relays objects this client keeps to a peer that cannot fetch them here (a worker

@@ -38,7 +38,7 @@ from scaler.config import (
 )
 from scaler.drop_streak import DropStreak
 from scaler.errors import FrameTooLargeError
-from scaler.io.curve import CurvePeerKeys
+from scaler.io.curve import CurvePeerKeys, ZapResponder, refusal_log, z85_keys
 from scaler.io.data_fetch import DataFetcher
 from scaler.io.data_server import DataServer, data_host
 from scaler.io.limits import raise_open_files_limit
@@ -95,12 +95,15 @@ class IOThread:
         self.drops = DropStreak()  # told of each registration by the connection
         self.data: Optional[DataFetcher] = None  # fetches from holders (scaler/io/data_fetch.py), made by the loop
         # Large objects this client keeps and serves to the workers that need them, by id (the loop's only), at its
-        # data address: made by the loop when the scheduler is reached over TCP without CurveZMQ, and used once the
-        # scheduler says it lets clients keep their objects (holds_on_clients, set by the connection).
+        # data address: made by the loop when the scheduler is reached over TCP, and used once the scheduler says it
+        # lets clients keep their objects (holds_on_clients, set by the connection). With CurveZMQ, also once the
+        # scheduler said which keys may fetch here and was told ours (DataKeys: data_keys).
         self.served: Dict[bytes, Any] = {}
         self.data_address = ""
         self.holds_on_clients = False
-        self._serve = curve is None
+        self.data_keys = False
+        self.curve = curve
+        self._zap: Optional[ZapResponder] = None  # with CurveZMQ: who may connect to the data address
         self._data_server: Optional[DataServer] = None
         self._local_data: Optional[LocalDataServer] = None
         self._relay_link: Optional[RelayLink] = None  # to the data relay, for workers that cannot reach this client
@@ -175,7 +178,7 @@ class IOThread:
             poller.register(wake_fd, zmq.POLLIN)
             events = self._events
             poller.register(events, zmq.POLLIN)
-            data = self.data = DataFetcher(self._context, poller)
+            data = self.data = DataFetcher(self._context, poller, self.curve)
             next_heartbeat = 0.0
             took = False  # the last turn took messages from the queue
             while not self._stopping:
@@ -211,6 +214,8 @@ class IOThread:
                     self._receive()
                 if fetch_deadline is not None:  # fetches under way: answers, or their end
                     self._receive_data(data, ready)
+                if self._zap is not None and self._zap.socket in ready:
+                    self._zap.answer_pending(time.monotonic())
                 if self._data_server is not None:
                     if self._data_server.sock in ready:
                         self._data_server.serve(self.served.get)
@@ -232,6 +237,8 @@ class IOThread:
                 self._data_server.close()
             if self._relay_link is not None:
                 self._relay_link.close()
+            if self._zap is not None:
+                self._zap.close()
             self.served.clear()
             dealer.disable_monitor()
             self._events.close(linger=0)
@@ -256,7 +263,7 @@ class IOThread:
         if address is None or self._data_server is None:
             return
         if link is None:
-            link = RelayLink(self._context, address, self._data_server.address, self.max_frame_bytes)
+            link = RelayLink(self._context, address, self._data_server.address, self.max_frame_bytes, self.curve)
             self._relay_link = link
             self._poller.register(link.sock, zmq.POLLIN)
         else:
@@ -264,13 +271,16 @@ class IOThread:
 
     def _open_data_address(self, poller: zmq.Poller) -> None:
         """Where this client serves the large objects it keeps: on the interface it reaches the scheduler from, and
-        to readers on this host by descriptor. None with CurveZMQ (data addresses do not speak it yet) or an ipc://
-        scheduler: objects then go through the scheduler."""
-        host = data_host(self._address) if self._serve else None
+        to readers on this host by descriptor. None with an ipc:// scheduler: objects then go through the scheduler.
+        With CurveZMQ, it accepts nobody until the scheduler said which keys (accept_data_keys)."""
+        host = data_host(self._address)
         if host is None:
             return
+        if self.curve is not None:  # bound first: without it, libzmq would let any key in
+            self._zap = ZapResponder(self._context, warnings=refusal_log())
+            poller.register(self._zap.socket, zmq.POLLIN)
         try:
-            server = DataServer(self._context, host)
+            server = DataServer(self._context, host, self.curve)
         except zmq.ZMQError as error:
             logger.info("no data address on %s (%s): large objects go through the scheduler", host, error)
             return
@@ -279,9 +289,26 @@ class IOThread:
         self.data_address = server.address
         raise_open_files_limit()  # a kept object holds a descriptor of its shared memory
         try:
-            self._local_data = LocalDataServer(server.address, poller)
+            self._local_data = LocalDataServer(server.address, poller, same_user_only=self.curve is not None)
         except OSError:  # not Linux: readers on this host fetch through the data address
             pass
+
+    def use_frame_limit(self, max_frame_bytes: int) -> None:
+        """From the IO thread (the HelloReply): the scheduler's frame limit, which data sockets keep to as well."""
+        self.max_frame_bytes = max_frame_bytes
+        if self.data is not None:
+            self.data.max_frame_bytes = max_frame_bytes
+        if self._data_server is not None:
+            self._data_server.chunk_bytes = object_chunk_bytes(max_frame_bytes)
+
+    def accept_data_keys(self, keys: List[bytes]) -> bool:
+        """From the IO thread (DataKeys): let peers with these public keys fetch here; False if this client serves no
+        data under CurveZMQ (then it has nothing to answer)."""
+        if self._zap is None or self._data_server is None:
+            return False
+        self._zap.authorized_keys = z85_keys(keys)
+        self.data_keys = True
+        return True
 
     def _receive_data(self, data: DataFetcher, ready: Dict[Any, int]) -> None:
         """What holders sent, and the fetches that heard nothing for too long."""
@@ -293,6 +320,7 @@ class IOThread:
     def register_again(self) -> None:
         """From the IO thread (a handler, an event): the scheduler was lost; Hello until one answers."""
         self.registered = False
+        self.data_keys = False  # the next scheduler says its keys again, before its HelloReply, or nobody fetches here
         self._send_hello(time.monotonic())
 
     def _send_hello(self, now: float) -> None:

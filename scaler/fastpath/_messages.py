@@ -62,6 +62,7 @@ __all__ = [
     "DataRequest",
     "RelayHello",
     "DataResponse",
+    "DataKeys",
     "ObjectDelete",
     "BalanceRequest",
     "BalanceResponse",
@@ -1135,6 +1136,7 @@ class ObjectResponse:
         "chunk_count",
         "total_size",
         "holder_address",
+        "holder_public_key",
         "raw",
     )
     WHICH = 10
@@ -1148,6 +1150,7 @@ class ObjectResponse:
     chunk_count: int
     total_size: int
     holder_address: str
+    holder_public_key: bytes
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1162,6 +1165,7 @@ class ObjectResponse:
         chunk_count: int = 1,
         total_size: int = 0,
         holder_address: str = "",
+        holder_public_key: bytes = b"",
     ) -> None:
         self.object_id = object_id
         self.found = found
@@ -1172,6 +1176,7 @@ class ObjectResponse:
         self.chunk_count = chunk_count
         self.total_size = total_size
         self.holder_address = holder_address
+        self.holder_public_key = holder_public_key
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1187,6 +1192,7 @@ class ObjectResponse:
             and self.chunk_count == other.chunk_count
             and self.total_size == other.total_size
             and self.holder_address == other.holder_address
+            and self.holder_public_key == other.holder_public_key
         )
 
     def __repr__(self) -> str:
@@ -1201,6 +1207,7 @@ class ObjectResponse:
             + ", chunk_count=" + short_repr(self.chunk_count)
             + ", total_size=" + short_repr(self.total_size)
             + ", holder_address=" + short_repr(self.holder_address)
+            + ", holder_public_key=" + short_repr(self.holder_public_key)
             + ")"
         )
 
@@ -1348,6 +1355,47 @@ class DataResponse:
             + ", chunk_count=" + short_repr(self.chunk_count)
             + ", total_size=" + short_repr(self.total_size)
             + ", reply_to=" + short_repr(self.reply_to)
+            + ")"
+        )
+
+
+class DataKeys:
+    """Cap'n Proto struct DataKeys (@0xe14ca1fc2c692f9d), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "public_key",
+        "authorized_keys",
+        "raw",
+    )
+    WHICH = 24
+
+    public_key: bytes
+    authorized_keys: list[bytes]
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        public_key: bytes = b"",
+        authorized_keys: Optional[list[bytes]] = None,
+    ) -> None:
+        self.public_key = public_key
+        self.authorized_keys = [] if authorized_keys is None else authorized_keys
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not DataKeys:
+            return NotImplemented
+        return (
+            self.public_key == other.public_key
+            and self.authorized_keys == other.authorized_keys
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "DataKeys("
+            + "public_key=" + short_repr(self.public_key)
+            + ", authorized_keys=" + short_repr(self.authorized_keys)
             + ")"
         )
 
@@ -2058,8 +2106,8 @@ _HEAD_OBJECT_PUT = bytes.fromhex("0000000001000100080000000000000000000000030003
 _MESSAGE_OBJECT_PUT = struct.Struct("<II24sHBxIIxxxxQiIiIiI")
 _HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000001000200")
 _MESSAGE_OBJECT_REQUEST = struct.Struct("<II24sBxxxxxxxiIiI")
-_HEAD_OBJECT_RESPONSE = bytes.fromhex("00000000010001000a000000000000000000000003000400")
-_MESSAGE_OBJECT_RESPONSE = struct.Struct("<II24sBxHIIxxxxQiIiIiIiI")
+_HEAD_OBJECT_RESPONSE = bytes.fromhex("00000000010001000a000000000000000000000003000500")
+_MESSAGE_OBJECT_RESPONSE = struct.Struct("<II24sBxHIIxxxxQiIiIiIiIiI")
 _HEAD_OBJECT_DELETE = bytes.fromhex("00000000010001000b000000000000000000000000000100")
 _MESSAGE_OBJECT_DELETE = struct.Struct("<II24siI")
 _HEAD_BALANCE_REQUEST = bytes.fromhex("00000000010001000c000000000000000000000001000000")
@@ -2086,6 +2134,8 @@ _HEAD_DATA_RESPONSE = bytes.fromhex("0000000001000100160000000000000000000000030
 _MESSAGE_DATA_RESPONSE = struct.Struct("<II24sBxxxIIxxxxQiIiI")
 _HEAD_RELAY_HELLO = bytes.fromhex("000000000100010017000000000000000000000000000100")
 _MESSAGE_RELAY_HELLO = struct.Struct("<II24siI")
+_HEAD_DATA_KEYS = bytes.fromhex("000000000100010018000000000000000000000000000200")
+_MESSAGE_DATA_KEYS = struct.Struct("<II24siIiI")
 
 
 def _read_resource(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Resource:
@@ -2446,6 +2496,7 @@ def _read_object_response(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, 
     obj.name = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.payload = read_data(r, lo, hi, p + 16) if pn > 2 else b""
     obj.holder_address = read_text(r, lo, hi, p + 24) if pn > 3 else ""
+    obj.holder_public_key = read_data(r, lo, hi, p + 32) if pn > 4 else b""
     obj.raw = None
     return obj
 
@@ -2482,6 +2533,14 @@ def _read_data_response(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.total_size = u3
     obj.object_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.reply_to = read_data(r, lo, hi, p + 8) if pn > 1 else b""
+    obj.raw = None
+    return obj
+
+
+def _read_data_keys(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> DataKeys:
+    obj = _new(DataKeys)
+    obj.public_key = read_data(r, lo, hi, p) if pn > 0 else b""
+    obj.authorized_keys = read_data_list(r, lo, hi, p + 8) if pn > 1 else []
     obj.raw = None
     return obj
 
@@ -4602,7 +4661,7 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
 
 
 def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
-    segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1, a2, b2, a3, b3 = _MESSAGE_OBJECT_RESPONSE.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_OBJECT_RESPONSE.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_RESPONSE:
         raise NotCanonical
     size = words * 8 + 8
@@ -4618,7 +4677,7 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
     obj.chunk_index = u2
     obj.chunk_count = u3 ^ 1
     obj.total_size = u4
-    c = 88
+    c = 96
     blobs = None
     if b0:
         n = b0 >> 3
@@ -4670,6 +4729,21 @@ def _decode_object_response(frame: bytes, pos: int) -> ObjectResponse:
         raise NotCanonical
     else:
         obj.holder_address = ""
+    if b4:
+        n = b4 >> 3
+        if a4 + a4 == c - 94 and b4 & 7 == 2:
+            obj.holder_public_key = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
+            s = 96 + (a4 >> 2 << 3)
+            obj.holder_public_key = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a4:
+        raise NotCanonical
+    else:
+        obj.holder_public_key = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -4684,7 +4758,7 @@ def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 88
+    c = 96
     blobs = None
     v = msg.object_id
     if v:
@@ -4744,6 +4818,22 @@ def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
         c += n + 8 & -8
     else:
         a3 = b3 = 0
+    v = msg.holder_public_key
+    if v:
+        n = len(v)
+        if n < 1024:
+            a4 = c - 94 >> 1
+            b4 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a4 = b4 = 0
+            blobs = defer_blob(blobs, 88, v)
+    elif v.__class__ is bytes:
+        a4 = b4 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
     parts[base] = _MESSAGE_OBJECT_RESPONSE.pack(
         0,
         c - 8 >> 3,
@@ -4761,6 +4851,8 @@ def _encode_object_response(msg: ObjectResponse, parts: list) -> int:
         b2,
         a3,
         b3,
+        a4,
+        b4,
     )
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
@@ -6295,6 +6387,130 @@ def _encode_relay_hello(msg: RelayHello, parts: list) -> int:
     return c
 
 
+def _decode_data_keys(frame: bytes, pos: int) -> DataKeys:
+    items1: list
+    segments, words, head, a0, b0, a1, b1 = _MESSAGE_DATA_KEYS.unpack_from(frame, pos)
+    if segments or head != _HEAD_DATA_KEYS:
+        raise NotCanonical
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
+    else:
+        m = frame
+    obj = _new(DataKeys)
+    c = 48
+    blobs = None
+    if b0:
+        n = b0 >> 3
+        if a0 + a0 == c - 38 and b0 & 7 == 2:
+            obj.public_key = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
+            s = 40 + (a0 >> 2 << 3)
+            obj.public_key = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.public_key = b""
+    if b1:
+        if a1 + a1 != c - 46 or b1 & 7 != 6:
+            raise NotCanonical
+        at1 = c
+        c += b1 >> 3 << 3
+        items1 = []
+        for at1 in range(at1, c, 8):
+            x1, y1 = _POINTER.unpack_from(m, at1)
+            if y1:
+                n = y1 >> 3
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
+                    items1.append(m[c : c + n])
+                    c += n + 7 & -8
+                elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
+                    s = at1 + 8 + (x1 >> 2 << 3)
+                    items1.append(m[s : s + n])
+                    blobs = defer_blob(blobs, s, n)
+                else:
+                    raise NotCanonical
+            elif x1:
+                raise NotCanonical
+            else:
+                items1.append(b"")
+        obj.authorized_keys = items1
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.authorized_keys = []
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
+    if c != size:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _encode_data_keys(msg: DataKeys, parts: list) -> int:
+    items1: list
+    v: Any
+    words1: list
+    base = len(parts)
+    parts.append(b"")
+    c = 48
+    blobs = None
+    v = msg.public_key
+    if v:
+        n = len(v)
+        if n < 1024:
+            a0 = c - 38 >> 1
+            b0 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a0 = b0 = 0
+            blobs = defer_blob(blobs, 32, v)
+    elif v.__class__ is bytes:
+        a0 = b0 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    items1 = msg.authorized_keys
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a1 = c - 46 >> 1
+        b1 = count1 * 8 + 6
+        slot1 = len(parts)
+        parts.append(b"")
+        words1 = []
+        at1 = c
+        c += count1 << 3
+        for v in items1:
+            n = len(v)
+            if not n:
+                words1.append(NULL_POINTER)
+            elif n < 1024:
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
+                parts.append(v)
+                parts.append(PADDING[n & 7])
+                c += n + 7 & -8
+            else:
+                words1.append(NULL_POINTER)
+                blobs = defer_blob(blobs, at1, v)
+            at1 += 8
+        parts[slot1] = b"".join(words1)
+    else:
+        a1 = b1 = 0
+    parts[base] = _MESSAGE_DATA_KEYS.pack(0, c - 8 >> 3, _HEAD_DATA_KEYS, a0, b0, a1, b1)
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
+    return c
+
+
 def _fill_resource(buf: bytearray, blobs: Blobs, start: int, obj: Resource) -> None:
     _DATA_RESOURCE.pack_into(buf, start, obj.amount)
     write_text(buf, start + 8, obj.name)
@@ -6544,6 +6760,7 @@ def _fill_object_response(buf: bytearray, blobs: Blobs, start: int, obj: ObjectR
     write_text(buf, start + 32, obj.name)
     write_data(buf, blobs, start + 40, obj.payload)
     write_text(buf, start + 48, obj.holder_address)
+    write_data(buf, blobs, start + 56, obj.holder_public_key)
 
 
 def _fill_data_request(buf: bytearray, blobs: Blobs, start: int, obj: DataRequest) -> None:
@@ -6563,6 +6780,11 @@ def _fill_data_response(buf: bytearray, blobs: Blobs, start: int, obj: DataRespo
     _DATA_DATA_RESPONSE.pack_into(buf, start, u0, obj.chunk_index, obj.chunk_count ^ 1, obj.total_size)
     write_data(buf, blobs, start + 24, obj.object_id)
     write_data(buf, blobs, start + 32, obj.reply_to)
+
+
+def _fill_data_keys(buf: bytearray, blobs: Blobs, start: int, obj: DataKeys) -> None:
+    write_data(buf, blobs, start + 0, obj.public_key)
+    write_data_list(buf, blobs, start + 8, obj.authorized_keys)
 
 
 def _fill_object_delete(buf: bytearray, blobs: Blobs, start: int, obj: ObjectDelete) -> None:
@@ -6803,7 +7025,7 @@ def _build_object_request(msg: ObjectRequest, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_OBJECT_RESPONSE = bytes.fromhex("000000000000000000000000010001000a000000000000000000000003000400") + bytes(56)
+_PREFIX_OBJECT_RESPONSE = bytes.fromhex("000000000000000000000000010001000a000000000000000000000003000500") + bytes(64)
 
 
 def _build_object_response(msg: ObjectResponse, parts: list) -> int:
@@ -6943,6 +7165,16 @@ def _build_relay_hello(msg: RelayHello, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
+_PREFIX_DATA_KEYS = bytes.fromhex("0000000000000000000000000100010018000000000000000000000000000200") + bytes(16)
+
+
+def _build_data_keys(msg: DataKeys, parts: list) -> int:
+    buf = bytearray(_PREFIX_DATA_KEYS)
+    blobs: Blobs = []
+    _fill_data_keys(buf, blobs, 32, msg)
+    return finish_message(parts, buf, blobs)
+
+
 ROOT_DISCRIMINANT_BYTE = 0
 ROOT_MEMBER_POINTER_BYTE = 0
 
@@ -6971,6 +7203,7 @@ MESSAGE_TYPES = (
     DataRequest,
     DataResponse,
     RelayHello,
+    DataKeys,
 )
 
 # By message type (the union's discriminant): the general reader of a message's body, its fast reader.
@@ -6999,6 +7232,7 @@ BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ..
     _read_data_request,
     _read_data_response,
     _read_relay_hello,
+    _read_data_keys,
 )
 FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_hello,
@@ -7025,6 +7259,7 @@ FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_data_request,
     _decode_data_response,
     _decode_relay_hello,
+    _decode_data_keys,
 )
 # The same, except that a message's fields in emit_fast.UNREAD_WHEN_ROUTING are checked but left None.
 ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
@@ -7052,6 +7287,7 @@ ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_data_request,
     _decode_data_response,
     _decode_relay_hello,
+    _decode_data_keys,
 )
 
 # Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out
@@ -7081,6 +7317,7 @@ PARTS_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     DataRequest: _encode_data_request,
     DataResponse: _encode_data_response,
     RelayHello: _encode_relay_hello,
+    DataKeys: _encode_data_keys,
 }
 BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     Hello: _build_hello,
@@ -7107,6 +7344,7 @@ BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     DataRequest: _build_data_request,
     DataResponse: _build_data_response,
     RelayHello: _build_relay_hello,
+    DataKeys: _build_data_keys,
 }
 ENCODERS = BYTEARRAY_ENCODERS if sys.implementation.name == "pypy" else PARTS_ENCODERS
 
@@ -7247,6 +7485,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("chunk_count", "chunkCount", "uint32", None),
         FieldInfo("total_size", "totalSize", "uint64", None),
         FieldInfo("holder_address", "holderAddress", "text", None),
+        FieldInfo("holder_public_key", "holderPublicKey", "data", None),
     ),
     DataRequest: (
         FieldInfo("object_ids", "objectIds", "data_list", None),
@@ -7263,6 +7502,10 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("chunk_count", "chunkCount", "uint32", None),
         FieldInfo("total_size", "totalSize", "uint64", None),
         FieldInfo("reply_to", "replyTo", "data", None),
+    ),
+    DataKeys: (
+        FieldInfo("public_key", "publicKey", "data", None),
+        FieldInfo("authorized_keys", "authorizedKeys", "data_list", None),
     ),
     ObjectDelete: (
         FieldInfo("object_ids", "objectIds", "data_list", None),

@@ -6,6 +6,11 @@ and a directory of the public keys it accepts; every other peer holds its own ke
 
 Who may connect is decided by our ZAP handler (ZeroMQ's authentication protocol, RFC 27): libzmq asks it about every
 CURVE handshake, on an inproc socket of the scheduler's context, and it accepts exactly the listed public keys.
+
+Data addresses (scaler/io/data_server.py) speak CurveZMQ too: a worker or client serving data is the CURVE server of
+its data address, under its own key pair, and its own ZAP handler (ZapResponder, on its context) accepts the keys the
+scheduler accepts, which the scheduler sends it (DataKeys). A peer fetching from it is a CURVE client of the holder's
+public key, which the scheduler hands it with the holder's address (ObjectResponse.holderPublicKey).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import functools
 import logging
 import os
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 import zmq
 import zmq.auth
@@ -26,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"  # fixed by RFC 27: libzmq sends its requests here
 ZAP_DOMAIN = b"scaler"
+DATA_ZAP_DOMAIN = b"scaler-data"  # a data address's handshakes, as its holder's refusals name them
 _ZAP_VERSION = b"1.0"
 
 
@@ -102,6 +108,74 @@ def apply_server_keys(socket: zmq.Socket, keys: CurveServerKeys) -> None:
     socket.curve_publickey = keys.public_key
     socket.curve_server = True
     socket.zap_domain = ZAP_DOMAIN
+
+
+def apply_data_server_keys(socket: zmq.Socket, keys: CurvePeerKeys) -> None:
+    """Make `socket` (not yet bound) a data address: a CURVE server under this peer's own key pair, whose peers the
+    ZapResponder of its context checks."""
+    socket.curve_secretkey = keys.secret_key
+    socket.curve_publickey = keys.public_key
+    socket.curve_server = True
+    socket.zap_domain = DATA_ZAP_DOMAIN
+
+
+def apply_data_client_keys(socket: zmq.Socket, keys: CurvePeerKeys, holder_key: bytes) -> None:
+    """Make `socket` (not yet connected) a CURVE client of the holder whose public key is `holder_key` (32 bytes, or
+    Z85), under this peer's own key pair."""
+    socket.curve_publickey = keys.public_key
+    socket.curve_secretkey = keys.secret_key
+    socket.curve_serverkey = holder_key
+
+
+def raw_key(key: bytes) -> bytes:
+    """A Z85 public key (40 characters, as in certificate files) as its 32 bytes, as the protocol carries keys."""
+    return z85.decode(key) if len(key) == 40 else key
+
+
+def z85_keys(raw_keys: Iterable[bytes]) -> FrozenSet[bytes]:
+    """Keys as the protocol carries them (32 bytes each) in Z85, as ZapResponder compares them; others are left out."""
+    return frozenset(z85.encode(key) for key in raw_keys if len(key) == 32)
+
+
+def refusal_log(prefix: str = "") -> LimitedLog:
+    """A holder's log of refused handshakes on its data address, rate limited per peer address as the scheduler's is:
+    a stranger trying new keys in a loop floods nothing."""
+    return LimitedLog(logger, prefix=prefix)
+
+
+class ZapResponder:
+    """A REP socket at ZeroMQ's ZAP endpoint of `context`: libzmq asks it about every CURVE handshake on the context's
+    server sockets, and it accepts the Z85 public keys in `authorized_keys` (settable: a holder learns them from its
+    scheduler, and refuses everyone until then). Bind it before any CURVE server socket of the context: without a ZAP
+    handler, libzmq lets any key in. Requests come only when a peer connects: the owner's loop answers them."""
+
+    def __init__(
+        self,
+        context: zmq.Context,
+        authorized_keys: FrozenSet[bytes] = frozenset(),
+        warnings: Optional[LimitedLog] = None,
+    ) -> None:
+        """`warnings`: rate limits the refusals logged (per peer address); without, each key's first is logged."""
+        self.authorized_keys = authorized_keys
+        self._warnings = warnings
+        self._refusals: Dict[bytes, int] = {}
+        self.socket = context.socket(zmq.REP)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.bind(ZAP_ENDPOINT)
+
+    @property
+    def refusals(self) -> int:
+        return sum(self._refusals.values())
+
+    def answer_pending(self, now: float = 0.0) -> None:
+        # ZeroMQ's descriptor is edge triggered: drain until nothing is left, then look at the events once more
+        socket = self.socket
+        while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            frames = socket.recv_multipart(zmq.NOBLOCK)
+            socket.send_multipart(answer_zap_request(frames, self.authorized_keys, self._refusals, self._warnings, now))
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
 
 
 def answer_zap_request(

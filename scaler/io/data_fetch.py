@@ -11,6 +11,11 @@ A fetch that hears nothing for FETCH_TIMEOUT_SECONDS (a holder this peer cannot 
 NAT) is asked again through the data relay (scaler/relay/), which passes it on over the connection the holder opened
 to it, and so are later fetches from that address, for UNREACHABLE_SECONDS. Without a relay (an older scheduler, or
 CurveZMQ on), or when the relay cannot help either, the fetch is given up and the caller asks the scheduler to relay.
+
+With CurveZMQ, each DEALER to a holder is a CURVE client of the holder's public key (ObjectResponse.holderPublicKey)
+under this peer's own key pair; a holder whose key the scheduler did not say cannot be reached (`reachable` is False)
+and the scheduler relays its bytes. Every DEALER reads frames of up to the scheduler's limit (`max_frame_bytes`), as
+holders cut their chunks under it: a larger one closes the connection (ZeroMQ), and the fetch times out.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import zmq
 
+from scaler.config import DEFAULT_MAX_FRAME_BYTES
+from scaler.io.curve import CurvePeerKeys, apply_data_client_keys, apply_peer_keys
 from scaler.io.local_data import LocalDataReader
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
 
@@ -43,19 +50,23 @@ class _Fetch:
 
 
 class DataFetcher:
-    def __init__(self, context: zmq.Context, poller: zmq.Poller) -> None:
+    def __init__(self, context: zmq.Context, poller: zmq.Poller, curve: Optional[CurvePeerKeys] = None) -> None:
         self._context = context
         self._poller = poller
-        self._sockets: Dict[str, zmq.Socket] = {}  # by data address
+        self._curve = curve
+        self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, set by the owner from its HelloReply
+        self._sockets: Dict[Tuple[str, bytes], zmq.Socket] = {}  # by data address and holder key
         self._fetches: Dict[bytes, _Fetch] = {}  # by object id
         self._unreachable: Dict[str, float] = {}  # address -> until when it is not tried
-        self._local = LocalDataReader(poller)
+        self._local = LocalDataReader(poller, same_user_only=curve is not None)
         # The data relay's address (HelloReply.relayPort), set by the owner: holders out of reach are asked through it
         self.relay: Optional[str] = None
-        self.max_frame_bytes = 0  # the scheduler's frame limit, for what holders send: 0 until known
 
-    def reachable(self, address: str, now: float) -> bool:
-        """Whether a fetch from `address` may be tried here: through the relay, if the holder is out of reach."""
+    def reachable(self, address: str, now: float, holder_key: bytes = b"") -> bool:
+        """Whether a fetch from `address` may be tried here: through the relay, if the holder is out of reach; with
+        CurveZMQ, not without the holder's public key."""
+        if self._curve is not None and not holder_key:
+            return False
         if self.relay is not None:
             return True
         until = self._unreachable.get(address)
@@ -66,7 +77,8 @@ class DataFetcher:
         del self._unreachable[address]
         return True
 
-    def fetch(self, address: str, object_id: bytes, now: float) -> None:
+    def fetch(self, address: str, object_id: bytes, now: float, holder_key: bytes = b"") -> None:
+        """`holder_key`: with CurveZMQ, the holder's public key (ObjectResponse.holderPublicKey)."""
         if self._local.request(address, object_id):
             self._fetches[object_id] = _Fetch(address, True, now + FETCH_TIMEOUT_SECONDS)
             return
@@ -74,13 +86,13 @@ class DataFetcher:
             self._via_relay(address, object_id, now)
             return
         self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS)
-        self._socket(address).send(encode(DataRequest(object_ids=[object_id])), zmq.NOBLOCK)
+        self._socket(address, holder_key).send(encode(DataRequest(object_ids=[object_id])), zmq.NOBLOCK)
 
     def _via_relay(self, address: str, object_id: bytes, now: float) -> None:
         assert self.relay is not None  # callers check
         self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS, relayed=True)
         request = DataRequest(object_ids=[object_id], holder_address=address)
-        self._socket(self.relay).send(encode(request), zmq.NOBLOCK)
+        self._socket(self.relay, relay=True).send(encode(request), zmq.NOBLOCK)
 
     def _out_of_reach(self, address: str, now: float) -> bool:
         until = self._unreachable.get(address)
@@ -91,19 +103,24 @@ class DataFetcher:
         del self._unreachable[address]
         return False
 
-    def _socket(self, address: str) -> zmq.Socket:
-        sock = self._sockets.get(address)
+    def _socket(self, address: str, holder_key: bytes = b"", relay: bool = False) -> zmq.Socket:
+        """A DEALER to a holder (with CurveZMQ, a CURVE client of its key) or, `relay`, to the data relay (a CURVE
+        client of the scheduler's key, which the relay serves under)."""
+        sock = self._sockets.get((address, holder_key))
         if sock is None:
             sock = self._context.socket(zmq.DEALER)
             sock.setsockopt(zmq.ROUTING_ID, os.urandom(8))
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
-            if self.max_frame_bytes:
-                sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes)
+            sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes)
+            if self._curve is not None and relay:
+                apply_peer_keys(sock, self._curve)
+            elif self._curve is not None and holder_key:
+                apply_data_client_keys(sock, self._curve, holder_key)
             sock.connect(address)
             self._poller.register(sock, zmq.POLLIN)
-            self._sockets[address] = sock
+            self._sockets[address, holder_key] = sock
         return sock
 
     def next_deadline(self) -> Optional[float]:

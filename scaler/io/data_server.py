@@ -5,9 +5,12 @@ A ROUTER bound on the interface the peer reaches its scheduler from. A peer conn
 DataRequest{objectIds}; each held result goes back in chunks, each a two-part message: the DataResponse, then the
 chunk's bytes, sent from the held bytes without a copy (a view). What is not held (freed meanwhile) is answered
 found = false. Requests are small: a frame over _MAX_REQUEST_BYTES is dropped by ZeroMQ with its connection, and a
-frame that does not decode is dropped and counted, so no peer can stall the server's loop through it.
+frame that does not decode is dropped and counted, so no peer can stall the server's loop through it. Chunks are cut
+under the scheduler's frame limit (`chunk_bytes`), which requesters cap their sockets at.
 
-Not with CurveZMQ yet: a peer with keys has no data address and puts its data through the scheduler as before.
+With CurveZMQ, the ROUTER is a CURVE server under the peer's own key pair, and the ZapResponder of its context (made
+first by the owner) decides who may connect: the keys the scheduler accepts, as its DataKeys said
+(scaler/io/curve.py; docs/deployment/security.md).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any, Callable, List, Optional
 import zmq
 
 from scaler.config import DEFAULT_OBJECT_CHUNK_BYTES
+from scaler.io.curve import CurvePeerKeys, apply_data_server_keys
 from scaler.io.shared_bytes import as_buffer
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
 
@@ -50,17 +54,21 @@ def data_host(scheduler_address: str) -> Optional[str]:
 
 
 class DataServer:
-    def __init__(self, context: zmq.Context, host: str) -> None:
+    def __init__(self, context: zmq.Context, host: str, curve: Optional[CurvePeerKeys] = None) -> None:
+        """`curve`: this peer's keys, with CurveZMQ; bind a ZapResponder on `context` before."""
         self.sock = context.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.RCVHWM, 0)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a requester that left: what it asked for is dropped
         self.sock.setsockopt(zmq.MAXMSGSIZE, _MAX_REQUEST_BYTES)
+        if curve is not None:
+            apply_data_server_keys(self.sock, curve)
         port = self.sock.bind_to_random_port(f"tcp://{host}")
         self.address = f"tcp://{host}:{port}"
         self.malformed = 0
         self.served_bytes = 0
+        self.chunk_bytes = DEFAULT_OBJECT_CHUNK_BYTES  # the owner lowers it to its scheduler's (object_chunk_bytes)
 
     def serve(self, held_payload: Callable[[bytes], Any]) -> None:
         """Answer the requests waiting on the socket (a bounded number per call)."""
@@ -86,21 +94,28 @@ class DataServer:
                         self._send(peer, object_id, held_payload(object_id))
 
     def _send(self, peer: bytes, object_id: bytes, payload: Any) -> None:
-        self.served_bytes += send_held(self.sock, [peer], object_id, payload, b"")
+        self.served_bytes += send_held(self.sock, [peer], object_id, payload, b"", self.chunk_bytes)
 
     def close(self) -> None:
         self.sock.close(linger=0)
 
 
-def send_held(sock: zmq.Socket, route: List[Any], object_id: bytes, payload: Any, reply_to: bytes) -> int:
-    """Send what is held under `object_id` (bytes, SharedBytes, or None: not held) as DataResponse chunks, each a
-    message of `route` (a ROUTER's peer; nothing on a DEALER), the header and the chunk's bytes, a view of where they
-    are; `reply_to` echoed (a relay's requester). Returns the bytes sent."""
+def send_held(
+    sock: zmq.Socket,
+    route: List[Any],
+    object_id: bytes,
+    payload: Any,
+    reply_to: bytes,
+    chunk_bytes: int = DEFAULT_OBJECT_CHUNK_BYTES,
+) -> int:
+    """Send what is held under `object_id` (bytes, SharedBytes, or None: not held) as DataResponse chunks of up to
+    `chunk_bytes`, each a message of `route` (a ROUTER's peer; nothing on a DEALER), the header and the chunk's bytes, a
+    view of where they are; `reply_to` echoed (a relay's requester). Returns the bytes sent."""
     if payload is None:
         sock.send_multipart([*route, encode(DataResponse(object_id=object_id, found=False, reply_to=reply_to))])
         return 0
     total = len(payload)
-    chunk = DEFAULT_OBJECT_CHUNK_BYTES
+    chunk = chunk_bytes
     count = max(1, -(-total // chunk))
     view = memoryview(as_buffer(payload))  # held in shared memory, or bytes: sent from where it is
     for index in range(count):

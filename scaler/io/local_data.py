@@ -7,6 +7,11 @@ connects sends the same DataRequest; each result comes back as one DataResponse 
 of the shared memory file that holds it (SCM_RIGHTS), which the peer maps: no byte of the result crosses a socket,
 and killing the holder's task processes, or the holder freeing the result, leaves the peer's mapping intact.
 
+Abstract names have no file permissions: any process of the host (of its network namespace) may connect, or bind a
+name first. With CurveZMQ (`same_user_only`), both ends therefore check the other's user (SO_PEERCRED): the holder
+closes a reader running as another user, and a reader drops a holder running as another user, and both then go
+through the data address, where CurveZMQ authenticates them. A host's own user is trusted as its processes are.
+
 SOCK_SEQPACKET keeps each request and answer one message. Neither end ever blocks: the holder queues answers a full
 socket does not take and sends them when it polls writable; a request over _MAX_REQUEST_BYTES or one that does not
 decode closes that peer's connection.
@@ -16,7 +21,9 @@ from __future__ import annotations
 
 import array
 import logging
+import os
 import socket
+import struct
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
@@ -50,11 +57,23 @@ class _Peer:
         self.answers: Deque[Tuple[bytes, Optional[SharedBytes]]] = deque()  # what the socket did not take yet
 
 
+def same_user(sock: socket.socket) -> bool:
+    """Whether the process at the other end of a connected Unix socket runs as this process's user."""
+    try:
+        credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return False
+    return struct.unpack("3i", credentials)[1] == os.getuid()
+
+
 class LocalDataServer:
     """The holder's end, polled by the worker agent's loop (its descriptors are in `poller`)."""
 
-    def __init__(self, data_address: str, poller: zmq.Poller) -> None:
+    def __init__(self, data_address: str, poller: zmq.Poller, same_user_only: bool = False) -> None:
+        """`same_user_only`: with CurveZMQ, serve only readers running as this process's user."""
         self._poller = poller
+        self._same_user_only = same_user_only
+        self.refused = 0
         self._listener = _seqpacket()
         try:
             self._listener.bind(local_name(data_address))
@@ -86,6 +105,12 @@ class LocalDataServer:
             except OSError as error:  # out of descriptors: the peer's connect sees it closed and fetches by TCP
                 logger.warning("data address: cannot accept a local reader: %s", error)
                 return
+            if self._same_user_only and not same_user(sock):
+                self.refused += 1
+                if self.refused == 1:
+                    logger.warning("data address: refused a local reader of another user (further ones counted)")
+                sock.close()
+                continue
             sock.setblocking(False)
             self._peers[sock.fileno()] = _Peer(sock)
             self._poller.register(sock.fileno(), zmq.POLLIN)
@@ -159,8 +184,10 @@ def _answer(object_id: bytes, payload: Any) -> Tuple[bytes, Optional[SharedBytes
 class LocalDataReader:
     """The reader's end: one connection per holder on this host, made on the first fetch from it."""
 
-    def __init__(self, poller: zmq.Poller) -> None:
+    def __init__(self, poller: zmq.Poller, same_user_only: bool = False) -> None:
+        """`same_user_only`: with CurveZMQ, read only from holders running as this process's user."""
         self._poller = poller
+        self._same_user_only = same_user_only
         self._by_address: Dict[str, Optional[socket.socket]] = {}  # None: not on this host
         self._addresses: Dict[int, str] = {}  # by descriptor
 
@@ -186,6 +213,9 @@ class LocalDataReader:
         try:
             sock.connect(local_name(address))
         except OSError:  # not on this host (or not serving locally): through the network from now on
+            sock.close()
+            return None
+        if self._same_user_only and not same_user(sock):  # not a holder we trust: through the network
             sock.close()
             return None
         self._addresses[sock.fileno()] = address

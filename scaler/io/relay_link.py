@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import zmq
 
+from scaler.config import object_chunk_bytes
+from scaler.io.curve import CurvePeerKeys, apply_peer_keys
 from scaler.io.data_server import send_held
 from scaler.protocol import DataRequest, ProtocolError, RelayHello, decode_frame, encode
 
@@ -27,7 +29,15 @@ def relay_address(scheduler_address: str, port: int) -> str:
 
 
 class RelayLink:
-    def __init__(self, context: zmq.Context, address: str, data_address: str, max_frame_bytes: int) -> None:
+    def __init__(
+        self,
+        context: zmq.Context,
+        address: str,
+        data_address: str,
+        max_frame_bytes: int,
+        curve: Optional[CurvePeerKeys] = None,
+    ) -> None:
+        """`curve`: this peer's keys, with CurveZMQ: the relay serves under the scheduler's key pair."""
         self.address = address
         self._data_address = data_address
         self.sock = context.socket(zmq.DEALER)
@@ -35,9 +45,12 @@ class RelayLink:
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes)
+        if curve is not None:
+            apply_peer_keys(self.sock, curve)
         self.sock.connect(address)
         self.served_bytes = 0
         self.malformed = 0
+        self.chunk_bytes = object_chunk_bytes(max_frame_bytes)  # the relay and the requester cap frames at its limit
         self.hello()
 
     def hello(self) -> None:
@@ -61,7 +74,8 @@ class RelayLink:
             for request in requests:
                 if type(request) is DataRequest and request.reply_to:
                     for object_id in request.object_ids:
-                        self.served_bytes += send_held(sock, [], object_id, held_payload(object_id), request.reply_to)
+                        payload = held_payload(object_id)
+                        self.served_bytes += send_held(sock, [], object_id, payload, request.reply_to, self.chunk_bytes)
 
     def close(self) -> None:
         self.sock.close(linger=0)

@@ -113,7 +113,7 @@ struct HelloReply {
                                # send_object) and put only their size (ObjectPut.heldBySender); an older scheduler
                                # leaves it false, and they are put whole
   relayPort @11 :UInt16;       # the data relay's port, on the host the peer reaches the scheduler at (RelayHello,
-                               # DataRequest.holderAddress); 0: no relay (an older scheduler, or CurveZMQ on)
+                               # DataRequest.holderAddress); 0: no relay (an older scheduler, or --no-relay)
   adoptsHeldResults @12 :Bool; # the scheduler read Hello.heldResults: the worker keeps them until told to drop them
                                # (ObjectDelete); false (an older scheduler): it drops them at once
   memoryPause @13 :Bool;       # the scheduler understands heartbeat_flags.MEMORY_PAUSED (it moves a paused worker's
@@ -242,6 +242,10 @@ struct ObjectResponse {
   totalSize @7 :UInt64;
   holderAddress @8 :Text;  # found, and held by the worker serving at this address (Hello.dataAddress): fetch it
                            # there with DataRequest. No payload then. Sent only to peers with Hello.fetchesFromHolders
+  holderPublicKey @9 :Data;  # with holderAddress, when the scheduler uses CurveZMQ: the holder's public key (32 bytes,
+                             # DataKeys.publicKey), which its data address serves under; connect to it as a CURVE
+                             # client of that key. Empty: no CurveZMQ (or an older scheduler): a peer with CurveZMQ
+                             # keys then asks for the bytes with ObjectRequest.viaScheduler instead
 }
 
 struct DataRequest {
@@ -267,6 +271,16 @@ struct DataResponse {
   chunkCount @3 :UInt32 = 1;
   totalSize @4 :UInt64;
   replyTo @5 :Data;        # DataRequest.replyTo, echoed: the relay passes the chunk on to that requester
+}
+
+struct DataKeys {
+  # CurveZMQ on data addresses (docs/deployment/security.md, "Data addresses"); sent only when the scheduler uses it.
+  # Scheduler to a peer whose Hello has a dataAddress, just before its HelloReply (same frame): the public keys the
+  # scheduler accepts, which are the ones its data address accepts too (authorizedKeys). The peer answers with its
+  # own DataKeys: the public key its data address serves under (publicKey), which the scheduler hands to requesters
+  # (ObjectResponse.holderPublicKey). A peer holds nothing for others before it has this exchange behind it.
+  publicKey @0 :Data;              # 32 bytes
+  authorizedKeys @1 :List(Data);   # 32 bytes each
 }
 
 struct ObjectDelete {
@@ -397,5 +411,6 @@ struct Message {
     dataRequest @21 :DataRequest;
     dataResponse @22 :DataResponse;
     relayHello @23 :RelayHello;
+    dataKeys @24 :DataKeys;
   }
 }

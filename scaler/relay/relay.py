@@ -21,6 +21,7 @@ from typing import Dict, Optional
 
 import zmq
 
+from scaler.io.curve import CurveServerKeys, ZapResponder, apply_server_keys
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, RelayHello, decode_frame, encode
 
 logger = logging.getLogger(__name__)
@@ -33,8 +34,20 @@ _CHECK_PARENT_SECONDS = 1.0
 
 
 class Relay:
-    def __init__(self, context: zmq.Context, host: str, max_frame_bytes: int, counters: Optional[mmap.mmap]) -> None:
+    def __init__(
+        self,
+        context: zmq.Context,
+        host: str,
+        max_frame_bytes: int,
+        counters: Optional[mmap.mmap],
+        curve: Optional[CurveServerKeys] = None,
+    ) -> None:
+        """`curve`: the scheduler's keys, with CurveZMQ: the relay serves under its key pair and lets in the keys it
+        accepts (a ZapResponder on `context`, bound before the socket, or libzmq would let any key in)."""
+        self.zap = ZapResponder(context, curve.authorized_keys) if curve is not None else None
         self.sock = context.socket(zmq.ROUTER)
+        if curve is not None:
+            apply_server_keys(self.sock, curve)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, _SEND_HWM)
         self.sock.setsockopt(zmq.RCVHWM, 0)
@@ -49,7 +62,16 @@ class Relay:
         self._publish()
 
     def serve_once(self, timeout_ms: int) -> None:
-        if not self.sock.poll(timeout_ms, zmq.POLLIN):
+        if self.zap is not None:
+            poller = zmq.Poller()
+            poller.register(self.sock, zmq.POLLIN)
+            poller.register(self.zap.socket, zmq.POLLIN)
+            ready = dict(poller.poll(timeout_ms))
+            if self.zap.socket in ready:
+                self.zap.answer_pending()
+            if self.sock not in ready:
+                return
+        elif not self.sock.poll(timeout_ms, zmq.POLLIN):
             return
         for _ in range(1024):  # then back to the caller, which checks that its parent lives
             try:
@@ -95,13 +117,21 @@ class Relay:
 
     def close(self) -> None:
         self.sock.close(linger=0)
+        if self.zap is not None:
+            self.zap.close()
 
 
-def run_relay(host: str, max_frame_bytes: int, counters_fd: Optional[int], parent_pid: Optional[int]) -> None:
+def run_relay(
+    host: str,
+    max_frame_bytes: int,
+    counters_fd: Optional[int],
+    parent_pid: Optional[int],
+    curve: Optional[CurveServerKeys] = None,
+) -> None:
     """Serve until the parent (the scheduler) is gone or a SIGTERM comes."""
     counters = mmap.mmap(counters_fd, COUNTERS.size) if counters_fd is not None else None
     context = zmq.Context(io_threads=1)
-    relay = Relay(context, host, max_frame_bytes, counters)
+    relay = Relay(context, host, max_frame_bytes, counters, curve)
     logger.info("relay: listening on tcp://%s:%d", host, relay.port)
     try:
         while parent_pid is None or os.getppid() == parent_pid:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optio
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
 from scaler.errors import MemoryLimitError, memory_stopped_by, where_failed
+from scaler.io.curve import raw_key
 from scaler.protocol import (
     MESSAGE_TYPES,
     PROTOCOL_VERSION,
@@ -27,6 +28,7 @@ from scaler.protocol import (
     BalanceResponse,
     ClientDisconnect,
     ClientHeartbeat,
+    DataKeys,
     DisconnectReply,
     Goodbye,
     HeartbeatEcho,
@@ -212,6 +214,11 @@ class SchedulerCore(HeldResults):
             settings.client_timeout_seconds,
             settings.heartbeats_per_second,
         )
+        # With CurveZMQ: what a peer serving data is told before its HelloReply (DataKeys.authorizedKeys), encoded once
+        curve = settings.curve_keys
+        self._data_keys: Optional[bytes] = None
+        if curve is not None:
+            self._data_keys = encode(DataKeys(authorized_keys=[raw_key(key) for key in sorted(curve.authorized_keys)]))
         self._client_handlers: List[Optional[Handler]] = [None] * _N_TYPES
         self._worker_handlers: List[Optional[Handler]] = [None] * _N_TYPES
         message_type: Any  # a message class, with its WHICH
@@ -224,6 +231,7 @@ class SchedulerCore(HeldResults):
             (ObjectRequest, self._on_object_request),
             (ObjectDelete, self._on_object_delete),
             (ObjectResponse, self._on_keeper_response),
+            (DataKeys, self._on_data_keys),
             (ClientDisconnect, self._on_client_disconnect),
             (Hello, self._on_hello_again),
         ):
@@ -235,6 +243,7 @@ class SchedulerCore(HeldResults):
             (ObjectPut, self._on_object_put),
             (ObjectRequest, self._on_object_request),
             (ObjectResponse, self._on_holder_response),
+            (DataKeys, self._on_data_keys),
             (BalanceResponse, self._on_balance_response),
             (WorkerDisconnect, self._on_worker_disconnect),
             (WorkerRetire, self._on_worker_retire),
@@ -612,7 +621,7 @@ class SchedulerCore(HeldResults):
             reason = f"role {message.role} does not connect to the scheduler address (monitors subscribe)"
             self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
             return
-        self._accept_hello(peer, message.role, resumed=False)
+        self._accept_hello(peer, message.role, resumed=False, data_address=message.data_address)
         if message.role == Role.worker and message.held_results:
             self._adopt_held(self.workers[peer], message.held_results, now)
 
@@ -629,7 +638,7 @@ class SchedulerCore(HeldResults):
                 state.name,
             )
             self._told_cadence(state)
-            self._accept_hello(state.identity, Role.client, resumed=True)
+            self._accept_hello(state.identity, Role.client, resumed=True, data_address=state.data_address)
             return
         if isinstance(state, WorkerState):
             self._drop_worker(state, "it registered again after losing its connection", now)
@@ -637,8 +646,10 @@ class SchedulerCore(HeldResults):
             self._drop_client(state, "it registered again in another role")
         self._on_stranger(state.identity, message, now)
 
-    def _accept_hello(self, peer: bytes, role: int, resumed: bool) -> None:
+    def _accept_hello(self, peer: bytes, role: int, resumed: bool, data_address: str = "") -> None:
         cadence = self.cadence
+        if self._data_keys is not None and data_address:  # the keys its data address accepts: before the HelloReply
+            self._send(peer, DataKeys.WHICH, self._data_keys)
         self._send_message(
             peer,
             HelloReply(
@@ -1550,10 +1561,21 @@ class SchedulerCore(HeldResults):
             return
         stored.chunks.append(message.payload)
 
+    def _on_data_keys(self, state, message: DataKeys, now: float) -> None:
+        """With CurveZMQ: the public key a peer's data address serves under, the answer to the DataKeys it was sent.
+        Requesters are told it with the peer's address (ObjectResponse.holderPublicKey)."""
+        if self._data_keys is None or not state.data_address or len(message.public_key) != 32:
+            self._misuse(state.identity, state, "DataKeys without CurveZMQ, a data address or a 32-byte key", now)
+            return
+        state.data_key = message.public_key
+
     def _on_object_request(self, state, message: ObjectRequest, now: float) -> None:
         peer = state.identity
         worker = type(state) is WorkerState
+        # with CurveZMQ, a requester that sent no DataKeys (an older peer) could not make the handshake with the holder
         relay = message.via_scheduler or not state.fetches_from_holders
+        if self._data_keys is not None and not state.data_key:
+            relay = True
         for object_id in message.object_ids:
             stored = self.objects.get(object_id)
             if stored is None or not stored.complete:

@@ -57,6 +57,7 @@ class HeldResults:
     _recomputing: Dict[bytes, StoredObject]
     _lineage_refs: Dict[bytes, int]
     _last_call: float
+    _data_keys: Optional[bytes]  # set with CurveZMQ: peers' data addresses speak it
     _send: Callable[[bytes, int, bytes], None]
     _send_message: Callable[[bytes, Any], None]
     _new_ready_queue: Callable[[Resources], ReadyQueue]
@@ -95,7 +96,8 @@ class HeldResults:
             stored.waiting += ((peer, relay),)  # made again: answered then
             self._make_room(peer)
             return
-        if not relay and holder.data_address:
+        # with CurveZMQ, a holder whose key is not known (it sent no DataKeys) cannot be fetched from: it uploads
+        if not relay and holder.data_address and (holder.data_key or self._data_keys is None):
             response = ObjectResponse(
                 object_id=stored.object_id,
                 found=True,
@@ -103,6 +105,7 @@ class HeldResults:
                 chunk_count=0,
                 total_size=stored.total_size,
                 holder_address=holder.data_address,
+                holder_public_key=holder.data_key,
             )
             self._send_message(peer, response)
             return

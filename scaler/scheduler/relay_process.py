@@ -31,7 +31,15 @@ def relay_host(scheduler_address: str) -> Optional[str]:
 
 
 class RelayProcess:
-    def __init__(self, host: str, max_frame_bytes: int, logging_paths: List[str], logging_level: str) -> None:
+    def __init__(
+        self,
+        host: str,
+        max_frame_bytes: int,
+        logging_paths: List[str],
+        logging_level: str,
+        curve_files: Optional[Tuple[str, str]] = None,
+    ) -> None:
+        """`curve_files`: the scheduler's secret key file and authorized keys directory, with CurveZMQ."""
         fd = shared_fd("scaler-relay-counters")
         os.ftruncate(fd, COUNTERS.size)
         self._counters = mmap.mmap(fd, COUNTERS.size)
@@ -48,6 +56,7 @@ class RelayProcess:
             str(os.getpid()),
             "--logging-level",
             logging_level,
+            *(["--curve-secret-key", curve_files[0], "--curve-authorized-keys", curve_files[1]] if curve_files else []),
             "--logging-paths",
             *logging_paths,
         ]

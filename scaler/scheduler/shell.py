@@ -109,13 +109,19 @@ class SchedulerShell:
         self.relay: Optional[RelayProcess] = None  # started by run_scheduler, not for the JIT warm-up's scheduler
 
     def start_relay(self) -> None:
-        """The data relay beside this scheduler (--relay), unless CurveZMQ is on (the relay does not speak it: the
-        scheduler relays then) or the scheduler is on ipc:// (its peers share a host)."""
+        """The data relay beside this scheduler (--relay), unless the scheduler is on ipc:// (its peers share a
+        host). With CurveZMQ it serves under the scheduler's keys and accepts the same peers."""
         settings = self.settings
         host = relay_host(settings.address)
-        if not settings.relay or settings.curve_keys is not None or host is None:
+        if not settings.relay or host is None:
             return
-        self.relay = RelayProcess(host, settings.max_frame_bytes, list(settings.logging_paths), settings.logging_level)
+        curve_files = None
+        if settings.curve_keys is not None:
+            assert settings.curve_secret_key_file and settings.curve_authorized_keys_dir  # curve_keys came from them
+            curve_files = (settings.curve_secret_key_file, settings.curve_authorized_keys_dir)
+        self.relay = RelayProcess(
+            host, settings.max_frame_bytes, list(settings.logging_paths), settings.logging_level, curve_files
+        )
         self.core.relay_port = self.relay.port
 
     async def run(self) -> None:

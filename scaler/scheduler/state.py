@@ -95,6 +95,7 @@ class WorkerState:
         "row_changed",
         "row_slot",
         "data_address",
+        "data_key",
         "held",
         "fetches_from_holders",
         "held_bytes",
@@ -133,6 +134,7 @@ class WorkerState:
         self.retire_deadline: Optional[float] = None
         self.loads: Any = None  # the WorkerLoads of its resource class (scaler.scheduler.placement.Placement)
         self.data_address = ""  # Hello.dataAddress: where it serves the results it holds
+        self.data_key = b""  # with CurveZMQ, DataKeys.publicKey: the key its data address serves under
         self.held: Dict[bytes, None] = {}  # ids of the results it holds (TaskResult.heldBytes), while stored here
         self.held_bytes = 0  # their sizes, summed: where a retiring worker's results go (the least loaded first)
         self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
@@ -158,6 +160,7 @@ class ClientState:
         "resumed",
         "fetches_from_holders",
         "data_address",
+        "data_key",
     )
 
     def __init__(self, identity: bytes, name: str, now: float, previous_registrations: int = 0) -> None:
@@ -174,6 +177,7 @@ class ClientState:
         self.resumed = False
         self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
         self.data_address = ""  # Hello.dataAddress: where it serves the large objects it keeps (ObjectPut.heldBySender)
+        self.data_key = b""  # with CurveZMQ, DataKeys.publicKey: the key its data address serves under
 
 
 class StoredObject:

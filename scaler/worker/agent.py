@@ -27,6 +27,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from scaler import config
 from scaler.gc_tuning import tune_for_a_loop
+from scaler.io.curve import ZapResponder, refusal_log, z85_keys
 from scaler.io.data_fetch import DataFetcher
 from scaler.io.data_server import DataServer, data_host
 from scaler.io.local_data import LocalDataServer
@@ -36,6 +37,7 @@ from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
 from scaler.protocol import ProtocolError, decode_frame
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
 from scaler.worker.instructions import (
+    AcceptDataKeys,
     AllowMemory,
     Connect,
     DropTasks,
@@ -106,6 +108,7 @@ class WorkerAgent:
         self._turns = turns
         self._replaces = replaces
         self._data: Optional[DataServer] = None
+        self._zap: Optional[ZapResponder] = None  # with CurveZMQ: who may connect to the data address
         self._local_data: Optional[LocalDataServer] = None  # the data address's socket for readers on this host
         self._relay_link: Optional[RelayLink] = None  # to the data relay, for peers that cannot reach the data address
         self._registrations = 0  # the core's, when the relay was last told of us
@@ -138,10 +141,12 @@ class WorkerAgent:
         self._data = self._open_data_address()
         if self._data is not None:
             try:
-                self._local_data = LocalDataServer(self._data.address, self._poller)
+                same_user_only = self._settings.curve_keys is not None
+                self._local_data = LocalDataServer(self._data.address, self._poller, same_user_only)
             except OSError as error:  # not Linux (no abstract Unix sockets): readers here fetch through the network
                 logging.info("%s: no local data socket (%s)", self._name, error)
-        self._fetcher = DataFetcher(self._context, self._poller)  # held results of other workers, for our tasks
+        # held results of other workers, for our tasks
+        self._fetcher = DataFetcher(self._context, self._poller, self._settings.curve_keys)
         self._core = WorkerCore(
             self._settings,
             self._name,
@@ -183,6 +188,8 @@ class WorkerAgent:
         wake_write.close()
         if self._data is not None:
             self._data.close()
+        if self._zap is not None:
+            self._zap.close()
         if self._local_data is not None:
             self._local_data.close()
         if self._relay_link is not None:
@@ -234,7 +241,10 @@ class WorkerAgent:
             self._read_dealer_events(now)
         if self._dealer is not None and self._dealer in events:
             self._read_scheduler(now)
+        if self._zap is not None and self._zap.socket in events:
+            self._zap.answer_pending(now)
         if self._data is not None and self._data.sock in events:
+            self._data.chunk_bytes = config.object_chunk_bytes(core.max_frame_bytes)
             self._data.serve(core.held_payload)
         if self._local_data is not None:
             self._local_data.on_events(events, core.held_payload)
@@ -372,6 +382,9 @@ class WorkerAgent:
                 self._order(instruction.number, ProcessorLink.forget, instruction.object_ids)
             elif kind is FetchData:
                 self._fetch(instruction)
+            elif kind is AcceptDataKeys:
+                if self._zap is not None:
+                    self._zap.authorized_keys = z85_keys(instruction.keys)
             elif kind is SampleMemory:
                 self._sample_memory(instruction)
             elif kind is SpillHeld or kind is ReadBackHeld:
@@ -498,8 +511,8 @@ class WorkerAgent:
 
     def _fetch(self, instruction: FetchData) -> None:
         now = time.monotonic()
-        if self._fetcher.reachable(instruction.address, now):
-            self._fetcher.fetch(instruction.address, instruction.object_id, now)
+        if self._fetcher.reachable(instruction.address, now, instruction.holder_key):
+            self._fetcher.fetch(instruction.address, instruction.object_id, now, instruction.holder_key)
             self._fetching = True
         else:
             self._core.data_fetched(instruction.object_id, None, now)
@@ -533,25 +546,30 @@ class WorkerAgent:
         if address is None or self._data is None:
             return
         if link is None:
-            link = self._relay_link = RelayLink(self._context, address, self._data.address, self._core.max_frame_bytes)
+            link = self._relay_link = RelayLink(
+                self._context, address, self._data.address, self._core.max_frame_bytes, self._settings.curve_keys
+            )
             self._poller.register(link.sock, zmq.POLLIN)
         else:
             link.hello()  # a restarted scheduler's relay is new: it knows nobody
 
     def _open_data_address(self) -> Optional[DataServer]:
-        """Where this worker serves the results it holds; None (they go through the scheduler) with CurveZMQ, which
-        data addresses do not speak yet, or for a scheduler on ipc://."""
-        if self._settings.curve_keys is not None:
-            return None
+        """Where this worker serves the results it holds; None (they go through the scheduler) for a scheduler on
+        ipc://. With CurveZMQ, it accepts nobody until the scheduler said which keys (AcceptDataKeys)."""
         host = data_host(self._settings.address)
         if host is None:
             return None
+        curve = self._settings.curve_keys
+        if curve is not None and self._zap is None:  # bound first: without it, libzmq would let any key in
+            self._zap = ZapResponder(self._context, warnings=refusal_log(f"{self._name}: "))
+            self._poller.register(self._zap.socket, zmq.POLLIN)
         try:
-            server = DataServer(self._context, host)
+            server = DataServer(self._context, host, curve)
         except zmq.ZMQError as error:
             logging.warning("%s: no data address on %s (%s): results go through the scheduler", self._name, host, error)
             return None
         self._poller.register(server.sock, zmq.POLLIN)
+        logging.info("%s: data address %s%s", self._name, server.address, " (CurveZMQ)" if curve is not None else "")
         return server
 
     def _connect(self) -> None:

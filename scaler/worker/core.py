@@ -53,12 +53,14 @@ import cloudpickle
 from scaler import config
 from scaler.drop_streak import DropStreak
 from scaler.errors import MemoryLimitError, ProcessorDiedError, ScalerError, where_failed
+from scaler.io.curve import raw_key
 from scaler.io.shared_bytes import SharedBytes, as_buffer
 from scaler.protocol import (
     PROTOCOL_VERSION,
     ArgumentKind,
     BalanceRequest,
     BalanceResponse,
+    DataKeys,
     Encoded,
     FunctionPeak,
     Goodbye,
@@ -86,6 +88,7 @@ from scaler.rate_limit import LimitedLog
 from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
+    AcceptDataKeys,
     AllowMemory,
     Connect,
     DropTasks,
@@ -154,6 +157,7 @@ PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 # comes first: its own deadline only guards against a scheduler that stopped answering.
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
+_BEFORE_CONNECTED = (HelloReply, Goodbye, DataKeys)  # what is read on a connection not accepted yet
 MEMORY_SAMPLE_SECONDS = config.DEFAULT_MEMORY_SAMPLE_SECONDS  # with a memory limit, while a task runs
 MAX_PEAKS_PER_HEARTBEAT = 64  # function peaks a heartbeat carries at most; the rest go with the next ones
 SPILL_BYTES_AT_ONCE = 256 * 1024 * 1024  # held results moved to disk per sample at most: the agent's loop turns
@@ -185,6 +189,9 @@ class WorkerCore:
         # where the shell serves the results this worker holds ("": it has no data socket, and puts them instead)
         self.data_address = data_address
         self.holds_results = False  # the scheduler takes held results (HelloReply.holdsOnWorkers) and we can serve
+        # with CurveZMQ, the scheduler sent the keys our data address accepts and was told ours (DataKeys), on this
+        # connection: only then can others fetch here, so only then are results held
+        self._data_keys = False
         self.tasks: Dict[bytes, WorkerTask] = {}
         self.queue = TaskQueue()
         self.cache = ObjectCache(settings.object_retention_seconds)
@@ -259,6 +266,7 @@ class WorkerCore:
             Task: self._on_task,
             TaskCancel: self._on_task_cancel,
             ObjectResponse: self._on_object_response,
+            DataKeys: self._on_data_keys,
             ObjectDelete: self._on_object_delete,
             ObjectRequest: self._on_object_request,
             BalanceRequest: self._on_balance_request,
@@ -272,6 +280,7 @@ class WorkerCore:
         self._now = now
         self.identity = identity
         self._hello_sent = True
+        self._data_keys = False
         self._outgoing.append(
             (
                 Hello(
@@ -308,7 +317,7 @@ class WorkerCore:
             if self.exit_code is not None:
                 return
             handler = handlers.get(type(message))
-            if handler is None or not (self.connection == CONNECTED or type(message) in (HelloReply, Goodbye)):
+            if handler is None or not (self.connection == CONNECTED or type(message) in _BEFORE_CONNECTED):
                 logger.debug("%s: ignored %s", self.name, type(message).__name__)
                 continue
             handler(message)
@@ -612,7 +621,8 @@ class WorkerCore:
         self.output_forwarded = reply.forwards_task_output
         self.max_frame_bytes = reply.max_frame_bytes or config.DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's
         self._drops.registered(self._now)
-        self.holds_results = reply.holds_on_workers and bool(self.data_address)
+        curve_ready = self.settings.curve_keys is None or self._data_keys
+        self.holds_results = reply.holds_on_workers and bool(self.data_address) and curve_ready
         self.relay_port = reply.relay_port
         if not (self.holds_results and reply.adopts_held_results):  # an older scheduler: nobody would free them
             self._forget_objects(self.cache.drop_held())
@@ -974,7 +984,7 @@ class WorkerCore:
     def _on_object_response(self, response: ObjectResponse) -> None:
         object_id = response.object_id
         if response.found and response.holder_address:  # held by another worker: fetched there directly
-            self._instructions.append(FetchData(response.holder_address, object_id))
+            self._instructions.append(FetchData(response.holder_address, object_id, response.holder_public_key))
             return
         if not response.found:
             self._requested.discard(object_id)
@@ -994,6 +1004,16 @@ class WorkerCore:
             self._requested.discard(object_id)
             for task in self.queue.object_arrived(object_id):
                 task.move("object arrived", READY)
+
+    def _on_data_keys(self, message: DataKeys) -> None:
+        """With CurveZMQ, just before the HelloReply: the keys our data address is to accept. We answer with the key
+        it serves under, which the scheduler hands those who fetch here."""
+        keys = self.settings.curve_keys
+        if keys is None or not self.data_address:
+            return
+        self._instructions.append(AcceptDataKeys(frozenset(message.authorized_keys)))
+        self._outgoing.append((DataKeys(public_key=raw_key(keys.public_key)), 0))
+        self._data_keys = True
 
     def data_fetched(self, object_id: bytes, payload: Any, now: float) -> None:
         """A FetchData ended: with the result's bytes (bytes-like), or None when its holder did not answer in time or

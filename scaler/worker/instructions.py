@@ -3,7 +3,7 @@ agent.py)."""
 
 from __future__ import annotations
 
-from typing import List, NamedTuple
+from typing import FrozenSet, List, NamedTuple
 
 from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import WorkerHeartbeat
@@ -44,6 +44,13 @@ class FetchData(NamedTuple):
 
     address: str
     object_id: bytes
+    holder_key: bytes = b""  # with CurveZMQ: the holder's public key (ObjectResponse.holderPublicKey)
+
+
+class AcceptDataKeys(NamedTuple):
+    """With CurveZMQ: let peers with these public keys (32 bytes each) connect to the data address (DataKeys)."""
+
+    keys: FrozenSet[bytes]
 
 
 class EndParking(NamedTuple):

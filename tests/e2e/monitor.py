@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 import zmq
 
+from scaler.io.curve import CurvePeerKeys
 from scaler.io.sockets import create_subscriber
 from scaler.protocol import SchedulerStatus, decode_frame
 
@@ -16,11 +17,15 @@ def counters(entries: list) -> Dict[str, int]:
 
 
 def wait_for_status(
-    monitor_address: str, condition: Callable[[SchedulerStatus], bool], timeout: float = 20.0
+    monitor_address: str,
+    condition: Callable[[SchedulerStatus], bool],
+    timeout: float = 20.0,
+    curve: Optional[CurvePeerKeys] = None,
 ) -> SchedulerStatus:
-    """The first status published on `monitor_address` that satisfies `condition`; AssertionError after `timeout`."""
+    """The first status published on `monitor_address` that satisfies `condition`; AssertionError after `timeout`.
+    `curve`: an authorized key pair and the scheduler's public key, for a scheduler with CurveZMQ."""
     context = zmq.Context.instance()
-    socket = create_subscriber(context, monitor_address)
+    socket = create_subscriber(context, monitor_address, curve)
     deadline = time.monotonic() + timeout
     last = None
     try:

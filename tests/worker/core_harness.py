@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Deque, Dict, List, Optional, Set
+from typing import Deque, Dict, FrozenSet, List, Optional, Set
 
 import cloudpickle
 
@@ -37,6 +37,7 @@ from scaler.worker.channel import (
 )
 from scaler.worker.core import WorkerCore
 from scaler.worker.instructions import (
+    AcceptDataKeys,
     AllowMemory,
     Connect,
     DropTasks,
@@ -144,6 +145,7 @@ class Harness:
         self.heartbeats: List[SendHeartbeat] = []
         self.hands: List[HandTasks] = []
         self.fetches: List[FetchData] = []
+        self.data_keys: List[FrozenSet[bytes]] = []  # what the data address was told to accept (AcceptDataKeys)
         self.exit: Optional[Exit] = None
         self.connections = 0
         self.killed: List[int] = []
@@ -286,6 +288,8 @@ class Harness:
                 self.processors[instruction.number].inbox.append(ProcessorOrders([], [], True))
             elif kind is FetchData:
                 self.fetches.append(instruction)
+            elif kind is AcceptDataKeys:
+                self.data_keys.append(instruction.keys)
             elif kind is ForgetObjects:
                 self.processors[instruction.number].inbox.append(
                     ProcessorOrders([], [], False, list(instruction.object_ids))
