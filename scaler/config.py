@@ -10,6 +10,7 @@ The constants after the declarations are defaults that are not user settings. Th
 with nothing but the standard library, since the scheduler imports it.
 """
 
+import re
 from typing import Dict, Optional
 
 from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, at_least, fields_module, positive
@@ -45,6 +46,48 @@ def parse_resources(text: Optional[str]) -> Dict[str, float]:
             raise ValueError(f"{name}: the amount must be a finite number >= 0, got {amount_text.strip()}")
         offer[name] = amount
     return offer
+
+
+_SIZE_UNITS = {
+    "": 1, "B": 1,
+    "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
+    "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4,
+}  # fmt: skip
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*")
+
+
+def parse_size(text: str) -> int:
+    """`--memory-limit 400MB` -> 400,000,000: bytes, or a number with a unit: KB, MB, GB, TB are powers of 10 and
+    KiB, MiB, GiB, TiB powers of 2 (any case); ValueError saying what is wrong."""
+    match = _SIZE.fullmatch(text)
+    if match is None or match.group(2).upper() not in _SIZE_UNITS:
+        raise ValueError(f"{text!r} is not a size: a number of bytes, or one with KB, MB, GB, KiB, MiB or GiB")
+    size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
+    if size <= 0:
+        raise ValueError(f"{text!r} is not a positive size")
+    return size
+
+
+def size_text(size: int) -> str:
+    """A byte count as the memory limit's messages show it: 400,000,000 -> "400 MB", 2**30 -> "1 GiB"."""
+    for unit, scale in (("GiB", 1024**3), ("GB", 1000**3), ("MiB", 1024**2), ("MB", 1000**2)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    if size >= 1000**2:
+        return f"{size / 1000**2:.1f} MB"
+    return f"{size} bytes"
+
+
+def size_complaint(text: str) -> Optional[str]:
+    try:
+        parse_size(text)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def fraction(value: float) -> Optional[str]:
+    return None if 0 < value <= 1 else "must be a fraction of the limit, > 0 and <= 1"
 
 
 def resources_complaint(text: str) -> Optional[str]:
@@ -201,6 +244,38 @@ RESOURCES = SETTINGS.declare(
     used_by=(WORKER,), none_means="none",
 )  # fmt: skip
 
+# --- memory (docs/guide/memory.md: the one place the thresholds are described) --------------------------------------
+MEMORY_LIMIT = SETTINGS.declare(
+    "memory_limit", str, None,
+    "each worker's memory: its task processes (PSS) and the results it holds; a task past it fails with"
+    " MemoryLimitError and its process is replaced. Bytes, or with KB, MB, GB (powers of 10), KiB, MiB, GiB (of 2)",
+    flags=("--memory-limit", "-ml"), metavar="SIZE", check=size_complaint, used_by=(WORKER,), none_means="no limit",
+)  # fmt: skip
+MEMORY_ENFORCEMENT = SETTINGS.declare(
+    "memory_enforcement", str, "auto",
+    "how the limit is enforced: cgroup (a memory cgroup per task process: the kernel stops it at the limit), watchdog"
+    " (the worker samples its task processes' memory), or auto: cgroup where the host allows it, else watchdog",
+    flags=("--memory-enforcement",), choices=("auto", "cgroup", "watchdog"), used_by=(WORKER,),
+)  # fmt: skip
+MEMORY_SPILL_FRACTION = SETTINGS.declare(
+    "memory_spill_fraction", float, 0.6,
+    "above this fraction of --memory-limit a worker moves the results it holds to disk, least recently used first,"
+    " until it is below again; they are read back when needed",
+    flags=("--memory-spill-fraction",), check=fraction, used_by=(WORKER,),
+)  # fmt: skip
+MEMORY_PAUSE_FRACTION = SETTINGS.declare(
+    "memory_pause_fraction", float, 0.8,
+    "above this fraction of --memory-limit a worker starts no new task, and hands its queued ones back, until its"
+    " memory falls below it again",
+    flags=("--memory-pause-fraction",), check=fraction, used_by=(WORKER,),
+)  # fmt: skip
+MEMORY_STOP_FRACTION = SETTINGS.declare(
+    "memory_stop_fraction", float, 0.95,
+    "above this fraction of --memory-limit the worker stops the task using the most memory (MemoryLimitError) and"
+    " replaces its process",
+    flags=("--memory-stop-fraction",), check=fraction, used_by=(WORKER,),
+)  # fmt: skip
+
 # --- every process ----------------------------------------------------------------------------------------------------
 LOGGING_PATHS = SETTINGS.declare(
     "logging_paths", str, ("/dev/stdout",), "where to log: files, /dev/stdout or /dev/stderr",
@@ -286,6 +361,7 @@ DEFAULT_PEER_EVENTS_PER_INTERVAL = 1000  # lines on peers connecting and leaving
 DEFAULT_RETIRE_GRACE_SECONDS = 2.0  # a retiring worker's own deadline is the scheduler's plus this (core.py)
 DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS = 5.0  # told to stop at once, workers get this long to leave, then SIGKILL
 DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS = 1.0  # fallback to PR_SET_PDEATHSIG: how often a child checks its parent
+DEFAULT_MEMORY_SAMPLE_SECONDS = 0.02  # with a memory limit: how often a worker reads its processors' memory
 DEFAULT_PROFILING_SAMPLE_INTERVAL_SECONDS = 0.01  # peak-memory sampling, only where Linux can't reset VmHWM
 DEFAULT_PREFETCH_SECONDS = 0.01  # a processor is handed tasks ahead while their expected run time is under this...
 DEFAULT_PREFETCH_TASKS = 256  # ...and at most this many: short tasks flow without a round trip, long ones stay movable

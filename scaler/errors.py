@@ -13,6 +13,42 @@ class ProcessorDiedError(ScalerError):
     """The process running a task died (os._exit, a signal, out of memory) before the task finished."""
 
 
+class MemoryLimitError(ScalerError, MemoryError):
+    """The task used more memory than its worker's limit (scaler_cluster --memory-limit): the worker stopped it and
+    replaced the process that ran it, or the kernel did (the memory cgroup of that process). The message names the
+    limit and the peak seen; `limit_bytes` and `peak_bytes` hold them (0 where unknown), `worker` is the worker's
+    identity as scaler_top shows it."""
+
+    def __init__(self, limit_bytes: int, peak_bytes: int, how: str = "", worker: str = "", detail: str = "") -> None:
+        super().__init__(limit_bytes, peak_bytes, how, worker, detail)
+        self.limit_bytes = limit_bytes
+        self.peak_bytes = peak_bytes
+        self.how = how  # who stopped it: "the worker's watchdog", "the kernel (memory cgroup)"
+        self.worker = worker
+        self.detail = detail  # the scheduler's word: "no connected worker has a larger limit"
+
+    def __str__(self) -> str:
+        where = f" on worker {self.worker}" if self.worker else ""
+        peak = f"{_megabytes(self.peak_bytes)} at its peak" if self.peak_bytes else "an unknown peak"
+        by = f", stopped by {self.how}" if self.how else ""
+        detail = f": {self.detail}" if self.detail else ""
+        return f"the task used more memory than the limit of {_megabytes(self.limit_bytes)}{where} ({peak}{by}){detail}"
+
+
+_STOPPED_BY = re.compile(r", stopped by (.+)\)$", re.MULTILINE)
+
+
+def memory_stopped_by(error_text: str) -> str:
+    """Who stopped a task past its memory limit, as the worker's error text says ("the kernel (memory cgroup)"); ""
+    if it does not say. For the scheduler, which re-states a worker's MemoryLimitError without unpickling it."""
+    found = _STOPPED_BY.search(error_text)
+    return found.group(1) if found else ""
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:,.1f} MB" if size % 1_000_000 else f"{size // 1_000_000:,} MB"
+
+
 class WorkerDiedError(ScalerError):
     """The task's worker died too many times while running it (the retry cap was reached)."""
 

@@ -51,6 +51,11 @@ class WorkerFields:
     retire_timeout_seconds: float
     agent_stall_timeout_seconds: float
     resources: Optional[str]
+    memory_limit: Optional[str]
+    memory_enforcement: str
+    memory_spill_fraction: float
+    memory_pause_fraction: float
+    memory_stop_fraction: float
     logging_paths: Tuple[str, ...]
     logging_level: str
     tcp_keepalive: bool

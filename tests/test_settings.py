@@ -39,8 +39,12 @@ def other_value(setting: Setting, component: str) -> Any:
         return next(choice for choice in setting.choices if choice != default)
     if setting.many:
         return ("/dev/stderr", "/dev/stdout")
+    if setting.name == "memory_limit":
+        return "400MB"
     if setting.kind is str:
         return "ipc:///tmp/scaler-test-other" if setting.name == "monitor_address" else None
+    if setting.name.endswith("_fraction"):
+        return default / 2
     return 7 if default is None else default * 3
 
 

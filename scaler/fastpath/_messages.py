@@ -44,6 +44,7 @@ __all__ = [
     "ObjectKind",
     "OutputStream",
     "Resource",
+    "FunctionPeak",
     "HeldResult",
     "Hello",
     "HelloReply",
@@ -164,6 +165,43 @@ class Resource:
         )
 
 
+class FunctionPeak:
+    """Cap'n Proto struct FunctionPeak (@0xcbdd5255800463a6), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "function_id",
+        "peak_bytes",
+    )
+
+    function_id: bytes
+    peak_bytes: int
+
+    def __init__(
+        self,
+        *,
+        function_id: bytes = b"",
+        peak_bytes: int = 0,
+    ) -> None:
+        self.function_id = function_id
+        self.peak_bytes = peak_bytes
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not FunctionPeak:
+            return NotImplemented
+        return (
+            self.function_id == other.function_id
+            and self.peak_bytes == other.peak_bytes
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "FunctionPeak("
+            + "function_id=" + short_repr(self.function_id)
+            + ", peak_bytes=" + short_repr(self.peak_bytes)
+            + ")"
+        )
+
+
 class HeldResult:
     """Cap'n Proto struct HeldResult (@0xfe2003954c8950ed), see scaler/protocol/scaler.capnp."""
 
@@ -219,6 +257,7 @@ class Hello:
         "fetches_from_holders",
         "held_results",
         "takes_handoffs",
+        "memory_limit",
         "raw",
     )
     WHICH = 0
@@ -237,6 +276,7 @@ class Hello:
     fetches_from_holders: bool
     held_results: list[HeldResult]
     takes_handoffs: bool
+    memory_limit: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -256,6 +296,7 @@ class Hello:
         fetches_from_holders: bool = False,
         held_results: Optional[list[HeldResult]] = None,
         takes_handoffs: bool = False,
+        memory_limit: int = 0,
     ) -> None:
         self.protocol_version = protocol_version
         self.role = role
@@ -271,6 +312,7 @@ class Hello:
         self.fetches_from_holders = fetches_from_holders
         self.held_results = [] if held_results is None else held_results
         self.takes_handoffs = takes_handoffs
+        self.memory_limit = memory_limit
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -291,6 +333,7 @@ class Hello:
             and self.fetches_from_holders == other.fetches_from_holders
             and self.held_results == other.held_results
             and self.takes_handoffs == other.takes_handoffs
+            and self.memory_limit == other.memory_limit
         )
 
     def __repr__(self) -> str:
@@ -310,6 +353,7 @@ class Hello:
             + ", fetches_from_holders=" + short_repr(self.fetches_from_holders)
             + ", held_results=" + short_repr(self.held_results)
             + ", takes_handoffs=" + short_repr(self.takes_handoffs)
+            + ", memory_limit=" + short_repr(self.memory_limit)
             + ")"
         )
 
@@ -331,6 +375,7 @@ class HelloReply:
         "holds_on_clients",
         "relay_port",
         "adopts_held_results",
+        "memory_pause",
         "raw",
     )
     WHICH = 1
@@ -348,6 +393,7 @@ class HelloReply:
     holds_on_clients: bool
     relay_port: int
     adopts_held_results: bool
+    memory_pause: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -366,6 +412,7 @@ class HelloReply:
         holds_on_clients: bool = False,
         relay_port: int = 0,
         adopts_held_results: bool = False,
+        memory_pause: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
@@ -380,6 +427,7 @@ class HelloReply:
         self.holds_on_clients = holds_on_clients
         self.relay_port = relay_port
         self.adopts_held_results = adopts_held_results
+        self.memory_pause = memory_pause
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -399,6 +447,7 @@ class HelloReply:
             and self.holds_on_clients == other.holds_on_clients
             and self.relay_port == other.relay_port
             and self.adopts_held_results == other.adopts_held_results
+            and self.memory_pause == other.memory_pause
         )
 
     def __repr__(self) -> str:
@@ -417,6 +466,7 @@ class HelloReply:
             + ", holds_on_clients=" + short_repr(self.holds_on_clients)
             + ", relay_port=" + short_repr(self.relay_port)
             + ", adopts_held_results=" + short_repr(self.adopts_held_results)
+            + ", memory_pause=" + short_repr(self.memory_pause)
             + ")"
         )
 
@@ -488,6 +538,8 @@ class WorkerHeartbeat:
         "flags",
         "running",
         "interval_ms",
+        "spilled_bytes",
+        "function_peaks",
         "raw",
     )
     WHICH = 3
@@ -502,6 +554,8 @@ class WorkerHeartbeat:
     flags: int
     running: int
     interval_ms: int
+    spilled_bytes: int
+    function_peaks: list[FunctionPeak]
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -517,6 +571,8 @@ class WorkerHeartbeat:
         flags: int = 0,
         running: int = 0,
         interval_ms: int = 0,
+        spilled_bytes: int = 0,
+        function_peaks: Optional[list[FunctionPeak]] = None,
     ) -> None:
         self.sent_at_us = sent_at_us
         self.agent_cpu = agent_cpu
@@ -528,6 +584,8 @@ class WorkerHeartbeat:
         self.flags = flags
         self.running = running
         self.interval_ms = interval_ms
+        self.spilled_bytes = spilled_bytes
+        self.function_peaks = [] if function_peaks is None else function_peaks
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -544,6 +602,8 @@ class WorkerHeartbeat:
             and self.flags == other.flags
             and self.running == other.running
             and self.interval_ms == other.interval_ms
+            and self.spilled_bytes == other.spilled_bytes
+            and self.function_peaks == other.function_peaks
         )
 
     def __repr__(self) -> str:
@@ -559,6 +619,8 @@ class WorkerHeartbeat:
             + ", flags=" + short_repr(self.flags)
             + ", running=" + short_repr(self.running)
             + ", interval_ms=" + short_repr(self.interval_ms)
+            + ", spilled_bytes=" + short_repr(self.spilled_bytes)
+            + ", function_peaks=" + short_repr(self.function_peaks)
             + ")"
         )
 
@@ -774,6 +836,7 @@ class TaskResult:
         "peak_memory",
         "attempts",
         "held_bytes",
+        "memory_limit",
         "raw",
     )
     WHICH = 6
@@ -788,6 +851,7 @@ class TaskResult:
     peak_memory: int
     attempts: int
     held_bytes: int
+    memory_limit: int
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -803,6 +867,7 @@ class TaskResult:
         peak_memory: int = 0,
         attempts: int = 0,
         held_bytes: int = 0,
+        memory_limit: int = 0,
     ) -> None:
         self.task_id = task_id
         self.status = status
@@ -814,6 +879,7 @@ class TaskResult:
         self.peak_memory = peak_memory
         self.attempts = attempts
         self.held_bytes = held_bytes
+        self.memory_limit = memory_limit
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -830,6 +896,7 @@ class TaskResult:
             and self.peak_memory == other.peak_memory
             and self.attempts == other.attempts
             and self.held_bytes == other.held_bytes
+            and self.memory_limit == other.memory_limit
         )
 
     def __repr__(self) -> str:
@@ -845,6 +912,7 @@ class TaskResult:
             + ", peak_memory=" + short_repr(self.peak_memory)
             + ", attempts=" + short_repr(self.attempts)
             + ", held_bytes=" + short_repr(self.held_bytes)
+            + ", memory_limit=" + short_repr(self.memory_limit)
             + ")"
         )
 
@@ -1691,6 +1759,8 @@ class WorkerStatus:
         "previous_registrations",
         "retiring",
         "resources",
+        "memory_limit",
+        "spilled_bytes",
     )
 
     name: str
@@ -1707,6 +1777,8 @@ class WorkerStatus:
     previous_registrations: int
     retiring: bool
     resources: list[Resource]
+    memory_limit: int
+    spilled_bytes: int
 
     def __init__(
         self,
@@ -1725,6 +1797,8 @@ class WorkerStatus:
         previous_registrations: int = 0,
         retiring: bool = False,
         resources: Optional[list[Resource]] = None,
+        memory_limit: int = 0,
+        spilled_bytes: int = 0,
     ) -> None:
         self.name = name
         self.agent_cpu = agent_cpu
@@ -1740,6 +1814,8 @@ class WorkerStatus:
         self.previous_registrations = previous_registrations
         self.retiring = retiring
         self.resources = [] if resources is None else resources
+        self.memory_limit = memory_limit
+        self.spilled_bytes = spilled_bytes
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not WorkerStatus:
@@ -1759,6 +1835,8 @@ class WorkerStatus:
             and self.previous_registrations == other.previous_registrations
             and self.retiring == other.retiring
             and self.resources == other.resources
+            and self.memory_limit == other.memory_limit
+            and self.spilled_bytes == other.spilled_bytes
         )
 
     def __repr__(self) -> str:
@@ -1778,6 +1856,8 @@ class WorkerStatus:
             + ", previous_registrations=" + short_repr(self.previous_registrations)
             + ", retiring=" + short_repr(self.retiring)
             + ", resources=" + short_repr(self.resources)
+            + ", memory_limit=" + short_repr(self.memory_limit)
+            + ", spilled_bytes=" + short_repr(self.spilled_bytes)
             + ")"
         )
 
@@ -1973,15 +2053,16 @@ class SchedulerStatus:
         )
 
 _DATA_RESOURCE = struct.Struct("<d")
+_DATA_FUNCTION_PEAK = struct.Struct("<Q")
 _DATA_HELD_RESULT = struct.Struct("<Q")
-_DATA_HELLO = struct.Struct("<IHBxIII")
+_DATA_HELLO = struct.Struct("<IHBxIIIxxxxQ")
 _DATA_HELLO_REPLY = struct.Struct("<IBxHIIQ")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
-_DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQII")
+_DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQIIQ")
 _DATA_HEARTBEAT_ECHO = struct.Struct("<QII")
 _DATA_ARGUMENT = struct.Struct("<H")
 _DATA_TASK = struct.Struct("<BxxxiII")
-_DATA_TASK_RESULT = struct.Struct("<HBxIQQQQ")
+_DATA_TASK_RESULT = struct.Struct("<HBxIQQQQQ")
 _DATA_TASK_OUTPUT = struct.Struct("<H")
 _DATA_OBJECT_PUT = struct.Struct("<HBxIIxxxxQ")
 _DATA_OBJECT_REQUEST = struct.Struct("<B")
@@ -1993,21 +2074,22 @@ _DATA_DISCONNECT_REPLY = struct.Struct("<B")
 _DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
-_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQI")
+_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQ")
 _DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQQQ")
 _CANON_RESOURCE = struct.Struct("<diI")
+_CANON_FUNCTION_PEAK = struct.Struct("<QiI")
 _CANON_HELD_RESULT = struct.Struct("<QiI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
-_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxiIiI")
-_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000003000600")
-_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxiIiIiIiIiIiI")
+_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQiIiI")
+_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000004000600")
+_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxQiIiIiIiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000100")
 _MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxHIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
 _MESSAGE_CLIENT_HEARTBEAT = struct.Struct("<II24sQfIQ")
-_HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000007000000")
-_MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQII")
+_HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000008000100")
+_MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQIIQiI")
 _HEAD_HEARTBEAT_ECHO = bytes.fromhex("000000000100010004000000000000000000000002000000")
 _MESSAGE_HEARTBEAT_ECHO = struct.Struct("<II24sQII")
 _HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000002000700")
@@ -2016,8 +2098,8 @@ _EMPTY_TAIL_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32x")
 _HEADER_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32s")
 _TAIL_TASK = struct.Struct("<iIiIiIiI")
 _NULL_TAIL_TASK = bytes(32)
-_HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000005000300")
-_MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQQiIiIiI")
+_HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000006000300")
+_MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQQQiIiIiI")
 _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000100")
 _MESSAGE_TASK_CANCEL = struct.Struct("<II24siI")
 _HEAD_OBJECT_PUT = bytes.fromhex("000000000100010008000000000000000000000003000300")
@@ -2076,6 +2158,26 @@ def _read_list_resource(r: Reader, lo: int, hi: int, at: int) -> list[Resource]:
     return items
 
 
+def _read_function_peak(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> FunctionPeak:
+    buf = r.buf
+    obj = _new(FunctionPeak)
+    u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
+    obj.peak_bytes = u0
+    obj.function_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    return obj
+
+
+def _read_list_function_peak(r: Reader, lo: int, hi: int, at: int) -> list[FunctionPeak]:
+    items: list[FunctionPeak] = []
+    found = struct_list_at(r, lo, hi, at)
+    if found is not None:
+        lo, hi, pos, count, step, dn, pn = found
+        for _ in range(count):
+            items.append(_read_function_peak(r, lo, hi, pos, dn, pos + dn, pn))
+            pos += step
+    return items
+
+
 def _read_held_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> HeldResult:
     buf = r.buf
     obj = _new(HeldResult)
@@ -2099,8 +2201,8 @@ def _read_list_held_result(r: Reader, lo: int, hi: int, at: int) -> list[HeldRes
 def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Hello:
     buf = r.buf
     obj = _new(Hello)
-    if dn >= 20:
-        u0, u1, u2, u3, u4, u5 = _DATA_HELLO.unpack_from(buf, d)
+    if dn >= 32:
+        u0, u1, u2, u3, u4, u5, u6 = _DATA_HELLO.unpack_from(buf, d)
     else:
         u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
         u1 = _UNIT_H.unpack_from(buf, d + 4)[0] if dn >= 6 else 0
@@ -2108,6 +2210,7 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
         u3 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
         u4 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
         u5 = _UNIT_I.unpack_from(buf, d + 16)[0] if dn >= 20 else 0
+        u6 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
     obj.protocol_version = u0
     obj.role = u1
     if not u2:
@@ -2121,6 +2224,7 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
+    obj.memory_limit = u6
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.hostname = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.resources = _read_list_resource(r, lo, hi, p + 16) if pn > 2 else []
@@ -2152,6 +2256,7 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.holds_on_workers = False
         obj.holds_on_clients = False
         obj.adopts_held_results = False
+        obj.memory_pause = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
@@ -2160,6 +2265,7 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.holds_on_workers = (u1 & 16) != 0
         obj.holds_on_clients = (u1 & 32) != 0
         obj.adopts_held_results = (u1 & 64) != 0
+        obj.memory_pause = (u1 & 128) != 0
     obj.relay_port = u2
     obj.heartbeat_interval_ms = u3
     obj.peer_timeout_ms = u4
@@ -2190,8 +2296,8 @@ def _read_client_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> WorkerHeartbeat:
     buf = r.buf
     obj = _new(WorkerHeartbeat)
-    if dn >= 56:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = _DATA_WORKER_HEARTBEAT.unpack_from(buf, d)
+    if dn >= 64:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10 = _DATA_WORKER_HEARTBEAT.unpack_from(buf, d)
     else:
         u0 = _UNIT_Q.unpack_from(buf, d)[0] if dn >= 8 else 0
         u1 = _UNIT_f.unpack_from(buf, d + 8)[0] if dn >= 12 else 0.0
@@ -2203,6 +2309,7 @@ def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
         u7 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
         u8 = _UNIT_I.unpack_from(buf, d + 48)[0] if dn >= 52 else 0
         u9 = _UNIT_I.unpack_from(buf, d + 52)[0] if dn >= 56 else 0
+        u10 = _UNIT_Q.unpack_from(buf, d + 56)[0] if dn >= 64 else 0
     obj.sent_at_us = u0
     obj.agent_cpu = u1
     obj.processor_cpu = u2
@@ -2213,6 +2320,8 @@ def _read_worker_heartbeat(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     obj.lag_us = u7
     obj.running = u8
     obj.interval_ms = u9
+    obj.spilled_bytes = u10
+    obj.function_peaks = _read_list_function_peak(r, lo, hi, p) if pn > 0 else []
     obj.raw = None
     return obj
 
@@ -2289,8 +2398,8 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
 def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> TaskResult:
     buf = r.buf
     obj = _new(TaskResult)
-    if dn >= 40:
-        u0, u1, u2, u3, u4, u5, u6 = _DATA_TASK_RESULT.unpack_from(buf, d)
+    if dn >= 48:
+        u0, u1, u2, u3, u4, u5, u6, u7 = _DATA_TASK_RESULT.unpack_from(buf, d)
     else:
         u0 = _UNIT_H.unpack_from(buf, d)[0] if dn >= 2 else 0
         u1 = buf[d + 2] if dn >= 3 else 0
@@ -2299,6 +2408,7 @@ def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         u4 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
         u5 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
         u6 = _UNIT_Q.unpack_from(buf, d + 32)[0] if dn >= 40 else 0
+        u7 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
     obj.status = u0
     obj.in_object = (u1 & 1) != 0
     obj.attempts = u2
@@ -2306,6 +2416,7 @@ def _read_task_result(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
     obj.cpu_time_us = u4
     obj.peak_memory = u5
     obj.held_bytes = u6
+    obj.memory_limit = u7
     obj.task_id = read_data(r, lo, hi, p) if pn > 0 else b""
     obj.payload = read_data(r, lo, hi, p + 8) if pn > 1 else b""
     obj.error_text = read_text(r, lo, hi, p + 16) if pn > 2 else ""
@@ -2531,8 +2642,8 @@ def _read_list_counter(r: Reader, lo: int, hi: int, at: int) -> list[Counter]:
 def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> WorkerStatus:
     buf = r.buf
     obj = _new(WorkerStatus)
-    if dn >= 60:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11 = _DATA_WORKER_STATUS.unpack_from(buf, d)
+    if dn >= 80:
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13 = _DATA_WORKER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_f.unpack_from(buf, d)[0] if dn >= 4 else 0.0
         u1 = _UNIT_f.unpack_from(buf, d + 4)[0] if dn >= 8 else 0.0
@@ -2546,6 +2657,8 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
         u9 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
         u10 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
         u11 = _UNIT_I.unpack_from(buf, d + 56)[0] if dn >= 60 else 0
+        u12 = _UNIT_Q.unpack_from(buf, d + 64)[0] if dn >= 72 else 0
+        u13 = _UNIT_Q.unpack_from(buf, d + 72)[0] if dn >= 80 else 0
     obj.agent_cpu = u0
     obj.cpu = u1
     obj.agent_rss = u2
@@ -2558,6 +2671,8 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.lag_us = u9
     obj.processed = u10
     obj.previous_registrations = u11
+    obj.memory_limit = u12
+    obj.spilled_bytes = u13
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.resources = _read_list_resource(r, lo, hi, p + 8) if pn > 1 else []
     return obj
@@ -2636,7 +2751,7 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _decode_hello(frame: bytes, pos: int) -> Hello:
     el1: Any
     items1: list
-    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5 = _MESSAGE_HELLO.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
     size = words * 8 + 8
@@ -2660,11 +2775,12 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
-    c = 104
+    obj.memory_limit = u6
+    c = 112
     blobs = None
     if b0:
         n = b0 >> 3
-        if a0 + a0 != c - 62 or b0 & 7 != 2 or not n or m[c + n - 1]:
+        if a0 + a0 != c - 70 or b0 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.name = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2674,7 +2790,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         obj.name = ""
     if b1:
         n = b1 >> 3
-        if a1 + a1 != c - 70 or b1 & 7 != 2 or not n or m[c + n - 1]:
+        if a1 + a1 != c - 78 or b1 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.hostname = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2683,7 +2799,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     else:
         obj.hostname = ""
     if b2:
-        if a2 + a2 != c - 78 or b2 & 7 != 7:
+        if a2 + a2 != c - 86 or b2 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b2 >> 3:
@@ -2730,7 +2846,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         obj.resources = []
     if b3:
         n = b3 >> 3
-        if a3 + a3 != c - 86 or b3 & 7 != 2 or not n or m[c + n - 1]:
+        if a3 + a3 != c - 94 or b3 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.replaces = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2740,7 +2856,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         obj.replaces = ""
     if b4:
         n = b4 >> 3
-        if a4 + a4 != c - 94 or b4 & 7 != 2 or not n or m[c + n - 1]:
+        if a4 + a4 != c - 102 or b4 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.data_address = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -2749,7 +2865,7 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     else:
         obj.data_address = ""
     if b5:
-        if a5 + a5 != c - 102 or b5 & 7 != 7:
+        if a5 + a5 != c - 110 or b5 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
         if t & 3 or u != 65537 or (t >> 2) * 2 != b5 >> 3:
@@ -2827,7 +2943,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         u2 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
-    c = 104
+    c = 112
     blobs = None
     v = msg.name
     if v.__class__ is not str:
@@ -2835,7 +2951,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a0 = c - 62 >> 1
+        a0 = c - 70 >> 1
         b0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -2848,7 +2964,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a1 = c - 70 >> 1
+        a1 = c - 78 >> 1
         b1 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -2860,7 +2976,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a2 = c - 78 >> 1
+        a2 = c - 86 >> 1
         b2 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -2894,7 +3010,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a3 = c - 86 >> 1
+        a3 = c - 94 >> 1
         b3 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -2907,7 +3023,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a4 = c - 94 >> 1
+        a4 = c - 102 >> 1
         b4 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -2919,7 +3035,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         raise NotCanonical
     if items1:
         count1 = len(items1)
-        a5 = c - 102 >> 1
+        a5 = c - 110 >> 1
         b5 = count1 * 16 + 7
         slot1 = len(parts)
         parts.append(b"")
@@ -2960,6 +3076,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         msg.pid,
         msg.capacity,
         msg.previous_registrations,
+        msg.memory_limit,
         a0,
         b0,
         a1,
@@ -2999,6 +3116,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.holds_on_workers = False
         obj.holds_on_clients = False
         obj.adopts_held_results = False
+        obj.memory_pause = False
     else:
         obj.accepted = (u1 & 1) != 0
         obj.forwards_task_output = (u1 & 2) != 0
@@ -3007,6 +3125,7 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.holds_on_workers = (u1 & 16) != 0
         obj.holds_on_clients = (u1 & 32) != 0
         obj.adopts_held_results = (u1 & 64) != 0
+        obj.memory_pause = (u1 & 128) != 0
     obj.relay_port = u2
     obj.heartbeat_interval_ms = u3
     obj.peer_timeout_ms = u4
@@ -3038,6 +3157,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         and msg.holds_on_workers is False
         and msg.holds_on_clients is False
         and msg.adopts_held_results is False
+        and msg.memory_pause is False
     ):
         u1 = 0
     else:
@@ -3055,6 +3175,8 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
         v = msg.adopts_held_results
         u1 |= 64 if v is True else 0 if v is False else bool_bit(v) << 6
+        v = msg.memory_pause
+        u1 |= 128 if v is True else 0 if v is False else bool_bit(v) << 7
     base = len(parts)
     parts.append(b"")
     c = 64
@@ -3123,7 +3245,9 @@ def _encode_client_heartbeat(msg: ClientHeartbeat, parts: list) -> int:
 
 
 def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
+    el1: Any
+    items1: list
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, a0, b0 = _MESSAGE_WORKER_HEARTBEAT.unpack_from(frame, pos)
     if segments or head != _HEAD_WORKER_HEARTBEAT:
         raise NotCanonical
     size = words * 8 + 8
@@ -3144,16 +3268,120 @@ def _decode_worker_heartbeat(frame: bytes, pos: int) -> WorkerHeartbeat:
     obj.lag_us = u7
     obj.running = u8
     obj.interval_ms = u9
-    if size != 88:
+    obj.spilled_bytes = u10
+    c = 104
+    blobs = None
+    if b0:
+        if a0 + a0 != c - 102 or b0 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 65537 or (t >> 2) * 2 != b0 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b0 >> 3 << 3)
+        items1 = []
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_FUNCTION_PEAK.iter_unpack(m[e1 : c]):
+                el1 = _new(FunctionPeak)
+                el1.peak_bytes = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 14 and b1_0 & 7 == 2:
+                        el1.function_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 16 + (a1_0 >> 2 << 3)
+                        el1.function_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.function_id = b""
+                items1.append(el1)
+                e1 += 16
+        else:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_FUNCTION_PEAK.unpack_from(m, e1)
+                el1 = _new(FunctionPeak)
+                el1.peak_bytes = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 14 and b1_0 & 7 == 2:
+                        el1.function_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 16 + (a1_0 >> 2 << 3)
+                        el1.function_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.function_id = b""
+                items1.append(el1)
+        obj.function_peaks = items1
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.function_peaks = []
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
+    if c != size:
         raise NotCanonical
     obj.raw = m
     return obj
 
 
 def _encode_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
-    parts.append(_MESSAGE_WORKER_HEARTBEAT.pack(
+    el1: Any
+    items1: list
+    v: Any
+    base = len(parts)
+    parts.append(b"")
+    c = 104
+    blobs = None
+    items1 = msg.function_peaks
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a0 = c - 102 >> 1
+        b0 = count1 * 16 + 7
+        slot1 = len(parts)
+        parts.append(b"")
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
+        e1 = c + 8
+        c = e1 + count1 * 16
+        for el1 in items1:
+            if el1.__class__ is not FunctionPeak:
+                raise NotCanonical
+            v = el1.function_id
+            if v:
+                n = len(v)
+                if n < 1024:
+                    a1_0 = c - e1 - 14 >> 1
+                    b1_0 = n * 8 + 2
+                    parts.append(v)
+                    parts.append(PADDING[n & 7])
+                    c += n + 7 & -8
+                else:
+                    a1_0 = b1_0 = 0
+                    blobs = defer_blob(blobs, e1 + 8, v)
+            elif v.__class__ is bytes:
+                a1_0 = b1_0 = 0
+            else:
+                raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+            bodies1.append(_CANON_FUNCTION_PEAK.pack(el1.peak_bytes, a1_0, b1_0))
+            e1 += 16
+        parts[slot1] = b"".join(bodies1)
+    else:
+        a0 = b0 = 0
+    parts[base] = _MESSAGE_WORKER_HEARTBEAT.pack(
         0,
-        10,
+        c - 8 >> 3,
         _HEAD_WORKER_HEARTBEAT,
         msg.sent_at_us,
         msg.agent_cpu,
@@ -3165,8 +3393,13 @@ def _encode_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
         msg.lag_us,
         msg.running,
         msg.interval_ms,
-    ))
-    return 88
+        msg.spilled_bytes,
+        a0,
+        b0,
+    )
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
+    return c
 
 
 def _decode_heartbeat_echo(frame: bytes, pos: int) -> HeartbeatEcho:
@@ -3928,7 +4161,7 @@ def _encode_task(msg: Task, parts: list) -> int:
 
 
 def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, a0, b0, a1, b1, a2, b2 = _MESSAGE_TASK_RESULT.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK_RESULT:
         raise NotCanonical
     size = words * 8 + 8
@@ -3946,15 +4179,16 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
     obj.cpu_time_us = u4
     obj.peak_memory = u5
     obj.held_bytes = u6
-    c = 96
+    obj.memory_limit = u7
+    c = 104
     blobs = None
     if b0:
         n = b0 >> 3
-        if a0 + a0 == c - 78 and b0 & 7 == 2:
+        if a0 + a0 == c - 86 and b0 & 7 == 2:
             obj.task_id = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b0 & 7 == 2 and a0 & 3 == 1:
-            s = 80 + (a0 >> 2 << 3)
+            s = 88 + (a0 >> 2 << 3)
             obj.task_id = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -3965,11 +4199,11 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.task_id = b""
     if b1:
         n = b1 >> 3
-        if a1 + a1 == c - 86 and b1 & 7 == 2:
+        if a1 + a1 == c - 94 and b1 & 7 == 2:
             obj.payload = m[c : c + n]
             c += n + 7 & -8
         elif n >= 1024 and b1 & 7 == 2 and a1 & 3 == 1:
-            s = 88 + (a1 >> 2 << 3)
+            s = 96 + (a1 >> 2 << 3)
             obj.payload = m[s : s + n]
             blobs = defer_blob(blobs, s, n)
         else:
@@ -3980,7 +4214,7 @@ def _decode_task_result(frame: bytes, pos: int) -> TaskResult:
         obj.payload = b""
     if b2:
         n = b2 >> 3
-        if a2 + a2 != c - 94 or b2 & 7 != 2 or not n or m[c + n - 1]:
+        if a2 + a2 != c - 102 or b2 & 7 != 2 or not n or m[c + n - 1]:
             raise NotCanonical
         obj.error_text = m[c : c + n - 1].decode()
         c += n + 7 & -8
@@ -4002,20 +4236,20 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
     u1 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 96
+    c = 104
     blobs = None
     v = msg.task_id
     if v:
         n = len(v)
         if n < 1024:
-            a0 = c - 78 >> 1
+            a0 = c - 86 >> 1
             b0 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a0 = b0 = 0
-            blobs = defer_blob(blobs, 72, v)
+            blobs = defer_blob(blobs, 80, v)
     elif v.__class__ is bytes:
         a0 = b0 = 0
     else:
@@ -4024,14 +4258,14 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
     if v:
         n = len(v)
         if n < 1024:
-            a1 = c - 86 >> 1
+            a1 = c - 94 >> 1
             b1 = n * 8 + 2
             parts.append(v)
             parts.append(PADDING[n & 7])
             c += n + 7 & -8
         else:
             a1 = b1 = 0
-            blobs = defer_blob(blobs, 80, v)
+            blobs = defer_blob(blobs, 88, v)
     elif v.__class__ is bytes:
         a1 = b1 = 0
     else:
@@ -4042,7 +4276,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
     if v:
         v = v.encode()
         n = len(v)
-        a2 = c - 94 >> 1
+        a2 = c - 102 >> 1
         b2 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
         parts.append(v)
         parts.append(TEXT_END[n & 7])
@@ -4060,6 +4294,7 @@ def _encode_task_result(msg: TaskResult, parts: list) -> int:
         msg.cpu_time_us,
         msg.peak_memory,
         msg.held_bytes,
+        msg.memory_limit,
         a0,
         b0,
         a1,
@@ -5257,13 +5492,13 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         if a4 + a4 != c - 230 or b4 & 7 != 7:
             raise NotCanonical
         t, u = _POINTER_BITS.unpack_from(m, c)
-        if t & 3 or u != 131080 or (t >> 2) * 10 != b4 >> 3:
+        if t & 3 or u != 131082 or (t >> 2) * 12 != b4 >> 3:
             raise NotCanonical
         e1 = c + 8
         c = e1 + (b4 >> 3 << 3)
         items1 = []
         if ITER_UNPACK:
-            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
+            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, u1_13, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
                 el1 = _new(WorkerStatus)
                 el1.agent_cpu = u1_0
                 el1.cpu = u1_1
@@ -5277,9 +5512,11 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 el1.lag_us = u1_9
                 el1.processed = u1_10
                 el1.previous_registrations = u1_11
+                el1.memory_limit = u1_12
+                el1.spilled_bytes = u1_13
                 if b1_0:
                     n = b1_0 >> 3
-                    if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                    if a1_0 + a1_0 != c - e1 - 86 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
                     el1.name = m[c : c + n - 1].decode()
                     c += n + 7 & -8
@@ -5288,7 +5525,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 else:
                     el1.name = ""
                 if b1_1:
-                    if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
+                    if a1_1 + a1_1 != c - e1 - 94 or b1_1 & 7 != 7:
                         raise NotCanonical
                     t, u = _POINTER_BITS.unpack_from(m, c)
                     if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
@@ -5334,10 +5571,10 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 else:
                     el1.resources = []
                 items1.append(el1)
-                e1 += 80
+                e1 += 96
         else:
-            for e1 in range(e1, c, 80):
-                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
+            for e1 in range(e1, c, 96):
+                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, u1_13, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
                 el1 = _new(WorkerStatus)
                 el1.agent_cpu = u1_0
                 el1.cpu = u1_1
@@ -5351,9 +5588,11 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 el1.lag_us = u1_9
                 el1.processed = u1_10
                 el1.previous_registrations = u1_11
+                el1.memory_limit = u1_12
+                el1.spilled_bytes = u1_13
                 if b1_0:
                     n = b1_0 >> 3
-                    if a1_0 + a1_0 != c - e1 - 70 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
+                    if a1_0 + a1_0 != c - e1 - 86 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
                     el1.name = m[c : c + n - 1].decode()
                     c += n + 7 & -8
@@ -5362,7 +5601,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 else:
                     el1.name = ""
                 if b1_1:
-                    if a1_1 + a1_1 != c - e1 - 78 or b1_1 & 7 != 7:
+                    if a1_1 + a1_1 != c - e1 - 94 or b1_1 & 7 != 7:
                         raise NotCanonical
                     t, u = _POINTER_BITS.unpack_from(m, c)
                     if t & 3 or u != 65537 or (t >> 2) * 2 != b1_1 >> 3:
@@ -5566,12 +5805,12 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     if items1:
         count1 = len(items1)
         a4 = c - 230 >> 1
-        b4 = count1 * 80 + 7
+        b4 = count1 * 96 + 7
         slot1 = len(parts)
         parts.append(b"")
-        bodies1 = [_POINTER_BITS.pack(count1 << 2, 131080)]
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 131082)]
         e1 = c + 8
-        c = e1 + count1 * 80
+        c = e1 + count1 * 96
         for el1 in items1:
             if el1.__class__ is not WorkerStatus:
                 raise NotCanonical
@@ -5583,7 +5822,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
             if v:
                 v = v.encode()
                 n = len(v)
-                a1_0 = c - e1 - 70 >> 1
+                a1_0 = c - e1 - 86 >> 1
                 b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
                 parts.append(v)
                 parts.append(TEXT_END[n & 7])
@@ -5595,7 +5834,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 raise NotCanonical
             if items2:
                 count2 = len(items2)
-                a1_1 = c - e1 - 78 >> 1
+                a1_1 = c - e1 - 94 >> 1
                 b1_1 = count2 * 16 + 7
                 slot2 = len(parts)
                 parts.append(b"")
@@ -5636,12 +5875,14 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 el1.lag_us,
                 el1.processed,
                 el1.previous_registrations,
+                el1.memory_limit,
+                el1.spilled_bytes,
                 a1_0,
                 b1_0,
                 a1_1,
                 b1_1,
             ))
-            e1 += 80
+            e1 += 96
         parts[slot1] = b"".join(bodies1)
     else:
         a4 = b4 = 0
@@ -6287,6 +6528,23 @@ def _write_list_resource(buf: bytearray, blobs: Blobs, at: int, items: list[Reso
             pos += 16
 
 
+def _fill_function_peak(buf: bytearray, blobs: Blobs, start: int, obj: FunctionPeak) -> None:
+    _DATA_FUNCTION_PEAK.pack_into(buf, start, obj.peak_bytes)
+    write_data(buf, blobs, start + 8, obj.function_id)
+
+
+def _write_list_function_peak(buf: bytearray, blobs: Blobs, at: int, items: list[FunctionPeak]) -> None:
+    if items.__class__ is not list:
+        items = as_list(items)
+    if items:
+        pos = begin_struct_list(buf, at, len(items), 1, 1)
+        for item in items:
+            if item.__class__ is not FunctionPeak:
+                raise TypeError("expected FunctionPeak, got " + type(item).__name__)
+            _fill_function_peak(buf, blobs, pos, item)
+            pos += 16
+
+
 def _fill_held_result(buf: bytearray, blobs: Blobs, start: int, obj: HeldResult) -> None:
     _DATA_HELD_RESULT.pack_into(buf, start, obj.size)
     write_data(buf, blobs, start + 8, obj.object_id)
@@ -6324,13 +6582,14 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
         obj.pid,
         obj.capacity,
         obj.previous_registrations,
+        obj.memory_limit,
     )
-    write_text(buf, start + 24, obj.name)
-    write_text(buf, start + 32, obj.hostname)
-    _write_list_resource(buf, blobs, start + 40, obj.resources)
-    write_text(buf, start + 48, obj.replaces)
-    write_text(buf, start + 56, obj.data_address)
-    _write_list_held_result(buf, blobs, start + 64, obj.held_results)
+    write_text(buf, start + 32, obj.name)
+    write_text(buf, start + 40, obj.hostname)
+    _write_list_resource(buf, blobs, start + 48, obj.resources)
+    write_text(buf, start + 56, obj.replaces)
+    write_text(buf, start + 64, obj.data_address)
+    _write_list_held_result(buf, blobs, start + 72, obj.held_results)
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
@@ -6343,6 +6602,7 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         and obj.holds_on_workers is False
         and obj.holds_on_clients is False
         and obj.adopts_held_results is False
+        and obj.memory_pause is False
     ):
         u1 = 0
     else:
@@ -6360,6 +6620,8 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         u1 |= 32 if v is True else 0 if v is False else bool_bit(v) << 5
         v = obj.adopts_held_results
         u1 |= 64 if v is True else 0 if v is False else bool_bit(v) << 6
+        v = obj.memory_pause
+        u1 |= 128 if v is True else 0 if v is False else bool_bit(v) << 7
     _DATA_HELLO_REPLY.pack_into(
         buf,
         start,
@@ -6391,7 +6653,9 @@ def _fill_worker_heartbeat(buf: bytearray, blobs: Blobs, start: int, obj: Worker
         obj.lag_us,
         obj.running,
         obj.interval_ms,
+        obj.spilled_bytes,
     )
+    _write_list_function_peak(buf, blobs, start + 64, obj.function_peaks)
 
 
 def _fill_heartbeat_echo(buf: bytearray, blobs: Blobs, start: int, obj: HeartbeatEcho) -> None:
@@ -6451,10 +6715,11 @@ def _fill_task_result(buf: bytearray, blobs: Blobs, start: int, obj: TaskResult)
         obj.cpu_time_us,
         obj.peak_memory,
         obj.held_bytes,
+        obj.memory_limit,
     )
-    write_data(buf, blobs, start + 40, obj.task_id)
-    write_data(buf, blobs, start + 48, obj.payload)
-    write_text(buf, start + 56, obj.error_text)
+    write_data(buf, blobs, start + 48, obj.task_id)
+    write_data(buf, blobs, start + 56, obj.payload)
+    write_text(buf, start + 64, obj.error_text)
 
 
 def _fill_task_output(buf: bytearray, blobs: Blobs, start: int, obj: TaskOutput) -> None:
@@ -6607,21 +6872,23 @@ def _fill_worker_status(buf: bytearray, blobs: Blobs, start: int, obj: WorkerSta
         obj.lag_us,
         obj.processed,
         obj.previous_registrations,
+        obj.memory_limit,
+        obj.spilled_bytes,
     )
-    write_text(buf, start + 64, obj.name)
-    _write_list_resource(buf, blobs, start + 72, obj.resources)
+    write_text(buf, start + 80, obj.name)
+    _write_list_resource(buf, blobs, start + 88, obj.resources)
 
 
 def _write_list_worker_status(buf: bytearray, blobs: Blobs, at: int, items: list[WorkerStatus]) -> None:
     if items.__class__ is not list:
         items = as_list(items)
     if items:
-        pos = begin_struct_list(buf, at, len(items), 8, 2)
+        pos = begin_struct_list(buf, at, len(items), 10, 2)
         for item in items:
             if item.__class__ is not WorkerStatus:
                 raise TypeError("expected WorkerStatus, got " + type(item).__name__)
             _fill_worker_status(buf, blobs, pos, item)
-            pos += 80
+            pos += 96
 
 
 def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: SchedulerStatus) -> None:
@@ -6658,7 +6925,7 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
     _write_list_worker_status(buf, blobs, start + 192, obj.workers)
 
 
-_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000003000600") + bytes(72)
+_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000004000600") + bytes(80)
 
 
 def _build_hello(msg: Hello, parts: list) -> int:
@@ -6688,7 +6955,7 @@ def _build_client_heartbeat(msg: ClientHeartbeat, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_WORKER_HEARTBEAT = bytes.fromhex("0000000000000000000000000100010003000000000000000000000007000000") + bytes(56)
+_PREFIX_WORKER_HEARTBEAT = bytes.fromhex("0000000000000000000000000100010003000000000000000000000008000100") + bytes(72)
 
 
 def _build_worker_heartbeat(msg: WorkerHeartbeat, parts: list) -> int:
@@ -6718,7 +6985,7 @@ def _build_task(msg: Task, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_TASK_RESULT = bytes.fromhex("0000000000000000000000000100010006000000000000000000000005000300") + bytes(64)
+_PREFIX_TASK_RESULT = bytes.fromhex("0000000000000000000000000100010006000000000000000000000006000300") + bytes(72)
 
 
 def _build_task_result(msg: TaskResult, parts: list) -> int:
@@ -7086,6 +7353,10 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("name", "name", "text", None),
         FieldInfo("amount", "amount", "float64", None),
     ),
+    FunctionPeak: (
+        FieldInfo("function_id", "functionId", "data", None),
+        FieldInfo("peak_bytes", "peakBytes", "uint64", None),
+    ),
     HeldResult: (
         FieldInfo("object_id", "objectId", "data", None),
         FieldInfo("size", "size", "uint64", None),
@@ -7105,6 +7376,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("fetches_from_holders", "fetchesFromHolders", "bool", None),
         FieldInfo("held_results", "heldResults", "struct_list", HeldResult),
         FieldInfo("takes_handoffs", "takesHandoffs", "bool", None),
+        FieldInfo("memory_limit", "memoryLimit", "uint64", None),
     ),
     HelloReply: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
@@ -7120,6 +7392,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("holds_on_clients", "holdsOnClients", "bool", None),
         FieldInfo("relay_port", "relayPort", "uint16", None),
         FieldInfo("adopts_held_results", "adoptsHeldResults", "bool", None),
+        FieldInfo("memory_pause", "memoryPause", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -7138,6 +7411,8 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("flags", "flags", "uint8", None),
         FieldInfo("running", "running", "uint32", None),
         FieldInfo("interval_ms", "intervalMs", "uint32", None),
+        FieldInfo("spilled_bytes", "spilledBytes", "uint64", None),
+        FieldInfo("function_peaks", "functionPeaks", "struct_list", FunctionPeak),
     ),
     HeartbeatEcho: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -7175,6 +7450,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("peak_memory", "peakMemory", "uint64", None),
         FieldInfo("attempts", "attempts", "uint32", None),
         FieldInfo("held_bytes", "heldBytes", "uint64", None),
+        FieldInfo("memory_limit", "memoryLimit", "uint64", None),
     ),
     TaskOutput: (
         FieldInfo("task_id", "taskId", "data", None),
@@ -7278,6 +7554,8 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("previous_registrations", "previousRegistrations", "uint32", None),
         FieldInfo("retiring", "retiring", "bool", None),
         FieldInfo("resources", "resources", "struct_list", Resource),
+        FieldInfo("memory_limit", "memoryLimit", "uint64", None),
+        FieldInfo("spilled_bytes", "spilledBytes", "uint64", None),
     ),
     SchedulerStatus: (
         FieldInfo("time_us", "timeUs", "uint64", None),

@@ -53,6 +53,14 @@ class SharedBytes:
             return memoryview(bytearray())
         return memoryview(mmap.mmap(self.fd, self.size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE))
 
+    def move_to(self, fd: int) -> None:
+        """From now on the bytes are those of `fd` (a file holding the same bytes: a worker spilling a held result to
+        disk, or reading it back), under this object's descriptor number; `fd` is closed. Views taken before keep the
+        old mapping, and processes handed the old descriptor keep theirs."""
+        os.dup2(fd, self.fd, inheritable=False)
+        os.close(fd)
+        self._map = None
+
     def __len__(self) -> int:
         return self.size
 

@@ -43,14 +43,29 @@ def format_lag(microseconds: int) -> str:
 
 REGISTERED_AGAIN_MARK = "~"  # before the name of a worker that registered again after a lost scheduler
 RETIRING_MARK = "<"  # before the name of a worker that is retiring: it gets no new task and leaves once done
+MEMORY_PAUSED_MARK = "!"  # before the name of a worker paused (memory): it gets no new task until its memory falls
+
+
+def memory_paused(worker: WorkerStatus) -> bool:
+    """The worker is above its memory pause threshold (docs/guide/memory.md): "paused (memory)"."""
+    return bool(worker.flags & heartbeat_flags.MEMORY_PAUSED)
+
+
+def worker_state(worker: WorkerStatus) -> str:
+    """What keeps a worker from taking tasks, in words ("retiring", "paused (memory)"), or ""."""
+    return ", ".join(
+        state for state, is_so in (("retiring", worker.retiring), ("paused (memory)", memory_paused(worker))) if is_so
+    )
 
 
 def worker_label(worker: WorkerStatus) -> str:
-    """The worker's name, marked if it is retiring, or if it survived a lost scheduler (a restart) and registered
-    again; followed by the resources it offers, if any (`w1{gpu=1,mem=6.4e+10}`)."""
+    """The worker's name, marked if it is retiring, paused (memory), or if it survived a lost scheduler (a restart)
+    and registered again; followed by the resources it offers, if any (`w1{gpu=1,mem=6.4e+10}`)."""
     name = REGISTERED_AGAIN_MARK + worker.name if worker.previous_registrations else worker.name
     if worker.resources:
         name += "{" + format_resources(worker) + "}"
+    if memory_paused(worker):
+        name = MEMORY_PAUSED_MARK + name
     return RETIRING_MARK + name if worker.retiring else name
 
 
@@ -144,7 +159,10 @@ WORKER_COLUMNS: Tuple[WorkerColumn, ...] = (
     WorkerColumn("w", "sent", 5, lambda w: w.sent, lambda w: format_count(w.sent)),
     WorkerColumn("d", "queued", 6, lambda w: w.queued, lambda w: format_count(w.queued)),
     WorkerColumn("l", "lag", 5, lambda w: w.lag_us, lambda w: format_lag(w.lag_us)),
+    WorkerColumn("s", "spilled", 7, lambda w: w.spilled_bytes, lambda w: format_bytes(w.spilled_bytes)),
 )
+# Columns scaler_top leaves out while every worker's value is 0 and it does not sort by them: most clusters never spill
+OPTIONAL_COLUMNS = frozenset("s")
 ITL_HEADER = "ITL"
 SORT_KEYS: Dict[str, WorkerColumn] = {column.key: column for column in WORKER_COLUMNS}
 DEFAULT_SORT_KEY = "c"

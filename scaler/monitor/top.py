@@ -18,6 +18,8 @@ from scaler.config import SETTINGS
 from scaler.monitor.model import (
     DEFAULT_SORT_KEY,
     ITL_HEADER,
+    MEMORY_PAUSED_MARK,
+    OPTIONAL_COLUMNS,
     REGISTERED_AGAIN_MARK,
     RETIRING_MARK,
     SORT_KEYS,
@@ -25,6 +27,7 @@ from scaler.monitor.model import (
     Section,
     check_sort_key,
     format_flags,
+    memory_paused,
     no_status_message,
     resource_classes,
     shortcuts_text,
@@ -81,10 +84,12 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
     lines.append(Line(""))
     again = sum(1 for worker in status.workers if worker.previous_registrations)
     retiring = sum(1 for worker in status.workers if worker.retiring)
+    paused = sum(1 for worker in status.workers if memory_paused(worker))
     lines.append(
         Line(
             f"Total {len(status.workers)} worker(s)"
             + (f", {retiring} retiring ({RETIRING_MARK})" if retiring else "")
+            + (f", {paused} paused (memory) ({MEMORY_PAUSED_MARK})" if paused else "")
             + (f", {again} registered again after a lost scheduler ({REGISTERED_AGAIN_MARK})" if again else "")
         )
     )
@@ -143,7 +148,12 @@ def _blocks(sections: Sequence[Section], width: int) -> List[Line]:
 
 
 def _worker_table(workers: Sequence[WorkerStatus], sort_key: str, width: int) -> List[Line]:
-    name_column, numbers = WORKER_COLUMNS[0], WORKER_COLUMNS[1:]
+    name_column = WORKER_COLUMNS[0]
+    numbers = [
+        column
+        for column in WORKER_COLUMNS[1:]
+        if column.key not in OPTIONAL_COLUMNS or column.key == sort_key or any(column.value(w) for w in workers)
+    ]
     cells = [[column.text(worker) for column in numbers] + [format_flags(worker.flags)] for worker in workers]
     widths = [
         max([column.width, len(column.header) + 1] + [len(row[index]) for row in cells])  # +1: room for the *

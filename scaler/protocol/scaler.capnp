@@ -43,6 +43,12 @@ struct Resource {
   amount @1 :Float64;
 }
 
+struct FunctionPeak {
+  # The most memory a worker saw its task processes use while running tasks of a function (WorkerHeartbeat).
+  functionId @0 :Data;   # as in Task.functionId
+  peakBytes @1 :UInt64;
+}
+
 enum ObjectKind {
   object @0;      # sent by Client.send_object or a large argument
   function @1;    # a serialized function; name is its qualified name
@@ -83,6 +89,7 @@ struct Hello {
                                      # HelloReply.adoptsHeldResults)
   takesHandoffs @13 :Bool;           # workers: it fetches and holds the results a retiring worker hands over
                                      # (ObjectRequest.takeFrom)
+  memoryLimit @14 :UInt64;           # workers: its memory limit in bytes (scaler_cluster --memory-limit); 0: none
 }
 
 struct HelloReply {
@@ -109,6 +116,8 @@ struct HelloReply {
                                # DataRequest.holderAddress); 0: no relay (an older scheduler, or --no-relay)
   adoptsHeldResults @12 :Bool; # the scheduler read Hello.heldResults: the worker keeps them until told to drop them
                                # (ObjectDelete); false (an older scheduler): it drops them at once
+  memoryPause @13 :Bool;       # the scheduler understands heartbeat_flags.MEMORY_PAUSED (it moves a paused worker's
+                               # queued tasks away): only then do workers set it
 }
 
 struct ClientHeartbeat {
@@ -129,6 +138,9 @@ struct WorkerHeartbeat {
   flags @7 :UInt8;          # bits: scaler/protocol/heartbeat_flags.py (initialized, has a task, task lock)
   running @8 :UInt32;       # tasks executing now (0 or 1)
   intervalMs @9 :UInt32;    # the interval it heartbeats at now (0: an older worker, which keeps HelloReply's)
+  spilledBytes @10 :UInt64; # held results it moved to disk to stay under its memory limit (docs/guide/memory.md)
+  functionPeaks @11 :List(FunctionPeak);  # with a memory limit: functions whose peak rose since the last heartbeat
+                                          # (sampled while their tasks ran); the scheduler learns from them
 }
 
 struct HeartbeatEcho {
@@ -174,6 +186,9 @@ struct TaskResult {
                             # deaths included); 0 from workers and older schedulers, meaning one
   heldBytes @9 :UInt64;     # with inObject: the result was not put; the worker that sent this holds it, this large,
                             # and serves it at its Hello.dataAddress (see ObjectResponse.holderAddress)
+  memoryLimit @10 :UInt64;  # failed: it went past its worker's memory limit, this many bytes (MemoryLimitError), and
+                            # peakMemory is the most it was seen to use; the scheduler runs it again only on a worker
+                            # with a larger limit (docs/guide/memory.md). 0: another failure, or an older worker
 }
 
 enum OutputStream {
@@ -332,6 +347,8 @@ struct WorkerStatus {
   previousRegistrations @11 :UInt32;  # from its Hello: >0 for a worker that registered again after a lost scheduler
   retiring @12 :Bool;                 # it asked to retire (WorkerRetire): it gets no new task and leaves once done
   resources @13 :List(Resource);      # from its Hello
+  memoryLimit @14 :UInt64;            # from its Hello: bytes, 0 for none
+  spilledBytes @15 :UInt64;           # from its last heartbeat: held results it keeps on disk
 }
 
 struct SchedulerStatus {

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import heapq
 import logging
+import pickle
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
+from scaler.errors import MemoryLimitError, memory_stopped_by, where_failed
 from scaler.io.curve import raw_key
 from scaler.protocol import (
     MESSAGE_TYPES,
@@ -55,9 +57,10 @@ from scaler.protocol import (
 from scaler.rate_limit import LimitedLog, RateLimiter
 from scaler.scheduler.cadence import Cadence
 from scaler.scheduler.held import INT32_MAX, HeldResults
+from scaler.scheduler.memory import MemoryPeaks, function_key, with_memory
 from scaler.scheduler.placement import Placement, WorkerLoads, take_least_loaded
 from scaler.scheduler.ready import ReadyQueue
-from scaler.scheduler.resources import Resources, describe, normalize_resources, satisfies
+from scaler.scheduler.resources import MEMORY, Resources, describe, normalize_resources, satisfies
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import (
     ASSIGNED,
@@ -94,6 +97,7 @@ _STALL_SECONDS = 1.0
 # than the least loaded one (see _place_bucket)
 LOCALITY_SLACK = 2
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
+_BIT_MEMORY_PAUSED = heartbeat_flags.MEMORY_PAUSED  # above its memory pause threshold: it starts no new task
 _N_TYPES = len(MESSAGE_TYPES)
 _ECHO = HeartbeatEcho.WHICH
 _KIND_RESULT = int(ObjectKind.result)
@@ -155,6 +159,9 @@ class SchedulerCore(HeldResults):
         self.clients: Dict[bytes, ClientState] = {}
         self.objects: Dict[bytes, StoredObject] = {}
         # ready tasks, one queue per distinct resource requirement; () (no resources) always exists
+        self.memory_peaks = MemoryPeaks()  # of functions that went past a worker's memory limit (scheduler/memory.py)
+        self._memory_learned = self.memory_peaks.peaks  # the same dict: tested per task, a plain truth test
+        self._smallest_memory_limit = float("inf")  # of the connected workers (none: inf), kept as classes change
         self._plain = ReadyQueue(())  # tasks needing no resources: every task, when nobody sets options
         self.ready_queues: Dict[Resources, ReadyQueue] = {(): self._plain}
         self.retried_tasks = 0  # attempts started again after the function raised or timed out
@@ -563,6 +570,9 @@ class SchedulerCore(HeldResults):
                 reason = f"bad resources: {error}"
                 self._send_message(peer, HelloReply(protocol_version=PROTOCOL_VERSION, accepted=False, reason=reason))
                 return
+            announced = offer
+            if message.memory_limit:  # its limit is a resource: tasks that need more go elsewhere (memory.py)
+                offer = with_memory(offer, message.memory_limit)
             if offer not in self.loads.classes and len(self.loads.classes) >= MAX_RESOURCE_CLASSES:
                 reason = (
                     f"too many distinct resource offers: workers connected already offer {MAX_RESOURCE_CLASSES} "
@@ -576,10 +586,11 @@ class SchedulerCore(HeldResults):
             if queue_cap is not None and capacity > queue_cap:
                 capacity = queue_cap
             worker = WorkerState(peer, name, capacity, now, again)
-            worker.row.resources = [Resource(name=key, amount=amount) for key, amount in offer]
+            worker.row.resources = [Resource(name=key, amount=amount) for key, amount in announced]
             worker.data_address = message.data_address
             worker.fetches_from_holders = message.fetches_from_holders
             worker.takes_handoffs = message.takes_handoffs
+            worker.row.memory_limit = worker.memory_limit = message.memory_limit
             self.workers[peer] = worker
             if self.loads.add(worker, offer):
                 self._refresh_eligibility()
@@ -654,6 +665,7 @@ class SchedulerCore(HeldResults):
                 holds_on_clients=True,
                 relay_port=self.relay_port,
                 adopts_held_results=role == Role.worker,
+                memory_pause=True,
             ),
         )
 
@@ -662,6 +674,8 @@ class SchedulerCore(HeldResults):
         classes = self.loads.classes
         for requirement, queue in self.ready_queues.items():
             queue.eligible = [loads for offer, loads in classes.items() if satisfies(offer, requirement)]
+        limits = [dict(offer).get(MEMORY, float("inf")) for offer in classes]
+        self._smallest_memory_limit = min(limits, default=float("inf"))
 
     def _drop_peer(self, state, reason: str, now: float) -> None:
         if isinstance(state, WorkerState):
@@ -712,6 +726,12 @@ class SchedulerCore(HeldResults):
         row.queued = message.queued
         row.lag_us = message.lag_us
         row.flags = message.flags
+        row.spilled_bytes = message.spilled_bytes
+        if message.function_peaks:  # with memory limits: what its tasks' functions were seen to use
+            for peak in message.function_peaks:
+                key = self._function_key(peak.function_id)
+                if key is not None:
+                    self.memory_peaks.learn(key, peak.peak_bytes)
         self.loads.note(worker)
         # Tasks parked on their children (nested tasks) hold a slot without using the worker: lend their slots back,
         # or parents could fill every slot and leave none for the children they wait for.
@@ -722,7 +742,20 @@ class SchedulerCore(HeldResults):
         if parked != worker.parked:
             worker.parked = parked
             worker.loads.file(worker)
+        if (message.flags & _BIT_MEMORY_PAUSED != 0) != worker.memory_paused:
+            self._memory_pause(worker, not worker.memory_paused, now)
         self._echo(worker, message, True, now)
+
+    def _memory_pause(self, worker: WorkerState, paused: bool, now: float) -> None:
+        """A worker's memory went above its pause threshold (or fell below it again): it gets no new task meanwhile,
+        and hands back the tasks queued on it, for other workers; then it takes tasks again."""
+        worker.memory_paused = paused
+        worker.loads.file(worker)
+        what = "paused (memory): its queued tasks go elsewhere" if paused else "resumed (memory below its threshold)"
+        self.peer_events.log(worker.identity, now, "worker %s %s", worker.name, what)
+        if paused and len(worker.assigned) > worker.running and not worker.balance_pending:
+            worker.balance_pending = True
+            self._send_message(worker.identity, BalanceRequest(count=len(worker.assigned) - worker.running))
 
     def _on_worker_disconnect(self, worker: WorkerState, message: WorkerDisconnect, now: float) -> None:
         # A retiring worker that leaves before its retirement is over was stopped from outside (a second SIGTERM, its
@@ -952,6 +985,8 @@ class SchedulerCore(HeldResults):
                 queue.members += 1
         else:
             queue = self._plain
+        if self._memory_learned:  # a function went past a worker's memory limit: its tasks go, if they can, elsewhere
+            queue = self._memory_hint(queue, message.function_id)
         priority = message.priority
         if message.parent_task_id:
             # a nested task runs before tasks of its parent's level, so that parents waiting on children finish first
@@ -1169,6 +1204,8 @@ class SchedulerCore(HeldResults):
             return  # a result crossing a cancel or a reassignment: the task was settled already
         worker.row.processed += 1
         status = message.status
+        if status == _FAILED and message.memory_limit and self._over_memory_limit(task, worker, message, now):
+            return
         if (
             task.max_retries
             and (status == _FAILED or status == _TIMED_OUT)
@@ -1182,6 +1219,72 @@ class SchedulerCore(HeldResults):
             self._finish(task, status, message, None)  # re-encoded with its attempts
             return
         self._finish(task, status, message, message.raw)
+
+    # ---- memory (scheduler/memory.py) --------------------------------------------------------------------------------
+
+    def _function_key(self, function_id: bytes) -> Optional[bytes]:
+        stored = self.objects.get(function_id)
+        if stored is None or not stored.complete:
+            return None
+        if stored.memory_key is None:
+            stored.memory_key = function_key(stored.chunks)
+        return stored.memory_key
+
+    def _memory_hint(self, queue: ReadyQueue, function_id: bytes) -> ReadyQueue:
+        """A new task of a function that went past a worker's limit before: into the queue of workers whose limit
+        fits what it used, if some have room now; never a requirement nobody meets (it would not run)."""
+        key = self._function_key(function_id)
+        expected = self.memory_peaks.expected(key) if key is not None else None
+        if expected is None or expected < self._smallest_memory_limit:
+            return queue  # it fits every worker: placed as any task
+        requirement = with_memory(queue.requirement, expected + 1)
+        if not any(loads.free_slots for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)):
+            return queue
+        hinted = self._requeue(queue, requirement)
+        return queue if hinted is None else hinted
+
+    def _requeue(self, queue: ReadyQueue, requirement: Resources) -> Optional[ReadyQueue]:
+        """The queue of `requirement`, a task's from now on instead of `queue` (member counts moved); None if there
+        are too many requirements already."""
+        new = self.ready_queues.get(requirement)
+        if new is None:
+            if len(self.ready_queues) > MAX_REQUIREMENTS:
+                return None
+            new = self._new_ready_queue(requirement)
+        new.members += 1
+        if queue.requirement:
+            queue.members -= 1
+            if not queue.members:
+                del self.ready_queues[queue.requirement]
+        return new
+
+    def _over_memory_limit(self, task: TaskState, worker: WorkerState, message: TaskResult, now: float) -> bool:
+        """The task went past its worker's memory limit: learn it, and run it again on a worker with a larger limit
+        (not counted against its retries: each such retry needs a larger limit, so they end) if one is connected;
+        else it fails, saying so. True if the task was settled here."""
+        limit = message.memory_limit
+        key = self._function_key(task.function_id)
+        if key is not None:
+            self.memory_peaks.learn(key, max(limit, message.peak_memory))
+        if task.state != ASSIGNED:
+            return False
+        requirement = with_memory(task.queue.requirement, limit + 1)
+        larger = [loads for offer, loads in self.loads.classes.items() if satisfies(offer, requirement)]
+        if any(loads.count > loads.retiring for loads in larger):
+            queue = self._requeue(task.queue, requirement)
+            if queue is not None:
+                task.queue = queue
+                task.max_retries += 1  # this attempt is not the task's fault: its retries stay as they were
+                self._retry(task, worker, now)
+                return True
+        how = memory_stopped_by(message.error_text) or "its worker"
+        error = MemoryLimitError(limit, message.peak_memory, how, worker.name, "no connected worker has a larger limit")
+        message.payload = pickle.dumps(error)
+        message.error_text = where_failed(task.task_id.hex(), worker.name) + str(error)
+        if task.failures or task.retries:
+            message.attempts = _attempts(task)
+        self._finish(task, _FAILED, message, None)  # re-encoded with the scheduler's word
+        return True
 
     def _retry(self, task: TaskState, worker: WorkerState, now: float) -> None:
         """The task failed or timed out with retries left: back to the ready tasks (same priority and requirement;

@@ -109,9 +109,9 @@ class WorkerLoads:
         held = len(worker.assigned) - worker.parked
         level = held if held > 0 else 0
         slots = worker.capacity - held  # more than its capacity while it holds fewer tasks than it parks
-        if slots < 0 or worker.retire_deadline is not None:
-            # tasks assigned while parked ones lent their slots, and those went back to work; or a retiring worker,
-            # which takes no task: filed closed, it is never placed on nor counted idle or free
+        if slots < 0 or worker.retire_deadline is not None or worker.memory_paused:
+            # tasks assigned while parked ones lent their slots, and those went back to work; or a retiring worker, or
+            # one paused for memory, which takes no task: filed closed, it is never placed on nor counted idle or free
             slots = 0
         old = worker.level
         if old >= 0:
@@ -184,7 +184,8 @@ class WorkerLoads:
                     assert workers.get(worker.identity) is worker, f"{worker.name} filed but not connected"
                     held = len(worker.assigned) - worker.parked
                     assert worker.level == level == max(0, held), f"{worker.name} filed at {level}, load {held}"
-                    free = 0 if worker.retire_deadline is not None else max(0, worker.capacity - held)
+                    closed = worker.retire_deadline is not None or worker.memory_paused
+                    free = 0 if closed else max(0, worker.capacity - held)
                     assert worker.free_slots == free, f"{worker.name}: wrong free slots"
                     assert worker.takes_tasks == is_open, f"{worker.name} in the wrong room"
                     if worker.free_slots == 0 or worker.free_slots >= worker.refill_mark:

@@ -7,6 +7,9 @@ from typing import Dict, Optional, Tuple
 
 # (name, amount) pairs sorted by name, amounts > 0: what a worker offers or what a task needs. () is "nothing".
 Resources = Tuple[Tuple[str, float], ...]
+# A worker's memory limit (Hello.memoryLimit), offered as a resource of this name; a worker without a limit has no
+# such entry and meets any requirement of it (scaler/scheduler/memory.py).
+MEMORY = "scaler:memory"
 
 
 def normalize_resources(resources: list) -> Tuple[Optional[Resources], str]:
@@ -31,4 +34,6 @@ def describe(resources: Resources) -> str:
 
 def satisfies(offer: Resources, requirement: Resources) -> bool:
     offered = dict(offer)
-    return all(offered.get(name, 0.0) >= amount for name, amount in requirement)
+    return all(
+        offered.get(name, 0.0) >= amount or (name == MEMORY and name not in offered) for name, amount in requirement
+    )

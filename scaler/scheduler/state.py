@@ -102,6 +102,8 @@ class WorkerState:
         "takes_handoffs",
         "handing",
         "taking",
+        "memory_paused",
+        "memory_limit",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -140,6 +142,9 @@ class WorkerState:
         # Retiring, what it holds and was asked to hand over: object id -> the worker asked to fetch and hold it
         self.handing: Dict[bytes, bytes] = {}
         self.taking = 0  # results it was asked to take from retiring workers and has not answered for yet
+        # its heartbeat says it is above its memory pause threshold: like a retiring one, it has no free slot meanwhile
+        self.memory_paused = False
+        self.memory_limit = 0  # Hello.memoryLimit, bytes; 0: none
 
 
 class ClientState:
@@ -194,6 +199,7 @@ class StoredObject:
         "uploading",
         "later",
         "producer",
+        "memory_key",
     )
 
     def __init__(self, object_id: bytes, owner: bytes, kind: int, name: str, chunk_count: int, total_size: int) -> None:
@@ -218,6 +224,7 @@ class StoredObject:
         self.uploading = -1  # chunks relayed so far of the upload under way; -1: none under way
         self.later: Tuple[bytes, ...] = ()  # asked while an upload was half relayed: they get the next one
         self.producer: Any = None  # the TaskState that made a held result: run again if its holder is lost
+        self.memory_key: Optional[bytes] = None  # a function's key for learning its memory (scheduler/memory.py)
 
     @property
     def complete(self) -> bool:

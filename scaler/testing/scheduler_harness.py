@@ -88,6 +88,7 @@ class Harness:
         fetches_from_holders: bool = False,
         takes_handoffs: Optional[bool] = None,
         held_results: Optional[Dict[bytes, int]] = None,
+        memory_limit: int = 0,
     ) -> HelloReply:
         """`takes_handoffs`: by default, whether it has a data address (as our workers say). `held_results`: object id
         -> size of the results it still holds, registering again after losing its scheduler."""
@@ -102,6 +103,7 @@ class Harness:
             fetches_from_holders=fetches_from_holders,
             takes_handoffs=bool(data_address) if takes_handoffs is None else takes_handoffs,
             held_results=[HeldResult(object_id=key, size=size) for key, size in (held_results or {}).items()],
+            memory_limit=memory_limit,
         )
         reply = self.send(peer, hello)[peer][0]  # ready tasks may follow the reply at once
         assert isinstance(reply, HelloReply) and reply.accepted, reply
@@ -112,7 +114,7 @@ class Harness:
         args = [Argument(kind=ArgumentKind.task_ref, data=d) for d in dependencies or []]
         return Task(
             task_id=self._task_counter.to_bytes(16, "big"),
-            function_id=b"f" * 16,
+            function_id=fields.pop("function_id", b"f" * 16),
             args=args or [Argument(kind=ArgumentKind.inline, data=b"arg")],
             dependencies=list(dependencies or []),
             report_result=report_result,

@@ -14,10 +14,12 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import psutil
 import zmq
@@ -36,6 +38,7 @@ from scaler.protocol import ProtocolError, decode_frame
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
 from scaler.worker.instructions import (
     AcceptDataKeys,
+    AllowMemory,
     Connect,
     DropTasks,
     EndParking,
@@ -44,10 +47,14 @@ from scaler.worker.instructions import (
     ForgetObjects,
     HandTasks,
     KillProcessor,
+    ReadBackHeld,
+    SampleMemory,
     SendHeartbeat,
+    SpillHeld,
     StartProcessor,
 )
 from scaler.worker.lifetime import parent_alive
+from scaler.worker.memory import CgroupMaker, ProcessCgroup, pss_bytes, read_back, rss_bytes, spill
 from scaler.worker.outbox import Outbox
 from scaler.worker.processor_link import ProcessorLink
 from scaler.worker.settings import WorkerSettings
@@ -74,10 +81,14 @@ def run_worker(
     lost worker this one replaces, for the scheduler.
     """
     zygote = ProcessorZygote.start()
+    agent = None
     try:
-        return WorkerAgent(settings, name, zygote, parent_pid, turns, replaces).run()
+        agent = WorkerAgent(settings, name, zygote, parent_pid, turns, replaces)
+        return agent.run()
     finally:
         zygote.stop(timeout_seconds=1.0)
+        if agent is not None and agent.cgroups is not None:
+            agent.cgroups.close()  # its processors are reaped now: their cgroups can go
 
 
 class WorkerAgent:
@@ -110,6 +121,9 @@ class WorkerAgent:
         self._crashed = False
         self._next_orphan_check = 0.0
         self._agent_process = psutil.Process()
+        self.cgroups: Optional[CgroupMaker] = None  # a memory cgroup per processor (memory.py), if in force
+        self._cgroup_of: Dict[int, ProcessCgroup] = {}  # by processor number
+        self._spill_directory = ""  # the worker's own temporary directory, with a memory limit: spilled results
 
     # --- life cycle ---------------------------------------------------------------------------------------------------
 
@@ -142,6 +156,7 @@ class WorkerAgent:
             self._replaces,
             self._data.address if self._data is not None else "",
         )
+        self._set_up_memory_limit()
         # the processors, forked from the fork server before this, keep the defaults: the tasks they run are the user's
         tune_for_a_loop()
         try:
@@ -180,6 +195,8 @@ class WorkerAgent:
         if self._relay_link is not None:
             self._relay_link.close()
         self._fetcher.close()
+        if self._spill_directory:
+            shutil.rmtree(self._spill_directory, ignore_errors=True)  # empty: spilled files are unnamed
         assert self._exit is not None  # the loop ends, or failed, with one
         self._close_dealer(linger=_DISCONNECT_LINGER_MS if self._exit.disconnect else 0)
         self._context.term()
@@ -318,13 +335,26 @@ class WorkerAgent:
         self._unwatch(link)
         link.close_after_death()
         how = describe_wait_status(self._zygote.wait_exit(link.pid, _EXIT_STATUS_TIMEOUT_SECONDS))
-        self._core.processor_died(link.number, how, now)
+        memory_peak = None
+        group = self._cgroup_of.pop(link.number, None)
+        if group is not None:
+            if group.oom_kills():  # the kernel killed it at its cgroup's limit
+                memory_peak = group.peak_bytes()
+            assert self.cgroups is not None  # groups are made by it
+            self.cgroups.release(group)
+        self._core.processor_died(link.number, how, now, memory_peak)
 
     # --- the core's instructions --------------------------------------------------------------------------------------
 
     def _execute(self) -> None:
+        instructions = self._core.take_instructions()
+        while instructions:  # a memory sample is answered at once, and the core may have more to do then
+            self._execute_some(instructions)
+            instructions = self._core.take_instructions()
+
+    def _execute_some(self, instructions: List[Any]) -> None:
         link: Optional[ProcessorLink]  # one started, or one to kill
-        for instruction in self._core.take_instructions():
+        for instruction in instructions:
             kind = type(instruction)
             if kind is HandTasks:
                 self._order(instruction.number, ProcessorLink.hand, instruction.tasks, instruction.shared)
@@ -334,7 +364,8 @@ class WorkerAgent:
                 self._send_heartbeat(instruction)
             elif kind is StartProcessor:
                 self._flush()  # what is settled leaves first: a fork takes a while, and a wedged fork server forever
-                forked = self._zygote.fork_processor(_FORK_TIMEOUT_SECONDS)
+                group = self._make_cgroup(instruction.number)
+                forked = self._zygote.fork_processor(_FORK_TIMEOUT_SECONDS, group.procs_path if group else "")
                 link = ProcessorLink(instruction.number, forked, self._settings.task_output_limit_bytes)
                 self._links[link.number] = link
                 self._poller.register(link.fileno(), zmq.POLLIN)
@@ -354,6 +385,12 @@ class WorkerAgent:
             elif kind is AcceptDataKeys:
                 if self._zap is not None:
                     self._zap.authorized_keys = z85_keys(instruction.keys)
+            elif kind is SampleMemory:
+                self._sample_memory(instruction)
+            elif kind is SpillHeld or kind is ReadBackHeld:
+                self._move_held(instruction)
+            elif kind is AllowMemory:
+                self._allow_memory(instruction)
             elif kind is Connect:
                 self._connect()
             elif kind is Exit:
@@ -375,6 +412,91 @@ class WorkerAgent:
         self._unwatch(link)
         link.kill()
         self._zygote.ignore_exit(link.pid)
+        group = self._cgroup_of.pop(link.number, None)
+        if group is not None:
+            assert self.cgroups is not None  # groups are made by it
+            self.cgroups.release(group)  # once the zygote reaped it: at a later release, or at exit
+
+    # --- memory (memory.py) -------------------------------------------------------------------------------------------
+
+    def _set_up_memory_limit(self) -> None:
+        """Choose how the memory limit is enforced, and say so."""
+        core = self._core
+        if not core.memory_limit:
+            return
+        limit = f"{config.size_text(core.memory_limit)} ({self._settings.memory_limit})"
+        self._spill_directory = tempfile.mkdtemp(prefix=f"scaler-worker-{os.getpid()}-")
+        wanted = self._settings.memory_enforcement
+        reason = "--memory-enforcement watchdog"
+        if wanted != "watchdog":
+            self.cgroups, reason = CgroupMaker.probe(f"scaler-{os.getpid()}", core.memory_limit)
+        if self.cgroups is not None:
+            self.cgroups.remove_stale()
+            core.memory_enforcement = "cgroup"
+            logging.info(
+                "%s: memory limit %s, enforced by a memory cgroup per task process, %s, and the watchdog",
+                self._name, limit, self.cgroups.description,
+            )  # fmt: skip
+            return
+        if wanted == "cgroup":
+            core.stop(EXIT_BROKEN, f"--memory-enforcement cgroup, but no memory cgroup can be made here: {reason}")
+            return
+        logging.info(
+            "%s: memory limit %s, enforced by the watchdog (task processes sampled every %g s; no cgroup: %s)",
+            self._name, limit, config.DEFAULT_MEMORY_SAMPLE_SECONDS, reason,
+        )  # fmt: skip
+
+    def _make_cgroup(self, number: int) -> Optional[ProcessCgroup]:
+        if self.cgroups is None:
+            return None
+        try:
+            group = self.cgroups.make(str(number))
+        except OSError as error:
+            logging.warning("%s: processor %d runs without a memory cgroup: %s", self._name, number, error)
+            return None
+        self._cgroup_of[number] = group
+        return group
+
+    def _allow_memory(self, instruction: AllowMemory) -> None:
+        group = self._cgroup_of.get(instruction.number)
+        if group is None:
+            return
+        try:
+            group.set_limit(self._core.memory_limit + instruction.extra_bytes)
+        except OSError as error:  # below what the kernel can reclaim now: it stays higher until the next change
+            logging.debug("%s: cgroup of processor %d: %s", self._name, instruction.number, error)
+
+    def _move_held(self, instruction) -> None:
+        """Spill held results to the worker's directory, or read them back (memory.py); tell the core what failed."""
+        failed: List[bytes] = []
+        for object_id in instruction.object_ids:
+            payload = self._core.cache.held_payload(object_id)
+            if type(payload) is not SharedBytes:
+                continue  # freed meanwhile
+            try:
+                spill(payload, self._spill_directory) if type(instruction) is SpillHeld else read_back(payload)
+            except OSError as error:
+                logging.warning("%s: could not move held result %s: %s", self._name, object_id.hex(), error)
+                failed.append(object_id)
+        if failed:
+            spilling = type(instruction) is SpillHeld
+            self._core.held_not_moved(failed if spilling else [], [] if spilling else failed)
+
+    def _sample_memory(self, instruction: SampleMemory) -> None:
+        usage: Dict[int, int] = {}
+        pids: Dict[int, int] = {}
+        for number in instruction.numbers:
+            group = self._cgroup_of.get(number)
+            if group is not None:  # what the kernel's limit counts: one read
+                usage[number] = group.usage_bytes()
+            elif number in self._links:
+                pids[number] = self._links[number].pid
+        if pids:
+            by_rss = {number: rss_bytes(pid) for number, pid in pids.items()}
+            if sum(by_rss.values()) + sum(usage.values()) >= instruction.exact_above:  # RSS counts shared pages
+                by_rss = {number: pss_bytes(pid) for number, pid in pids.items()}  # in full: PSS shares them out
+            usage.update(by_rss)
+        self._core.memory_sampled(usage, time.monotonic())
 
     def _unwatch(self, link: ProcessorLink) -> None:
         self._poller.unregister(link.fileno())

@@ -21,6 +21,15 @@ processor had not started it by then, when it is seen started): time parked coun
 at the `now` next_deadline() gave), the task is stopped as a cancel stops it (its processor killed and replaced) and
 answered timedOut. The worker says so in its Hello (taskPolicies).
 
+Memory (docs/guide/memory.md), with a limit set: the core asks the shell for its processors' memory (SampleMemory)
+every MEMORY_SAMPLE_SECONDS while a task runs (every heartbeat otherwise), and adds the results it holds. Past the
+stop fraction it stops the running task using the most (answered failed, MemoryLimitError; its processor replaced,
+the tasks handed after it queued again); past the pause fraction it starts no new task, and says so in its heartbeats
+to a scheduler that understands it, until the sum falls below again. Past the spill fraction it has the shell move held
+results to disk (SpillHeld), least recently used first, and back into memory (ReadBackHeld) when one is used while
+there is room again. A processor the kernel killed at the limit of its
+memory cgroup (the shell reads the cgroup's counter) fails its task with MemoryLimitError too.
+
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
 its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
@@ -43,7 +52,7 @@ import cloudpickle
 
 from scaler import config
 from scaler.drop_streak import DropStreak
-from scaler.errors import ProcessorDiedError, ScalerError, where_failed
+from scaler.errors import MemoryLimitError, ProcessorDiedError, ScalerError, where_failed
 from scaler.io.curve import raw_key
 from scaler.io.shared_bytes import SharedBytes, as_buffer
 from scaler.protocol import (
@@ -53,6 +62,7 @@ from scaler.protocol import (
     BalanceResponse,
     DataKeys,
     Encoded,
+    FunctionPeak,
     Goodbye,
     HeartbeatEcho,
     HeldResult,
@@ -79,6 +89,7 @@ from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
     AcceptDataKeys,
+    AllowMemory,
     Connect,
     DropTasks,
     EndParking,
@@ -87,7 +98,10 @@ from scaler.worker.instructions import (
     ForgetObjects,
     HandTasks,
     KillProcessor,
+    ReadBackHeld,
+    SampleMemory,
     SendHeartbeat,
+    SpillHeld,
     StartProcessor,
 )
 from scaler.worker.invariants import check_invariants
@@ -144,6 +158,10 @@ PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
 _BEFORE_CONNECTED = (HelloReply, Goodbye, DataKeys)  # what is read on a connection not accepted yet
+MEMORY_SAMPLE_SECONDS = config.DEFAULT_MEMORY_SAMPLE_SECONDS  # with a memory limit, while a task runs
+MAX_PEAKS_PER_HEARTBEAT = 64  # function peaks a heartbeat carries at most; the rest go with the next ones
+SPILL_BYTES_AT_ONCE = 256 * 1024 * 1024  # held results moved to disk per sample at most: the agent's loop turns
+
 _SUCCESS = TaskStatus.success
 _FAILED = TaskStatus.failed
 _INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
@@ -218,6 +236,27 @@ class WorkerCore:
         self.outputs: Dict[bytes, TaskOutputBuffer] = {}  # tasks with streamOutput that wrote something, by id
         # tasks with a timeout in a pipe (handed or parked, not canceled), by id; those whose clock runs have a deadline
         self.timed: Dict[bytes, WorkerTask] = {}
+        # memory (docs/guide/memory.md): the limit in bytes (0: none) and the sums that pause and stop
+        self.memory_limit = config.parse_size(settings.memory_limit) if settings.memory_limit else 0
+        self._spill_bytes = int(self.memory_limit * settings.memory_spill_fraction)
+        self._pause_bytes = int(self.memory_limit * settings.memory_pause_fraction)
+        self._stop_bytes = int(self.memory_limit * settings.memory_stop_fraction)
+        self.memory_used = 0  # at the last sample: its processors (PSS, or RSS while far below) and held results
+        self.memory_paused = False
+        self.spilled: Dict[bytes, int] = {}  # held results on disk (or on their way there): their sizes, by id
+        self.spilled_bytes = 0
+        # function id -> the most a processor was seen to use while running its tasks; those that rose since the last
+        # heartbeat go in it (WorkerHeartbeat.functionPeaks), for the scheduler to learn from
+        self.function_peaks: Dict[bytes, int] = {}
+        self._peaks_to_report: Dict[bytes, int] = {}
+        # with cgroups: held results in memory by the processor that wrote them (the kernel charges them to its
+        # cgroup), and what each processor's cgroup must allow beyond the limit for them; changed ones are told
+        self._charged_to: Dict[bytes, Tuple[int, int]] = {}  # object id -> (processor number, bytes)
+        self._allowances: Dict[int, int] = {}
+        self._allowances_changed: Set[int] = set()
+        self.memory_enforcement = "watchdog"  # or "cgroup": what the shell set up (it says so at start)
+        self.scheduler_pauses = False  # the scheduler understands MEMORY_PAUSED (HelloReply.memoryPause)
+        self._next_memory_sample = now
         self._instructions: List[object] = [Connect()]
         self._processor_count = 0
         self.active = self._start_processor()
@@ -263,6 +302,7 @@ class WorkerCore:
                     takes_handoffs=bool(self.data_address),  # and may hold what a retiring worker held
                     # registering again: what it still holds, for the tasks clients resubmit to a restarted scheduler
                     held_results=[HeldResult(object_id=key, size=size) for key, size in self.cache.held_sizes()],
+                    memory_limit=self.memory_limit,
                 ),
                 0,
             )
@@ -367,8 +407,9 @@ class WorkerCore:
             buffer.add(stream, data, dropped, now)
         self._send_output(now)
 
-    def processor_died(self, number: int, how: str, now: float) -> None:
-        """Processor `number` ended on its own (the shell reaped it and observed its last progress)."""
+    def processor_died(self, number: int, how: str, now: float, memory_peak: Optional[int] = None) -> None:
+        """Processor `number` ended on its own (the shell reaped it and observed its last progress). `memory_peak`:
+        the kernel killed it at its memory cgroup's limit, and this is the most the cgroup held (0 if unknown)."""
         self._now = now
         processor = self.processors.get(number)
         if processor is None:
@@ -388,6 +429,12 @@ class WorkerCore:
         elif running.state == CANCELED:
             self._take_from_pipe(processor, running)
             self._forget(running, "processor died")
+        elif memory_peak is not None:
+            self._take_from_pipe(processor, running)
+            error = MemoryLimitError(self.memory_limit, memory_peak, "the kernel (memory cgroup)", self.identity)
+            self.warnings.log("over memory limit", now, "%s: task %s: %s", self.name, running.task_id.hex(), error)
+            self._answer(running, "over memory limit", TaskStatus.failed, cloudpickle.dumps(error), str(error))
+            self._mark_over_limit(memory_peak)
         else:
             self._take_from_pipe(processor, running)
             text = f"processor died with {how} while running task {running.task_id.hex()}"
@@ -437,6 +484,8 @@ class WorkerCore:
             self._send_output(now)
         if self.timed:
             self._expire_timeouts(now)
+        if self.memory_limit and now >= self._next_memory_sample:
+            self._sample_memory(now)
         if now >= self._next_garbage_collect:
             self._forget_objects(self.cache.evict_unused(now))
             self._next_garbage_collect = now + self.settings.garbage_collect_interval_seconds
@@ -487,6 +536,8 @@ class WorkerCore:
             deadline = min(deadline, min(task.deadline or deadline for task in self.timed.values()))
         if self._held_since is not None:
             deadline = min(deadline, self._held_since + HOLD_RESULTS_SECONDS)
+        if self.memory_limit:
+            deadline = min(deadline, self._next_memory_sample)
         return deadline
 
     # --- outputs --------------------------------------------------------------------------------------------------
@@ -542,6 +593,11 @@ class WorkerCore:
         return self._requested | self._to_request
 
     def take_instructions(self) -> List[Any]:
+        if self._allowances_changed:
+            for number in sorted(self._allowances_changed):
+                if number in self.processors:
+                    self._instructions.append(AllowMemory(number, self._allowances.get(number, 0)))
+            self._allowances_changed.clear()
         instructions = self._instructions
         self._instructions = []
         return instructions
@@ -570,6 +626,7 @@ class WorkerCore:
         self.relay_port = reply.relay_port
         if not (self.holds_results and reply.adopts_held_results):  # an older scheduler: nobody would free them
             self._forget_objects(self.cache.drop_held())
+        self.scheduler_pauses = reply.memory_pause
         self._next_heartbeat = self._now
         logger.info(
             "%s: %s %s as %s, capacity %d, heartbeat every %gs",
@@ -697,6 +754,7 @@ class WorkerCore:
             (heartbeat_flags.PROCESSOR_INITIALIZED if active is not None else 0)
             | (heartbeat_flags.HAS_TASK if running or queued else 0)
             | (heartbeat_flags.TASK_LOCK if active_running else 0)
+            | (heartbeat_flags.MEMORY_PAUSED if self.memory_paused and self.scheduler_pauses else 0)
         )
         heartbeat = WorkerHeartbeat(
             sent_at_us=int(self._now * 1_000_000),
@@ -705,7 +763,13 @@ class WorkerCore:
             flags=flags,
             running=running,
             interval_ms=round(self.heartbeat_interval * 1000),  # so the scheduler knows when to expect the next one
+            spilled_bytes=self.spilled_bytes,
         )
+        if self._peaks_to_report:
+            reported = list(self._peaks_to_report.items())[:MAX_PEAKS_PER_HEARTBEAT]
+            heartbeat.function_peaks = [FunctionPeak(function_id=key, peak_bytes=peak) for key, peak in reported]
+            for key, _ in reported:
+                del self._peaks_to_report[key]
         self._instructions.append(SendHeartbeat(heartbeat, active.number if active is not None else -1))
 
     # --- tasks ----------------------------------------------------------------------------------------------------
@@ -811,6 +875,8 @@ class WorkerCore:
             self._take_success_results()  # the results before this one go first
             status = _SUCCESS if succeeded else TaskStatus.failed
             self._answer(task, "result", status, payload, error_text, result)
+            if self.memory_enforcement == "cgroup" and type(payload) is SharedBytes:
+                self._charge(task_id, processor.number, len(payload))
         self._take_success_results()
 
     def _take_success_results(self) -> None:
@@ -987,7 +1053,7 @@ class WorkerCore:
                     self._instructions.append(FetchData(request.take_from, object_id))
             return
         for object_id in request.object_ids:
-            payload = self.cache.held_payload(object_id)
+            payload = self.held_payload(object_id)
             if payload is None:
                 self._outgoing.append((ObjectResponse(object_id=object_id, found=False), 0))
             else:
@@ -995,7 +1061,18 @@ class WorkerCore:
 
     def held_payload(self, object_id: bytes) -> Optional[bytes]:
         """For the shell's data socket: the bytes of a result held here, or None if it is not (any more)."""
+        if self.spilled:
+            self._used_held(object_id)
         return self.cache.held_payload(object_id)
+
+    def _used_held(self, object_id: bytes) -> None:
+        """A held result is read: the most recently used now; read back into memory if it was spilled and fits."""
+        self.cache.used(object_id, self._now)
+        size = self.spilled.get(object_id)
+        if size is not None and self.memory_used + size < self._spill_bytes:
+            self._unspilled(object_id)
+            self.memory_used += size
+            self._instructions.append(ReadBackHeld([object_id]))
 
     def _on_object_delete(self, delete: ObjectDelete) -> None:
         self._forget_objects(self.cache.delete_for_scheduler(delete.object_ids))
@@ -1003,6 +1080,12 @@ class WorkerCore:
     def _forget_objects(self, object_ids: List[bytes]) -> None:
         if not object_ids:
             return
+        if self.spilled:
+            for object_id in object_ids:
+                self._unspilled(object_id)
+        if self._charged_to:
+            for object_id in object_ids:
+                self._uncharge(object_id)
         for processor in self.processors.values():
             if processor.pipe:  # tasks handed before may still use them: it drops its copies with the next task
                 processor.forget.extend(object_ids)
@@ -1012,6 +1095,9 @@ class WorkerCore:
             self._instructions.append(ForgetObjects(processor.number, self._take_forget(processor)))
         for object_id in object_ids:
             self.durations.pop(object_id, None)
+            if self.function_peaks:
+                self.function_peaks.pop(object_id, None)
+                self._peaks_to_report.pop(object_id, None)
 
     def _take_forget(self, processor: ProcessorState) -> List[bytes]:
         """The evictions to send the processor now, no longer counted as held there: forgetting goes first on both
@@ -1035,6 +1121,8 @@ class WorkerCore:
     def _remove_processor(self, processor: ProcessorState, kill: bool) -> None:
         """Forget a processor wherever it is (active, parked or spare); its pipe is left for the caller."""
         del self.processors[processor.number]
+        if self._allowances:
+            self._allowances.pop(processor.number, None)
         if processor is self.active:
             self.active = None
         elif processor.role == PARKED_PROCESSOR:
@@ -1074,6 +1162,7 @@ class WorkerCore:
         stimulus: str = "cancel running",
         status: TaskStatus = TaskStatus.canceled,
         error_text: str = "",
+        payload: bytes = b"",
     ) -> None:
         """Stop a running task the only way there is: kill its processor (the active one is replaced). A timeout
         (`stimulus` "timed out") stops it the same way, answered with its own status."""
@@ -1086,7 +1175,7 @@ class WorkerCore:
             processor.canceled -= 1
             self._forget(task, stimulus)
         else:
-            self._answer(task, stimulus, status, b"", error_text)
+            self._answer(task, stimulus, status, payload, error_text)
         self._recover_pipe(processor)
         if was_active:
             self.active = self._start_processor()
@@ -1124,6 +1213,160 @@ class WorkerCore:
             text = f"task {task.task_id.hex()} ran longer than its timeout of {seconds:g} s: stopped, process replaced"
             self.warnings.log("task timed out", now, "%s: %s", self.name, text)
             self._cancel_running(processor, task, "timed out", TaskStatus.timed_out, text)
+
+    # --- memory ---------------------------------------------------------------------------------------------------
+
+    def _sample_memory(self, now: float) -> None:
+        busy = self.memory_paused or any(processor.pipe for processor in self.processors.values())
+        self._next_memory_sample = now + (MEMORY_SAMPLE_SECONDS if busy else self.heartbeat_interval)
+        exact_above = min(self._spill_bytes, self._pause_bytes, self._stop_bytes) - self._held_in_memory()
+        self._instructions.append(SampleMemory(list(self.processors), exact_above))
+
+    def memory_sampled(self, usage: Dict[int, int], now: float) -> None:
+        """The memory of processors (by number, in bytes) that a SampleMemory asked for: stop the task using the most
+        when the worker is past its stop threshold; pause or resume at the pause threshold."""
+        self._now = now
+        held = self._held_in_memory()
+        usage = {number: used for number, used in usage.items() if number in self.processors}
+        self._note_function_peaks(usage)
+        total = held + sum(usage.values())
+        if total >= self._spill_bytes and held:
+            spilling = self._spill(total - self._spill_bytes)
+            held -= spilling
+            total -= spilling
+        if total >= self._stop_bytes and held < self._stop_bytes:
+            # The largest first: a spare or an idle processor that kept its memory goes without failing a task. Held
+            # results alone past the threshold are not the tasks' doing: the worker pauses, and stops none.
+            for number, used in sorted(usage.items(), key=lambda item: -item[1]):
+                processor = self.processors.get(number)
+                if processor is None or total < self._stop_bytes:
+                    break
+                total -= used
+                self._stop_for_memory(processor, used, total + used)
+        self.memory_used = total
+        paused = total >= self._pause_bytes
+        if paused != self.memory_paused:
+            self.memory_paused = paused
+            logger.info(
+                "%s: memory %s (%.1f MB of a %.1f MB limit): %s",
+                self.name,
+                "above the pause threshold" if paused else "below the pause threshold again",
+                total / 1e6,
+                self.memory_limit / 1e6,
+                "paused, no new task starts" if paused else "resumed",
+            )
+            if self.connection == CONNECTED:
+                self._send_heartbeat()  # the scheduler moves queued tasks away, or sends some again, now
+                self._next_heartbeat = now + self.heartbeat_interval
+            if paused:
+                self._next_memory_sample = min(self._next_memory_sample, now + MEMORY_SAMPLE_SECONDS)
+        self._dispatch()
+
+    def _note_function_peaks(self, usage: Dict[int, int]) -> None:
+        """What each running task's processor uses now counts toward its function's peak."""
+        peaks = self.function_peaks
+        for number, used in usage.items():
+            running = self.processors[number].running()
+            if running is None:
+                continue
+            function_id = running.task.function_id
+            if used > peaks.get(function_id, 0):
+                peaks[function_id] = self._peaks_to_report[function_id] = used
+
+    def _charge(self, object_id: bytes, number: int, size: int) -> None:
+        """A held result processor `number` wrote: its cgroup must allow that much more (AllowMemory)."""
+        if self.cache.held_payload(object_id) is None:
+            return  # put to the scheduler, not held
+        self._charged_to[object_id] = (number, size)
+        self._allowances[number] = self._allowances.get(number, 0) + size
+        self._allowances_changed.add(number)
+
+    def _uncharge(self, object_id: bytes) -> None:
+        """A held result was freed: its pages no longer count in its writer's cgroup. Not when it is spilled: the
+        processor that wrote it may still have its memfd open (it keeps its last result's), and the pages with it."""
+        charged = self._charged_to.pop(object_id, None)
+        if charged is not None:
+            number, size = charged
+            if number in self._allowances:  # else its processor is gone, and what its cgroup allows with it
+                self._allowances[number] -= size
+                self._allowances_changed.add(number)
+
+    def _mark_over_limit(self, peak: int) -> None:
+        """The TaskResult just answered failed past the memory limit: say so, for the scheduler, which retries it only
+        on a worker with a larger limit."""
+        result = self._outgoing[-1][0]
+        assert type(result) is TaskResult  # _send_result appends it last
+        result.memory_limit = self.memory_limit
+        result.peak_memory = peak
+
+    def _held_in_memory(self) -> int:
+        return self.cache.held_bytes() - self.spilled_bytes
+
+    def _spill(self, wanted: int) -> int:
+        """Have the shell move held results to disk, least recently used first, until `wanted` bytes (at most
+        SPILL_BYTES_AT_ONCE, so that the agent's loop turns meanwhile: the next sample goes on); the bytes chosen."""
+        chosen: List[bytes] = []
+        total = 0
+        spilled = self.spilled
+        for object_id in self.cache.held_least_recently_used():
+            if total >= wanted or total >= SPILL_BYTES_AT_ONCE:
+                break
+            payload = self.cache.held_payload(object_id)
+            if object_id in spilled or type(payload) is not SharedBytes:
+                continue  # on disk already, or small bytes in the agent's own memory
+            size = len(payload)
+            chosen.append(object_id)
+            spilled[object_id] = size
+            self.spilled_bytes += size
+            total += size
+        if chosen:
+            self._instructions.append(SpillHeld(chosen))
+            if total < wanted:
+                self._next_memory_sample = min(self._next_memory_sample, self._now + MEMORY_SAMPLE_SECONDS)
+        return total
+
+    def held_not_moved(self, spills: List[bytes], read_backs: List[bytes]) -> None:
+        """The shell could not carry out these moves of SpillHeld and ReadBackHeld (a full disk, no memory): those
+        results stay where they were."""
+        for object_id in spills:
+            self._unspilled(object_id)
+        for object_id in read_backs:
+            payload = self.cache.held_payload(object_id)
+            if payload is not None and object_id not in self.spilled:
+                self.spilled[object_id] = len(payload)
+                self.spilled_bytes += len(payload)
+
+    def _unspilled(self, object_id: bytes) -> None:
+        size = self.spilled.pop(object_id, None)
+        if size is not None:
+            self.spilled_bytes -= size
+
+    def _stop_for_memory(self, processor: ProcessorState, used: int, total: int) -> None:
+        """The worker is past its stop threshold: replace `processor`, failing its running task if it has one."""
+        running = processor.running()
+        if running is None or running.state == CANCELED:
+            logger.info(
+                "%s: processor %d holds %.1f MB while the worker is past its memory stop threshold: replaced",
+                self.name,
+                processor.number,
+                used / 1e6,
+            )
+            if running is not None:
+                self._cancel_running(processor, running)
+                return
+            was_active = processor is self.active
+            self._remove_processor(processor, kill=True)
+            self._recover_pipe(processor)
+            if was_active:
+                self.active = self._start_processor()
+            return
+        error = MemoryLimitError(self.memory_limit, used, "the worker's watchdog", self.identity)
+        text = f"{error} (the worker held {total / 1e6:.1f} MB in all)"
+        self.warnings.log("over memory limit", self._now, "%s: task %s: %s", self.name, running.task_id.hex(), text)
+        self._cancel_running(
+            processor, running, "over memory limit", TaskStatus.failed, str(error), cloudpickle.dumps(error)
+        )
+        self._mark_over_limit(used)
 
     def _park(self, processor: ProcessorState, task_id: bytes) -> None:
         """The processor's running task waits on a future: take back what it was handed ahead, feed another one."""
@@ -1168,7 +1411,7 @@ class WorkerCore:
         Tasks in the pipe cannot be balanced away, so a function is trusted to be short only once it was seen to be.
         """
         processor = self.active
-        if processor is None or self.exit_code is not None:
+        if processor is None or self.exit_code is not None or self.memory_paused:
             return
         pipe = processor.pipe
         queue = self.queue
@@ -1202,6 +1445,8 @@ class WorkerCore:
         if handed:
             if self.timed:
                 self._start_head_clock(processor)
+            if self.memory_limit:  # a task runs: its memory is watched closely from now on, not at the idle pace
+                self._next_memory_sample = min(self._next_memory_sample, self._now + MEMORY_SAMPLE_SECONDS)
             processor.pipe_expected_seconds = planned_seconds
             instructions = self._instructions
             last = instructions[-1] if instructions else None
@@ -1241,6 +1486,8 @@ class WorkerCore:
                     payload = payload.size
                 arguments.append((argument.name, argument.data, payload, True))
             else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
+                if self.spilled:
+                    self._used_held(argument.data)
                 payload = self.cache.get(argument.data)
                 if type(payload) is SharedBytes:
                     shared.append(payload)

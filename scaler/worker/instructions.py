@@ -72,6 +72,35 @@ class SendHeartbeat(NamedTuple):
     active: int  # the active processor's number, or -1
 
 
+class SampleMemory(NamedTuple):
+    """Read the memory of these processors (by number) and tell the core with `memory_sampled`: RSS, or PSS for all
+    of them once their RSS and the held data add up to `exact_above` bytes or more (scaler/worker/memory.py)."""
+
+    numbers: List[int]
+    exact_above: int
+
+
+class SpillHeld(NamedTuple):
+    """Move these held results (SharedBytes) to files in the worker's temporary directory; tell the core which moved
+    with `held_moved` (scaler/worker/memory.py)."""
+
+    object_ids: List[bytes]
+
+
+class ReadBackHeld(NamedTuple):
+    """Move these spilled results back into memory; tell the core which moved with `held_moved`."""
+
+    object_ids: List[bytes]
+
+
+class AllowMemory(NamedTuple):
+    """Set processor `number`'s memory cgroup to the memory limit plus `extra_bytes`: held results it wrote, which the
+    kernel charges to its cgroup until they are spilled or freed (scaler/worker/memory.py)."""
+
+    number: int
+    extra_bytes: int
+
+
 class Exit(NamedTuple):
     code: int
     reason: str

@@ -82,3 +82,5 @@ def check_invariants(core: Any) -> None:
         assert core.tasks[task_id].task.stream_output
     pins = Counter(object_id for task in core.tasks.values() for object_id in task.needs)
     assert pins == Counter(core.cache.pins()), (pins, core.cache.pins())
+    if not core.memory_limit:  # no limit: nothing measured, nothing paused
+        assert not core.memory_paused and core.memory_used == 0

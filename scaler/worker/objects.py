@@ -80,6 +80,16 @@ class ObjectCache:
     def held_bytes(self) -> int:
         return sum(len(self._payloads[object_id]) for object_id in self._held)
 
+    def held_least_recently_used(self) -> List[bytes]:
+        """The held results, the one used longest ago first (a worker spills them in this order)."""
+        last_used = self._last_used
+        return sorted(self._held, key=lambda object_id: last_used[object_id])
+
+    def used(self, object_id: bytes, now: float) -> None:
+        """A held result was read (served, or handed to a task): it is now the most recently used."""
+        if object_id in self._last_used:
+            self._last_used[object_id] = now
+
     def drop_held(self) -> List[bytes]:
         """Forget every held result (the scheduler that knew of them is gone); returns those dropped."""
         held, self._held = self._held, set()

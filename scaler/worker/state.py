@@ -45,6 +45,7 @@ TRANSITIONS: Dict[int, Dict[str, int]] = {
         "cancel running": DONE,  # started: its processor is killed
         "timed out": DONE,  # started, ran past its timeout: its processor is killed, answered timedOut
         "processor died": DONE,  # it was running: answered failed
+        "over memory limit": DONE,  # started, its worker's memory went past the limit: its processor is killed
         "scheduler lost": DONE,
     },
     PARKED: {
@@ -53,6 +54,7 @@ TRANSITIONS: Dict[int, Dict[str, int]] = {
         "cancel running": DONE,
         "timed out": DONE,
         "processor died": DONE,
+        "over memory limit": DONE,
         "scheduler lost": DONE,
     },
     CANCELED: {
@@ -201,6 +203,8 @@ STIMULI = {
     "cancel running": "`TaskCancel` of a started task (or a canceled one that started): its processor is killed",
     "timed out": "it ran (parked time included) past its `timeoutMs`: its processor is killed, answered `timedOut`",
     "processor died": "its processor died while running it: answered `failed` (`ProcessorDiedError`)",
+    "over memory limit": "it ran while the worker's memory went past its limit, or the kernel stopped its process at"
+    " the limit (its memory cgroup): its processor is replaced, answered `failed` (`MemoryLimitError`)",
     "dropped": "the processor skipped it, as told",
 }
 

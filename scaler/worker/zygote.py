@@ -32,6 +32,7 @@ from scaler.logs import flush_logs
 from scaler.worker.capture import OutputCapture, make_pipes
 from scaler.worker.channel import SharedProgress
 from scaler.worker.lifetime import die_with_parent, parent_alive
+from scaler.worker.memory import PROCESSOR_OOM_SCORE_ADJ, join_cgroup, set_own_oom_score_adj
 from scaler.worker.processor import run_processor
 from scaler.worker.watchdog import STACKS_SIGNAL
 
@@ -87,10 +88,11 @@ class ProcessorZygote:
     def fileno(self) -> int:
         return self._control.fileno()
 
-    def fork_processor(self, timeout_seconds: float) -> ForkedProcessor:
-        """A new processor, with the agent's ends of what it shares with it."""
+    def fork_processor(self, timeout_seconds: float, cgroup_procs: str = "") -> ForkedProcessor:
+        """A new processor, with the agent's ends of what it shares with it; it enters the memory cgroup whose
+        cgroup.procs file is `cgroup_procs`, if given, before it runs anything (scaler/worker/memory.py)."""
         try:
-            self._control.send(_FORK_REQUEST)
+            self._control.send(_FORK_REQUEST + (b"\0" + os.fsencode(cgroup_procs) if cgroup_procs else b""))
         except OSError as error:
             raise ZygoteGone(f"processor fork server is gone: {error}") from error
         deadline = time.monotonic() + timeout_seconds
@@ -221,10 +223,11 @@ def _serve(control: socket.socket, agent_pid: int) -> None:
                 return  # the agent closed its end with exit reports still unread: it is stopping
             if not request:
                 return  # the agent closed its end: it is stopping
-            _fork_processor(control, (wake_read, wake_write))
+            _, _, cgroup_procs = request.partition(b"\0")
+            _fork_processor(control, (wake_read, wake_write), os.fsdecode(cgroup_procs))
 
 
-def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
+def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int], cgroup_procs: str = "") -> None:
     agent_end, processor_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     progress_fd = SharedProgress.create_fd()
     (stdout_read, stdout_write), (stderr_read, stderr_write), nonce = make_pipes()
@@ -243,6 +246,13 @@ def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int]) -> None:
             os.close(stderr_read)
             # Its own process group, so that killing a processor also kills whatever its task started.
             os.setpgid(0, 0)
+            # The OOM killer's first choice, before the agent; inside its memory limit before it runs anything.
+            set_own_oom_score_adj(PROCESSOR_OOM_SCORE_ADJ)
+            if cgroup_procs:
+                try:
+                    join_cgroup(cgroup_procs)
+                except OSError as error:
+                    logging.warning("processor %d runs outside its memory cgroup: %s", os.getpid(), error)
             orphan_signal_armed = die_with_parent(zygote_pid)
             capture = OutputCapture(stdout_write, stderr_write, nonce)
             run_processor(processor_end, progress_fd, zygote_pid, not orphan_signal_armed, capture)

@@ -43,8 +43,16 @@ EXPECTED_OUTPUT: Dict[str, List[str]] = {
     "task_output.py": ["[work#0] working on 0", "14"],
     "task_policies.py": ["['frame 1 rendered', 'frame 2 rendered']", "frame 0 rendered", "3", "timed out: task"],
     "curve_cluster.py": ["1024"],
+    "memory_limit.py": ["stopped: 400000000 True", "10000000"],
 }
-STARTS_OWN_CLUSTER = {"local_cluster.py", "map_client.py", "simple_client.py", "uvloop_combo.py", "curve_cluster.py"}
+STARTS_OWN_CLUSTER = {
+    "local_cluster.py",
+    "map_client.py",
+    "simple_client.py",
+    "uvloop_combo.py",
+    "curve_cluster.py",
+    "memory_limit.py",
+}
 NEEDS_UNPROTECTED = {"shutdown.py"}
 NEEDS_A_GPU = {"task_policies.py"}  # its workers must offer gpu=1
 

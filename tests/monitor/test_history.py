@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scaler.monitor.ui.history import COLUMNS_JSON, StatusHistory
+from scaler.protocol import heartbeat_flags
 from tests.monitor.statuses import status, worker
 
 ADDRESS = "ipc:///tmp/example_monitor"
@@ -60,6 +61,14 @@ def test_state_shows_the_newest_status_formatted_like_scaler_top():
     assert row["text"]["c"] == "12.0%" and row["text"]["m"] == "3.0m" and row["values"]["c"] == 12.0
     assert row["itl"] == "110" and row["processed"] == 7
     assert set(row["values"]) == {column["key"] for column in COLUMNS_JSON["columns"]}
+    assert row["state"] == ""
+
+
+def test_a_paused_worker_says_so_beside_its_name():
+    history = StatusHistory()
+    history.add(status([worker("W|a", flags=heartbeat_flags.MEMORY_PAUSED, retiring=True)]))
+    (row,) = history.state(0, ADDRESS, silence_seconds=0.25, timeout_seconds=5.0)["status"]["workers"]
+    assert row["state"] == "retiring, paused (memory)" and row["text"]["n"] == "<!W|a"
 
 
 def test_state_says_when_the_scheduler_is_silent():

@@ -17,7 +17,7 @@ from scaler.monitor.model import (
     sorted_workers,
 )
 from scaler.monitor.top import TopState, render, render_text
-from scaler.protocol import Resource
+from scaler.protocol import Resource, heartbeat_flags
 from tests.monitor.statuses import counters, status, worker
 
 ADDRESS = "ipc:///tmp/example_monitor"
@@ -78,7 +78,8 @@ def test_every_shortcut_sorts_and_moves_the_star(sort_key: str):
     if sort_key == "n":
         expected = sorted(w.name for w in WORKERS)
     else:
-        expected = [w.name for w in sorted(WORKERS, key=column.value, reverse=True)]
+        by_name = sorted(WORKERS, key=lambda w: w.name)  # ties (every worker's spilled bytes are 0) go by name
+        expected = [w.name for w in sorted(by_name, key=column.value, reverse=True)]
     assert [row.split()[0] for row in rows] == expected
 
 
@@ -180,6 +181,22 @@ def test_retiring_workers_are_marked():
     assert "Total 4 worker(s), 1 retiring (<)" in text
     assert "<W|host|500|ee" in [row.split()[0] for row in table(text)[1:]]
     assert "retiring" not in screen()
+
+
+def test_workers_paused_for_memory_are_marked():
+    full = worker("W|host|500|ee", flags=heartbeat_flags.MEMORY_PAUSED | heartbeat_flags.HAS_TASK)
+    text = screen(status=status([*WORKERS, full]), width=80)
+    assert "Total 4 worker(s), 1 paused (memory) (!)" in text
+    assert "!W|host|500|ee" in [row.split()[0] for row in table(text)[1:]]
+    assert "paused" not in screen()
+
+
+def test_spilled_bytes_get_a_column_once_a_worker_spills():
+    assert "spilled" not in table(screen())[0]
+    spilling = worker("W|host|500|ee", spilled_bytes=2 * 1024**3)
+    header, *rows = table(screen(status=status([*WORKERS, spilling]), sort_key="n"))
+    assert header.split()[-2:] == ["spilled", "ITL"]
+    assert rows[-1].split()[-2] == "2.0g" and rows[0].split()[-2] == "0b"
 
 
 def test_tasks_waiting_for_resources_retries_and_what_workers_offer_are_shown():

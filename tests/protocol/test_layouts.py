@@ -76,11 +76,12 @@ def test_smaller_struct_from_an_older_peer() -> None:
 
 
 def test_bigger_struct_from_a_newer_peer() -> None:
-    data = struct.pack("<IHxxIII4x", 3, 2, 4, 5, 6) + b"\xff" * 8  # the three data words we know, then an unknown one
+    # the four data words we know (the fourth: memoryLimit, 0), then an unknown one
+    data = struct.pack("<IHxxIII4xQ", 3, 2, 4, 5, 6, 0) + b"\xff" * 8
     capability = struct.pack("<II", 3, 0)  # an unknown pointer we must not follow
     # name, hostname, resources, replaces, dataAddress, heldResults, two unknown
     pointers = list_ptr(7, 2, 2) + NULL * 5 + capability + capability
-    segment = message_root(Hello.WHICH, 4, 8) + data + pointers + text_bytes("z")
+    segment = message_root(Hello.WHICH, 5, 8) + data + pointers + text_bytes("z")
     (hello,) = decode_frame(frame(segment))
     assert hello == Hello(protocol_version=3, role=2, pid=4, capacity=5, name="z", previous_registrations=6)
 

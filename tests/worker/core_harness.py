@@ -38,6 +38,7 @@ from scaler.worker.channel import (
 from scaler.worker.core import WorkerCore
 from scaler.worker.instructions import (
     AcceptDataKeys,
+    AllowMemory,
     Connect,
     DropTasks,
     EndParking,
@@ -46,7 +47,10 @@ from scaler.worker.instructions import (
     ForgetObjects,
     HandTasks,
     KillProcessor,
+    ReadBackHeld,
+    SampleMemory,
     SendHeartbeat,
+    SpillHeld,
     StartProcessor,
 )
 from scaler.worker.settings import WorkerSettings
@@ -145,6 +149,8 @@ class Harness:
         self.exit: Optional[Exit] = None
         self.connections = 0
         self.killed: List[int] = []
+        self.samples: List[SampleMemory] = []  # memory samples asked for (with a memory limit)
+        self.moves: List[object] = []  # SpillHeld, ReadBackHeld and AllowMemory, in order
         self._step()
 
     # --- stimuli ------------------------------------------------------------------------------------------------------
@@ -184,10 +190,17 @@ class Harness:
         sim.parked = True
         return self.report(number, blocked=sim.running.task_id)
 
-    def die(self, number: int) -> List[object]:
+    def die(self, number: int, memory_peak: Optional[int] = None) -> List[object]:
+        """`memory_peak`: the kernel killed it at its memory cgroup's limit (the shell read the cgroup's counter)."""
         self._observe()  # the shell reads a dead processor's last progress first
         self.processors[number].alive = False
-        self.core.processor_died(number, "signal SIGKILL", self.now)
+        self.core.processor_died(number, "signal SIGKILL", self.now, memory_peak)
+        return self._step()
+
+    def memory(self, usage: Dict[int, int]) -> List[object]:
+        """Answer the last SampleMemory with these figures (bytes by processor number), as the shell does."""
+        self._observe()
+        self.core.memory_sampled(usage, self.now)
         return self._step()
 
     def run(self, number: int, count: int = 1, **finish) -> List[object]:
@@ -203,7 +216,11 @@ class Harness:
     # --- helpers ------------------------------------------------------------------------------------------------------
 
     def connect(
-        self, peer_timeout_ms: int = 5000, forwards_task_output: bool = True, holds_on_workers: bool = True
+        self,
+        peer_timeout_ms: int = 5000,
+        forwards_task_output: bool = True,
+        holds_on_workers: bool = True,
+        memory_pause: bool = True,
     ) -> None:
         self.send(
             HelloReply(
@@ -213,6 +230,7 @@ class Harness:
                 peer_timeout_ms=peer_timeout_ms,
                 forwards_task_output=forwards_task_output,
                 holds_on_workers=holds_on_workers,
+                memory_pause=memory_pause,
             )
         )
 
@@ -281,6 +299,10 @@ class Harness:
                 self.killed.append(instruction.number)
             elif kind is SendHeartbeat:
                 self.heartbeats.append(instruction)
+            elif kind is SampleMemory:
+                self.samples.append(instruction)
+            elif kind is SpillHeld or kind is ReadBackHeld or kind is AllowMemory:
+                self.moves.append(instruction)  # the shell moves the bytes; the core counts them moved
             elif kind is Connect:
                 self.connections += 1
                 core.connecting(f"W|test|{self.connections}", self.now)

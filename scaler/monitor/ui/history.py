@@ -18,6 +18,7 @@ from scaler.monitor.model import (
     format_rate,
     no_status_message,
     status_sections,
+    worker_state,
 )
 from scaler.protocol import SchedulerStatus
 
@@ -41,6 +42,7 @@ def status_json(status: SchedulerStatus, rates: RateMeter) -> Dict[str, Any]:
                 "values": {column.key: column.value(worker) for column in WORKER_COLUMNS},
                 "text": {column.key: column.text(worker) for column in WORKER_COLUMNS},
                 "itl": format_flags(worker.flags),
+                "state": worker_state(worker),  # shown beside its name: "paused (memory)", "retiring"
                 "processed": worker.processed,
                 "tasks_per_second": format_rate(tasks_per_second),
             }

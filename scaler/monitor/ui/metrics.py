@@ -22,7 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from scaler.monitor.model import publishes_demand
+from scaler.monitor.model import memory_paused, publishes_demand
 from scaler.protocol import MESSAGE_TYPES, SchedulerStatus, TaskStatus
 
 # the task_states counters named after a TaskStatus count finished tasks; the others count tasks held now
@@ -79,6 +79,11 @@ METRICS: Tuple[MetricSpec, ...] = (
     _gauge("scaler_worker_agent_cpu_ratio", "CPU use of the worker's agent process (1 = one core)", "worker"),
     _gauge("scaler_worker_agent_resident_memory_bytes", "resident memory of the worker's agent process", "worker"),
     _gauge("scaler_worker_lag_seconds", "round trip of a heartbeat between the scheduler and the worker", "worker"),
+    _gauge("scaler_worker_memory_limit_bytes", "the worker's --memory-limit (0: none)", "worker"),
+    _gauge("scaler_worker_spilled_bytes", "held results the worker moved to disk to stay under its limit", "worker"),
+    _gauge("scaler_worker_memory_paused", "1 while the worker is paused (memory): above its pause threshold", "worker"),
+    _gauge("scaler_workers_memory_paused", "workers paused (memory): above their pause threshold, taking no task"),
+    _gauge("scaler_spilled_bytes", "held results all workers moved to disk to stay under their memory limits"),
     _gauge("scaler_demand_tasks_waiting", "tasks ready to run and held on no worker, waiting for a free slot"),
     _gauge("scaler_demand_tasks_running", "tasks running on workers, as their last heartbeats said"),
     _gauge(
@@ -165,6 +170,8 @@ def status_metrics(snapshot: Snapshot, max_workers: int) -> List[Metric]:
     out.add("scaler_workers_replaced_total", status.workers_replaced)
     out.add("scaler_relayed_fetches_total", status.relayed_fetches)
     out.add("scaler_relayed_bytes_total", status.relayed_bytes)
+    out.add("scaler_workers_memory_paused", sum(1 for worker in workers if memory_paused(worker)))
+    out.add("scaler_spilled_bytes", sum(worker.spilled_bytes for worker in workers))
     out.add("scaler_free_slots", status.free_slots if demand else sum(worker.free for worker in workers))
     shown = sorted(workers, key=lambda worker: worker.name)[:max_workers] if max_workers > 0 else []
     out.add("scaler_metrics_workers_omitted", len(workers) - len(shown))
@@ -179,6 +186,9 @@ def status_metrics(snapshot: Snapshot, max_workers: int) -> List[Metric]:
         out.add("scaler_worker_agent_cpu_ratio", worker.agent_cpu / 100, label)
         out.add("scaler_worker_agent_resident_memory_bytes", worker.agent_rss, label)
         out.add("scaler_worker_lag_seconds", worker.lag_us / 1_000_000, label)
+        out.add("scaler_worker_memory_limit_bytes", worker.memory_limit, label)
+        out.add("scaler_worker_spilled_bytes", worker.spilled_bytes, label)
+        out.add("scaler_worker_memory_paused", 1 if memory_paused(worker) else 0, label)
 
     if demand:
         for name, field, factor in _DEMAND_FIELDS:

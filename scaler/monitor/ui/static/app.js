@@ -130,6 +130,7 @@ function renderWorkers() {
     for (const column of page.columns) {
       const cell = element("td", worker.text[column.key], column.key === "n" ? "name" : "number");
       cell.dataset.key = column.key;
+      if (column.key === "n" && worker.state) cell.append(element("span", ` ${worker.state}`, "state"));
       row.append(cell);
     }
     row.append(element("td", worker.itl, "number"));
