@@ -8,6 +8,7 @@ larger than DEFAULT_INLINE_LIMIT_BYTES travel as objects, sent once and deleted 
 
 from __future__ import annotations
 
+import pickle
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import cloudpickle
@@ -330,10 +331,15 @@ def check_reference(connection: Connection, reference: ObjectReference) -> None:
         )
 
 
+_PLAIN = frozenset({int, float, bool, type(None), complex, str})  # most arguments: pickled as the default does
+
+
 def _serialize(value: Any) -> Any:
     """The default serializer's bytes; a value sure to be large (bytes, arrays) is pickled straight into shared memory
     instead, with its arrays out of band: the client serves it from there (or sends it from there to an older
     scheduler), and a worker on this host maps it, its arrays without a copy."""
+    if type(value) in _PLAIN:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     if known_large(value, DEFAULT_INLINE_LIMIT_BYTES):
         return dump_to_shared(value)
     return DefaultSerializer.serialize(value)

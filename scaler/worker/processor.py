@@ -62,7 +62,9 @@ class _CloudpickleSerializer:
 
     # the client's default: plain values (most results) skip cloudpickle's costly Pickler set-up, same bytes
     serialize = staticmethod(DefaultSerializer.serialize)
-    deserialize = staticmethod(default_loads)  # a pickle, or one laid out with its buffers
+    # pickle.loads itself: no Python frame per argument. Large payloads may be laid out with their buffers
+    # (serializer.dump_with_buffers): those are read with default_loads (see _arguments and _value).
+    deserialize = staticmethod(cloudpickle.loads)
 
 
 _CLOUDPICKLE = _CloudpickleSerializer()
@@ -511,8 +513,12 @@ class TaskRunner:
                 if made is not None:  # made here: the very object
                     value = made[0]
                     self._made_bytes -= made[1]
-                else:  # copy on write: the task may modify an array read from it in place, never the held result
-                    value = deserialize(payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view()))
+                elif serializer is _CLOUDPICKLE:  # copy on write: the task may modify an array read from it in place
+                    value = default_loads(payload.private_view())
+                else:
+                    value = deserialize(bytes(payload.view()))
+            elif serializer is _CLOUDPICKLE and len(payload) > _SHARED_RESULT_BYTES:  # relayed whole: maybe laid out
+                value = default_loads(payload)
             else:  # inline data, or a graph result used by one task or a few: not worth keeping
                 value = deserialize(payload)
             if name:
@@ -538,7 +544,7 @@ class TaskRunner:
             if type(payload) is SharedBytes:  # a large object, in the memory its holder handed over: copy on write
                 payload = payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view())
             try:
-                value = serializer.deserialize(payload)
+                value = default_loads(payload) if serializer is _CLOUDPICKLE else serializer.deserialize(payload)
             except Exception as error:
                 value = _LoadFailure(error)
             self._values[key] = value
