@@ -2,7 +2,7 @@
 
 import concurrent.futures
 import re
-from typing import Optional
+from typing import Any, Optional
 
 
 class ScalerError(Exception):
@@ -26,6 +26,11 @@ class MemoryLimitError(ScalerError, MemoryError):
         self.how = how  # who stopped it: "the worker's watchdog", "the kernel (memory cgroup)"
         self.worker = worker
         self.detail = detail  # the scheduler's word: "no connected worker has a larger limit"
+
+    def __reduce__(self) -> Any:
+        # Explicit: pickling helpers that rebuild exceptions with __new__ (tblib, which distributed installs) cannot
+        # call MemoryError.__new__ for a subclass
+        return (type(self), (self.limit_bytes, self.peak_bytes, self.how, self.worker, self.detail))
 
     def __str__(self) -> str:
         where = f" on worker {self.worker}" if self.worker else ""
