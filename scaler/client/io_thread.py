@@ -43,7 +43,7 @@ from scaler.io.data_fetch import DataFetcher
 from scaler.io.data_server import DataServer, data_host
 from scaler.io.limits import raise_open_files_limit
 from scaler.io.local_data import LocalDataServer
-from scaler.io.relay_link import RelayLink, relay_address
+from scaler.io.relay_link import RelayLink, follow_relay, relay_address
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
 from scaler.protocol import (
     ClientHeartbeat,
@@ -254,20 +254,17 @@ class IOThread:
         if self.data is not None:
             self.data.relay = address
             self.data.max_frame_bytes = self.max_frame_bytes
-        link = self._relay_link
         assert self._poller is not None  # made by the loop, which runs this
-        if link is not None and link.address != address:
-            self._poller.unregister(link.sock)
-            link.close()
-            link = self._relay_link = None
-        if address is None or self._data_server is None:
-            return
-        if link is None:
-            link = RelayLink(self._context, address, self._data_server.address, self.max_frame_bytes, self.curve)
-            self._relay_link = link
-            self._poller.register(link.sock, zmq.POLLIN)
-        else:
-            link.hello()  # a restarted scheduler's relay is new: it knows nobody
+        server = self._data_server
+        self._relay_link = follow_relay(
+            self._relay_link,
+            address,
+            self._context,
+            self._poller,
+            server.address if server is not None else None,
+            self.max_frame_bytes,
+            self.curve,
+        )
 
     def _open_data_address(self, poller: zmq.Poller) -> None:
         """Where this client serves the large objects it keeps: on the interface it reaches the scheduler from, and

@@ -67,15 +67,7 @@ class DataFetcher:
         CurveZMQ, not without the holder's public key."""
         if self._curve is not None and not holder_key:
             return False
-        if self.relay is not None:
-            return True
-        until = self._unreachable.get(address)
-        if until is None:
-            return True
-        if now < until:
-            return False
-        del self._unreachable[address]
-        return True
+        return self.relay is not None or not self._out_of_reach(address, now)
 
     def fetch(self, address: str, object_id: bytes, now: float, holder_key: bytes = b"") -> None:
         """`holder_key`: with CurveZMQ, the holder's public key (ObjectResponse.holderPublicKey)."""

@@ -79,3 +79,29 @@ class RelayLink:
 
     def close(self) -> None:
         self.sock.close(linger=0)
+
+
+def follow_relay(
+    link: Optional[RelayLink],
+    address: Optional[str],
+    context: zmq.Context,
+    poller: zmq.Poller,
+    data_address: Optional[str],
+    max_frame_bytes: int,
+    curve: Optional[CurvePeerKeys],
+) -> Optional[RelayLink]:
+    """A data-serving peer registered (again) with a scheduler whose relay is at `address` (None: no relay): the link
+    to keep, made, replaced or closed as needed (polled in `poller`); one kept says RelayHello again, since a
+    restarted scheduler's relay is new and knows nobody. No link without a data address to serve."""
+    if link is not None and link.address != address:
+        poller.unregister(link.sock)
+        link.close()
+        link = None
+    if address is None or not data_address:
+        return link
+    if link is None:
+        link = RelayLink(context, address, data_address, max_frame_bytes, curve)
+        poller.register(link.sock, zmq.POLLIN)
+    else:
+        link.hello()
+    return link

@@ -31,7 +31,7 @@ from scaler.io.curve import ZapResponder, refusal_log, z85_keys
 from scaler.io.data_fetch import DataFetcher
 from scaler.io.data_server import DataServer, data_host
 from scaler.io.local_data import LocalDataServer
-from scaler.io.relay_link import RelayLink, relay_address
+from scaler.io.relay_link import RelayLink, follow_relay, relay_address
 from scaler.io.shared_bytes import SharedBytes
 from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
 from scaler.protocol import ProtocolError, decode_frame
@@ -538,20 +538,15 @@ class WorkerAgent:
         port = self._core.relay_port
         address = relay_address(self._settings.address, port) if port else None
         self._fetcher.relay = address
-        link = self._relay_link
-        if link is not None and link.address != address:
-            self._poller.unregister(link.sock)
-            link.close()
-            link = self._relay_link = None
-        if address is None or self._data is None:
-            return
-        if link is None:
-            link = self._relay_link = RelayLink(
-                self._context, address, self._data.address, self._core.max_frame_bytes, self._settings.curve_keys
-            )
-            self._poller.register(link.sock, zmq.POLLIN)
-        else:
-            link.hello()  # a restarted scheduler's relay is new: it knows nobody
+        self._relay_link = follow_relay(
+            self._relay_link,
+            address,
+            self._context,
+            self._poller,
+            self._data.address if self._data is not None else None,
+            self._core.max_frame_bytes,
+            self._settings.curve_keys,
+        )
 
     def _open_data_address(self) -> Optional[DataServer]:
         """Where this worker serves the results it holds; None (they go through the scheduler) for a scheduler on
