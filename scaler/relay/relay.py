@@ -54,6 +54,12 @@ class Relay:
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a peer that left: what was for it is dropped
         self.sock.setsockopt(zmq.MAXMSGSIZE, max(max_frame_bytes, _MAX_REQUEST_BYTES))
         self.port = self.sock.bind_to_random_port(f"tcp://{host}")
+        # with CurveZMQ, its ZAP requests are answered in the same wait as the requests (made once, not per turn)
+        self._poller: Optional[zmq.Poller] = None
+        if self.zap is not None:
+            self._poller = zmq.Poller()
+            self._poller.register(self.sock, zmq.POLLIN)
+            self._poller.register(self.zap.socket, zmq.POLLIN)
         self._holders: Dict[str, bytes] = {}  # data address -> the routing id of its connection here
         self._counters = counters
         self.requests = 0
@@ -62,13 +68,11 @@ class Relay:
         self._publish()
 
     def serve_once(self, timeout_ms: int) -> None:
-        if self.zap is not None:
-            poller = zmq.Poller()
-            poller.register(self.sock, zmq.POLLIN)
-            poller.register(self.zap.socket, zmq.POLLIN)
+        zap, poller = self.zap, self._poller
+        if zap is not None and poller is not None:
             ready = dict(poller.poll(timeout_ms))
-            if self.zap.socket in ready:
-                self.zap.answer_pending()
+            if zap.socket in ready:
+                zap.answer_pending()
             if self.sock not in ready:
                 return
         elif not self.sock.poll(timeout_ms, zmq.POLLIN):
