@@ -23,9 +23,11 @@ __all__ = [
     "ScalerFuture",
     "ObjectReference",
     "ProfilingInfo",
+    "ActorHandle",
     "progress",
     # errors (scaler.errors)
     "ScalerError",
+    "ActorLostError",
     "AuthenticationError",
     "DisconnectedError",
     "FrameTooLargeError",
@@ -47,6 +49,7 @@ __all__ = [
 
 _ERRORS = (
     "ScalerError",
+    "ActorLostError",
     "AuthenticationError",
     "DisconnectedError",
     "FrameTooLargeError",
@@ -70,6 +73,7 @@ _LAZY = {
     "Serializer": "scaler.client",
     "ObjectReference": "scaler.client",
     "ProfilingInfo": "scaler.client",
+    "ActorHandle": "scaler.client",
     "progress": "scaler.client.progress",
     "SchedulerClusterCombo": "scaler.cluster.combo",
     "Cluster": "scaler.cluster",
@@ -77,11 +81,12 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time they load on first use
-    from scaler.client import Client, ObjectReference, ProfilingInfo, ScalerFuture, Serializer
+    from scaler.client import ActorHandle, Client, ObjectReference, ProfilingInfo, ScalerFuture, Serializer
     from scaler.client.progress import progress
     from scaler.cluster import Cluster
     from scaler.cluster.combo import SchedulerClusterCombo
     from scaler.errors import (
+        ActorLostError,
         AuthenticationError,
         DisconnectedError,
         FrameTooLargeError,

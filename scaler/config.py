@@ -244,6 +244,13 @@ RESOURCES = SETTINGS.declare(
     used_by=(WORKER,), none_means="none",
 )  # fmt: skip
 
+ACTOR_SLOTS = SETTINGS.declare(
+    "actor_slots", int, 4,
+    "actors each worker hosts at most (client.actor), each in a process of its own beside the one running its tasks;"
+    " an actor created while every worker is full waits for a slot. 0: the worker hosts none",
+    flags=("--actor-slots",), metavar="N", check=at_least(0), used_by=(WORKER,),
+)  # fmt: skip
+
 # --- memory (docs/guide/memory.md: the one place the thresholds are described) --------------------------------------
 MEMORY_LIMIT = SETTINGS.declare(
     "memory_limit", str, None,

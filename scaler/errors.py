@@ -67,6 +67,12 @@ class TaskTimeoutError(ScalerError, TimeoutError):
     that ran it. The message is the worker's."""
 
 
+class ActorLostError(ScalerError):
+    """The actor a method call was for is gone, with its state: its worker or its process died, it went past its
+    worker's memory limit, its worker retired, it was closed, or its constructor raised. The message says which.
+    Actor calls are never retried and an actor is never created again behind its handle's back."""
+
+
 class TaskPoliciesUnsupportedError(ScalerError, RuntimeError):
     """Tasks were submitted with options (resources, priority, retries, timeout) that the scheduler does not
     implement (an older version): rather than have them ignored, nothing was submitted."""

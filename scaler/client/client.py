@@ -9,6 +9,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Dict, Hashable, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from scaler import task_context
+from scaler.client.actors import ActorHandle, create_actor
 from scaler.client.connection import Connection
 from scaler.client.dask_graph import (
     dask_available,
@@ -293,6 +294,24 @@ class Client:
         Arguments that do not bind to fn's signature raise TypeError here, as fn itself would.
         """
         return self._submit(fn, args, kwargs, self._profiling if profiling is None else check_profiling(profiling))
+
+    def actor(self, cls: type, /, *args: Any, **kwargs: Any) -> ActorHandle:
+        """Create an instance of `cls` on a worker, kept there with its state: `handle.method(*args)` returns a
+        ScalerFuture of that method's call on it (see State on workers in the docs).
+
+        Returns at once; the constructor runs on the worker (`handle.created` is its future). Arguments that do not
+        bind to the constructor raise TypeError here. This view's resources place the actor; actor calls have no
+        retries, and a view with timeout_seconds raises ValueError (a stopped call would kill the actor's state).
+        """
+        return create_actor(self, cls, args, kwargs)
+
+    def _submit_options(
+        self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any], options: TaskOptions
+    ) -> ScalerFuture:
+        """Submit with options other than this view's (an actor's tasks)."""
+        connection = self._open_connection()
+        parent = task_context.current_task_id or b""
+        return self._factory.submit(connection, fn, args, kwargs, self._profiling, parent, options)
 
     def _submit(self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any], profiling: bool) -> ScalerFuture:
         connection = self._open_connection()

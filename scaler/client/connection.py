@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
 
 from scaler.client import output
 from scaler.client.future import ScalerFuture
@@ -41,6 +41,7 @@ from scaler.io.shared_bytes import SharedBytes
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, check_resolvable, make_identity
 from scaler.protocol import (
     PROTOCOL_VERSION,
+    ActorRelease,
     ClientDisconnect,
     DataKeys,
     DisconnectReply,
@@ -100,6 +101,8 @@ class Connection:
         self.closed_reason: Optional[str] = None  # set once: the connection is unusable from then on
         self.forwards_task_output = False  # the scheduler said it forwards TaskOutput (Client(stream_output=True))
         self.task_policies = False  # the scheduler honours Task.resources, priority, retries (client.options())
+        self.actors = False  # the scheduler places actors (HelloReply.actors)
+        self.owned_actors: Set[bytes] = set()  # actors created here and not released: a new scheduler hears of them
 
         self._lock = threading.Lock()
         self._send_queue = SendQueue()
@@ -212,6 +215,19 @@ class Connection:
         """Whether an object sent with send_object is still held for this connection (clear() drops them all)."""
         return self._ledger.is_pinned(object_id)  # one set lookup: atomic, no lock needed
 
+    def own_actor(self, actor_id: bytes) -> None:
+        with self._lock:
+            self.owned_actors.add(actor_id)
+
+    def release_actor(self, actor_id: bytes) -> None:
+        """Free an actor this connection created (its handle closed or collected); nothing if it is closed."""
+        with self._lock:
+            if actor_id not in self.owned_actors:
+                return
+            self.owned_actors.discard(actor_id)
+            if self.closed_reason is None:
+                self._queue_locked(ActorRelease(actor_ids=[actor_id], reason="its handle was closed"))
+
     def cancel_task(self, task_id: bytes) -> None:
         self.cancel_tasks([task_id])
 
@@ -300,6 +316,9 @@ class Connection:
             fetches_from_holders=True,  # large results come from the workers that hold them (scaler/io/data_fetch.py)
             data_address=self._io.data_address,  # where workers fetch the large objects it keeps
         )
+        if self.registrations:  # a new scheduler learns which actors the workers report again are ours
+            with self._lock:
+                hello.actors = list(self.owned_actors)
         return encode(hello)
 
     def _handshake(self, timeout_seconds: float) -> None:
@@ -319,6 +338,7 @@ class Connection:
             raise ProtocolVersionError(reply.reason or "the scheduler refused this client")
         self.forwards_task_output = reply.forwards_task_output
         self.task_policies = reply.task_policies
+        self.actors = reply.actors
 
     def _abandon(self, reason: str) -> None:
         self._terminate(reason)
@@ -384,6 +404,7 @@ class Connection:
         if not reply.resumed:
             self.registrations += 1
         self.task_policies = reply.task_policies  # tasks submitted from now on go to this scheduler
+        self.actors = reply.actors
         with self._lock:
             counts = self._resubmit_locked(reply.resumed)
         io.registered = True
@@ -421,7 +442,7 @@ class Connection:
         pending = self._pending
         extra: List[Outgoing] = []
         if resumed:
-            kept: tuple = (TaskCancel, ObjectDelete, ClientDisconnect)
+            kept: tuple = (TaskCancel, ObjectDelete, ActorRelease, ClientDisconnect)
             for task_id, fetch in self._fetches.items():
                 fetch.chunks = []
                 extra.append(ObjectRequest(object_ids=[task_id]))
@@ -429,7 +450,7 @@ class Connection:
             if cancelled:  # a cancel may have been lost with the connection
                 extra.append(TaskCancel(task_ids=cancelled))
         else:
-            kept = (ClientDisconnect,)
+            kept = (ActorRelease, ClientDisconnect)
             for task_id, fetch in self._fetches.items():
                 pending[task_id] = fetch.future
             self._fetches.clear()

@@ -24,7 +24,7 @@ class TaskOptions:
 
     `key` is None for the defaults and a tuple of the fields otherwise: what caches of encoded task shapes use."""
 
-    __slots__ = ("resources", "priority", "retries", "timeout_ms", "profiling", "key")
+    __slots__ = ("resources", "priority", "retries", "timeout_ms", "profiling", "actor_id", "creates_actor", "key")
 
     def __init__(
         self,
@@ -33,14 +33,19 @@ class TaskOptions:
         retries: int = 0,
         timeout_ms: int = 0,
         profiling: Optional[bool] = None,
+        actor_id: bytes = b"",
+        creates_actor: bool = False,
     ) -> None:
         self.resources = resources  # sorted by name, amounts > 0
         self.priority = priority
         self.retries = retries
         self.timeout_ms = timeout_ms
         self.profiling = profiling  # None: the call's profiling keyword, or the client's
-        policies = (resources, priority, retries, timeout_ms)
-        self.key: Optional[tuple] = None if policies == ((), 0, 0, 0) else policies
+        # not options() keywords: the tasks of an actor (client/actors.py) carry its id, one of them creates it
+        self.actor_id = actor_id
+        self.creates_actor = creates_actor
+        policies = (resources, priority, retries, timeout_ms, actor_id, creates_actor)
+        self.key: Optional[tuple] = None if policies == ((), 0, 0, 0, b"", False) else policies
 
     @property
     def timeout_seconds(self) -> Optional[float]:
@@ -67,12 +72,25 @@ class TaskOptions:
         }
         return TaskOptions(**fields)
 
+    def for_actor(self, actor_id: bytes, creates: bool) -> TaskOptions:
+        """These options for the tasks of an actor: its creation (placed by these resources) or its method calls.
+        Actor tasks never run twice, so they have no retries; a timeout would kill the actor's process (its state),
+        so it is refused."""
+        if self.timeout_ms:
+            raise ValueError(
+                "actors take no timeout_seconds: stopping a method call means killing the actor's process and its "
+                "state; use a client view without timeout_seconds (client.options(timeout_seconds=None))"
+            )
+        return TaskOptions(self.resources, self.priority, 0, 0, self.profiling, actor_id, creates)
+
     def apply(self, task: Task) -> None:
         """Set the policy fields of a Task message (only called for options other than the defaults)."""
         task.resources = self.resource_messages()
         task.priority = self.priority
         task.retries = self.retries
         task.timeout_ms = self.timeout_ms
+        task.actor_id = self.actor_id
+        task.creates_actor = self.creates_actor
 
     def resource_messages(self) -> List[Resource]:
         return [Resource(name=name, amount=amount) for name, amount in self.resources]

@@ -11,6 +11,7 @@ from typing import Any, List, Optional
 
 from scaler.client.future import ProfilingInfo, ScalerFuture
 from scaler.errors import (
+    ActorLostError,
     RemoteTraceback,
     ResultSerializationError,
     ScalerError,
@@ -30,6 +31,7 @@ _NOT_FOUND = int(TaskStatus.not_found)
 _WORKER_DIED = int(TaskStatus.worker_died)
 _REFUSED = int(TaskStatus.refused)
 _TIMED_OUT = int(TaskStatus.timed_out)
+_ACTOR_LOST = int(TaskStatus.actor_lost)
 _CANCELLED = (CANCELLED_STATE, CANCELLED_AND_NOTIFIED)
 
 
@@ -56,6 +58,8 @@ def _failure(result: TaskResult) -> BaseException:
         return remote_exception(result)
     if status == _TIMED_OUT:
         return TaskTimeoutError(text or f"task {result.task_id.hex()} ran longer than its timeout")
+    if status == _ACTOR_LOST:
+        return ActorLostError(text or f"the actor task {result.task_id.hex()} called is gone")
     if status == _WORKER_DIED:
         return WorkerDiedError(text or "the workers running the task died")
     if status == _REFUSED:

@@ -63,6 +63,8 @@ __all__ = [
     "RelayHello",
     "DataResponse",
     "DataKeys",
+    "ActorRelease",
+    "ActorStatus",
     "ObjectDelete",
     "BalanceRequest",
     "BalanceResponse",
@@ -114,6 +116,7 @@ class TaskStatus(IntEnum):
     worker_died = 4
     refused = 5
     timed_out = 6
+    actor_lost = 7
 
 
 class ObjectKind(IntEnum):
@@ -258,6 +261,8 @@ class Hello:
         "held_results",
         "takes_handoffs",
         "memory_limit",
+        "actor_slots",
+        "actors",
         "raw",
     )
     WHICH = 0
@@ -277,6 +282,8 @@ class Hello:
     held_results: list[HeldResult]
     takes_handoffs: bool
     memory_limit: int
+    actor_slots: int
+    actors: list[bytes]
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -297,6 +304,8 @@ class Hello:
         held_results: Optional[list[HeldResult]] = None,
         takes_handoffs: bool = False,
         memory_limit: int = 0,
+        actor_slots: int = 0,
+        actors: Optional[list[bytes]] = None,
     ) -> None:
         self.protocol_version = protocol_version
         self.role = role
@@ -313,6 +322,8 @@ class Hello:
         self.held_results = [] if held_results is None else held_results
         self.takes_handoffs = takes_handoffs
         self.memory_limit = memory_limit
+        self.actor_slots = actor_slots
+        self.actors = [] if actors is None else actors
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -334,6 +345,8 @@ class Hello:
             and self.held_results == other.held_results
             and self.takes_handoffs == other.takes_handoffs
             and self.memory_limit == other.memory_limit
+            and self.actor_slots == other.actor_slots
+            and self.actors == other.actors
         )
 
     def __repr__(self) -> str:
@@ -354,6 +367,8 @@ class Hello:
             + ", held_results=" + short_repr(self.held_results)
             + ", takes_handoffs=" + short_repr(self.takes_handoffs)
             + ", memory_limit=" + short_repr(self.memory_limit)
+            + ", actor_slots=" + short_repr(self.actor_slots)
+            + ", actors=" + short_repr(self.actors)
             + ")"
         )
 
@@ -376,6 +391,7 @@ class HelloReply:
         "relay_port",
         "adopts_held_results",
         "memory_pause",
+        "actors",
         "raw",
     )
     WHICH = 1
@@ -394,6 +410,7 @@ class HelloReply:
     relay_port: int
     adopts_held_results: bool
     memory_pause: bool
+    actors: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -413,6 +430,7 @@ class HelloReply:
         relay_port: int = 0,
         adopts_held_results: bool = False,
         memory_pause: bool = False,
+        actors: bool = False,
     ) -> None:
         self.protocol_version = protocol_version
         self.accepted = accepted
@@ -428,6 +446,7 @@ class HelloReply:
         self.relay_port = relay_port
         self.adopts_held_results = adopts_held_results
         self.memory_pause = memory_pause
+        self.actors = actors
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -448,6 +467,7 @@ class HelloReply:
             and self.relay_port == other.relay_port
             and self.adopts_held_results == other.adopts_held_results
             and self.memory_pause == other.memory_pause
+            and self.actors == other.actors
         )
 
     def __repr__(self) -> str:
@@ -467,6 +487,7 @@ class HelloReply:
             + ", relay_port=" + short_repr(self.relay_port)
             + ", adopts_held_results=" + short_repr(self.adopts_held_results)
             + ", memory_pause=" + short_repr(self.memory_pause)
+            + ", actors=" + short_repr(self.actors)
             + ")"
         )
 
@@ -732,6 +753,8 @@ class Task:
         "priority",
         "retries",
         "timeout_ms",
+        "actor_id",
+        "creates_actor",
         "raw",
     )
     WHICH = 5
@@ -749,6 +772,8 @@ class Task:
     priority: int
     retries: int
     timeout_ms: int
+    actor_id: bytes
+    creates_actor: bool
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -767,6 +792,8 @@ class Task:
         priority: int = 0,
         retries: int = 0,
         timeout_ms: int = 0,
+        actor_id: bytes = b"",
+        creates_actor: bool = False,
     ) -> None:
         self.task_id = task_id
         self.function_id = function_id
@@ -781,6 +808,8 @@ class Task:
         self.priority = priority
         self.retries = retries
         self.timeout_ms = timeout_ms
+        self.actor_id = actor_id
+        self.creates_actor = creates_actor
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -800,6 +829,8 @@ class Task:
             and self.priority == other.priority
             and self.retries == other.retries
             and self.timeout_ms == other.timeout_ms
+            and self.actor_id == other.actor_id
+            and self.creates_actor == other.creates_actor
         )
 
     def __repr__(self) -> str:
@@ -818,6 +849,8 @@ class Task:
             + ", priority=" + short_repr(self.priority)
             + ", retries=" + short_repr(self.retries)
             + ", timeout_ms=" + short_repr(self.timeout_ms)
+            + ", actor_id=" + short_repr(self.actor_id)
+            + ", creates_actor=" + short_repr(self.creates_actor)
             + ")"
         )
 
@@ -1400,6 +1433,102 @@ class DataKeys:
         )
 
 
+class ActorRelease:
+    """Cap'n Proto struct ActorRelease (@0x8a6ab47c42ff1b60), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "actor_ids",
+        "reason",
+        "raw",
+    )
+    WHICH = 25
+
+    actor_ids: list[bytes]
+    reason: str
+    raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
+
+    def __init__(
+        self,
+        *,
+        actor_ids: Optional[list[bytes]] = None,
+        reason: str = "",
+    ) -> None:
+        self.actor_ids = [] if actor_ids is None else actor_ids
+        self.reason = reason
+        self.raw = None
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ActorRelease:
+            return NotImplemented
+        return (
+            self.actor_ids == other.actor_ids
+            and self.reason == other.reason
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "ActorRelease("
+            + "actor_ids=" + short_repr(self.actor_ids)
+            + ", reason=" + short_repr(self.reason)
+            + ")"
+        )
+
+
+class ActorStatus:
+    """Cap'n Proto struct ActorStatus (@0x912e054a54e7ff07), see scaler/protocol/scaler.capnp."""
+
+    __slots__ = (
+        "actor_id",
+        "name",
+        "worker",
+        "pending",
+        "calls",
+    )
+
+    actor_id: bytes
+    name: str
+    worker: str
+    pending: int
+    calls: int
+
+    def __init__(
+        self,
+        *,
+        actor_id: bytes = b"",
+        name: str = "",
+        worker: str = "",
+        pending: int = 0,
+        calls: int = 0,
+    ) -> None:
+        self.actor_id = actor_id
+        self.name = name
+        self.worker = worker
+        self.pending = pending
+        self.calls = calls
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ActorStatus:
+            return NotImplemented
+        return (
+            self.actor_id == other.actor_id
+            and self.name == other.name
+            and self.worker == other.worker
+            and self.pending == other.pending
+            and self.calls == other.calls
+        )
+
+    def __repr__(self) -> str:
+        return (
+            "ActorStatus("
+            + "actor_id=" + short_repr(self.actor_id)
+            + ", name=" + short_repr(self.name)
+            + ", worker=" + short_repr(self.worker)
+            + ", pending=" + short_repr(self.pending)
+            + ", calls=" + short_repr(self.calls)
+            + ")"
+        )
+
+
 class ObjectDelete:
     """Cap'n Proto struct ObjectDelete (@0xe3d0e507085268e6), see scaler/protocol/scaler.capnp."""
 
@@ -1761,6 +1890,7 @@ class WorkerStatus:
         "resources",
         "memory_limit",
         "spilled_bytes",
+        "actors",
     )
 
     name: str
@@ -1779,6 +1909,7 @@ class WorkerStatus:
     resources: list[Resource]
     memory_limit: int
     spilled_bytes: int
+    actors: int
 
     def __init__(
         self,
@@ -1799,6 +1930,7 @@ class WorkerStatus:
         resources: Optional[list[Resource]] = None,
         memory_limit: int = 0,
         spilled_bytes: int = 0,
+        actors: int = 0,
     ) -> None:
         self.name = name
         self.agent_cpu = agent_cpu
@@ -1816,6 +1948,7 @@ class WorkerStatus:
         self.resources = [] if resources is None else resources
         self.memory_limit = memory_limit
         self.spilled_bytes = spilled_bytes
+        self.actors = actors
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not WorkerStatus:
@@ -1837,6 +1970,7 @@ class WorkerStatus:
             and self.resources == other.resources
             and self.memory_limit == other.memory_limit
             and self.spilled_bytes == other.spilled_bytes
+            and self.actors == other.actors
         )
 
     def __repr__(self) -> str:
@@ -1858,6 +1992,7 @@ class WorkerStatus:
             + ", resources=" + short_repr(self.resources)
             + ", memory_limit=" + short_repr(self.memory_limit)
             + ", spilled_bytes=" + short_repr(self.spilled_bytes)
+            + ", actors=" + short_repr(self.actors)
             + ")"
         )
 
@@ -1893,6 +2028,7 @@ class SchedulerStatus:
         "workers_replaced",
         "relayed_fetches",
         "relayed_bytes",
+        "actors",
         "raw",
     )
     WHICH = 18
@@ -1924,6 +2060,7 @@ class SchedulerStatus:
     workers_replaced: int
     relayed_fetches: int
     relayed_bytes: int
+    actors: list[ActorStatus]
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1956,6 +2093,7 @@ class SchedulerStatus:
         workers_replaced: int = 0,
         relayed_fetches: int = 0,
         relayed_bytes: int = 0,
+        actors: Optional[list[ActorStatus]] = None,
     ) -> None:
         self.time_us = time_us
         self.cpu = cpu
@@ -1984,6 +2122,7 @@ class SchedulerStatus:
         self.workers_replaced = workers_replaced
         self.relayed_fetches = relayed_fetches
         self.relayed_bytes = relayed_bytes
+        self.actors = [] if actors is None else actors
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -2017,6 +2156,7 @@ class SchedulerStatus:
             and self.workers_replaced == other.workers_replaced
             and self.relayed_fetches == other.relayed_fetches
             and self.relayed_bytes == other.relayed_bytes
+            and self.actors == other.actors
         )
 
     def __repr__(self) -> str:
@@ -2049,14 +2189,15 @@ class SchedulerStatus:
             + ", workers_replaced=" + short_repr(self.workers_replaced)
             + ", relayed_fetches=" + short_repr(self.relayed_fetches)
             + ", relayed_bytes=" + short_repr(self.relayed_bytes)
+            + ", actors=" + short_repr(self.actors)
             + ")"
         )
 
 _DATA_RESOURCE = struct.Struct("<d")
 _DATA_FUNCTION_PEAK = struct.Struct("<Q")
 _DATA_HELD_RESULT = struct.Struct("<Q")
-_DATA_HELLO = struct.Struct("<IHBxIIIxxxxQ")
-_DATA_HELLO_REPLY = struct.Struct("<IBxHIIQ")
+_DATA_HELLO = struct.Struct("<IHBxIIIIQ")
+_DATA_HELLO_REPLY = struct.Struct("<IBBHIIQ")
 _DATA_CLIENT_HEARTBEAT = struct.Struct("<QfIQ")
 _DATA_WORKER_HEARTBEAT = struct.Struct("<QffQQIBxxxQIIQ")
 _DATA_HEARTBEAT_ECHO = struct.Struct("<QII")
@@ -2068,36 +2209,34 @@ _DATA_OBJECT_PUT = struct.Struct("<HBxIIxxxxQ")
 _DATA_OBJECT_REQUEST = struct.Struct("<B")
 _DATA_OBJECT_RESPONSE = struct.Struct("<BxHIIxxxxQ")
 _DATA_DATA_RESPONSE = struct.Struct("<BxxxIIxxxxQ")
+_DATA_ACTOR_STATUS = struct.Struct("<IxxxxQ")
 _DATA_BALANCE_REQUEST = struct.Struct("<I")
 _DATA_CLIENT_DISCONNECT = struct.Struct("<B")
 _DATA_DISCONNECT_REPLY = struct.Struct("<B")
 _DATA_WORKER_RETIRE = struct.Struct("<I")
 _DATA_GOODBYE = struct.Struct("<B")
 _DATA_COUNTER = struct.Struct("<Q")
-_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQ")
+_DATA_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIIQQ")
 _DATA_SCHEDULER_STATUS = struct.Struct("<QfIQQQQQQQIIQQQQQQQQQQ")
 _CANON_RESOURCE = struct.Struct("<diI")
 _CANON_FUNCTION_PEAK = struct.Struct("<QiI")
 _CANON_HELD_RESULT = struct.Struct("<QiI")
 _CANON_ARGUMENT = struct.Struct("<HxxxxxxiIiI")
+_CANON_ACTOR_STATUS = struct.Struct("<IxxxxQiIiIiI")
 _CANON_COUNTER = struct.Struct("<QiI")
-_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIxxxxQQiIiI")
-_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000004000600")
-_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIxxxxQiIiIiIiIiIiI")
+_CANON_WORKER_STATUS = struct.Struct("<ffQQIIIBBxxQQIIQQiIiI")
+_HEAD_HELLO = bytes.fromhex("000000000100010000000000000000000000000004000700")
+_MESSAGE_HELLO = struct.Struct("<II24sIHBxIIIIQiIiIiIiIiIiIiI")
 _HEAD_HELLO_REPLY = bytes.fromhex("000000000100010001000000000000000000000003000100")
-_MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBxHIIQiI")
+_MESSAGE_HELLO_REPLY = struct.Struct("<II24sIBBHIIQiI")
 _HEAD_CLIENT_HEARTBEAT = bytes.fromhex("000000000100010002000000000000000000000003000000")
 _MESSAGE_CLIENT_HEARTBEAT = struct.Struct("<II24sQfIQ")
 _HEAD_WORKER_HEARTBEAT = bytes.fromhex("000000000100010003000000000000000000000008000100")
 _MESSAGE_WORKER_HEARTBEAT = struct.Struct("<II24sQffQQIBxxxQIIQiI")
 _HEAD_HEARTBEAT_ECHO = bytes.fromhex("000000000100010004000000000000000000000002000000")
 _MESSAGE_HEARTBEAT_ECHO = struct.Struct("<II24sQII")
-_HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000002000700")
-_MESSAGE_TASK = struct.Struct("<II24sBxxxiIIiIiIiIiIiIiIiI")
-_EMPTY_TAIL_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32x")
-_HEADER_TASK = struct.Struct("<II24sBxxxiIIiIiIiI32s")
-_TAIL_TASK = struct.Struct("<iIiIiIiI")
-_NULL_TAIL_TASK = bytes(32)
+_HEAD_TASK = bytes.fromhex("000000000100010005000000000000000000000002000800")
+_MESSAGE_TASK = struct.Struct("<II24sBxxxiIIiIiIiIiIiIiIiIiI")
 _HEAD_TASK_RESULT = bytes.fromhex("000000000100010006000000000000000000000006000300")
 _MESSAGE_TASK_RESULT = struct.Struct("<II24sHBxIQQQQQiIiIiI")
 _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000100")
@@ -2122,8 +2261,8 @@ _HEAD_WORKER_DISCONNECT = bytes.fromhex("000000000100010010000000000000000000000
 _MESSAGE_WORKER_DISCONNECT = struct.Struct("<II24siI")
 _HEAD_GOODBYE = bytes.fromhex("000000000100010011000000000000000000000001000100")
 _MESSAGE_GOODBYE = struct.Struct("<II24sBxxxxxxxiI")
-_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000014000500")
-_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQQQQQQQiIiIiIiIiI")
+_HEAD_SCHEDULER_STATUS = bytes.fromhex("000000000100010012000000000000000000000014000600")
+_MESSAGE_SCHEDULER_STATUS = struct.Struct("<II24sQfIQQQQQQQIIQQQQQQQQQQiIiIiIiIiIiI")
 _HEAD_TASK_OUTPUT = bytes.fromhex("000000000100010013000000000000000000000001000200")
 _MESSAGE_TASK_OUTPUT = struct.Struct("<II24sHxxxxxxiIiI")
 _HEAD_WORKER_RETIRE = bytes.fromhex("000000000100010014000000000000000000000001000100")
@@ -2136,6 +2275,8 @@ _HEAD_RELAY_HELLO = bytes.fromhex("000000000100010017000000000000000000000000000
 _MESSAGE_RELAY_HELLO = struct.Struct("<II24siI")
 _HEAD_DATA_KEYS = bytes.fromhex("000000000100010018000000000000000000000000000200")
 _MESSAGE_DATA_KEYS = struct.Struct("<II24siIiI")
+_HEAD_ACTOR_RELEASE = bytes.fromhex("000000000100010019000000000000000000000000000200")
+_MESSAGE_ACTOR_RELEASE = struct.Struct("<II24siIiI")
 
 
 def _read_resource(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> Resource:
@@ -2202,7 +2343,7 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     buf = r.buf
     obj = _new(Hello)
     if dn >= 32:
-        u0, u1, u2, u3, u4, u5, u6 = _DATA_HELLO.unpack_from(buf, d)
+        u0, u1, u2, u3, u4, u5, u6, u7 = _DATA_HELLO.unpack_from(buf, d)
     else:
         u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
         u1 = _UNIT_H.unpack_from(buf, d + 4)[0] if dn >= 6 else 0
@@ -2210,7 +2351,8 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
         u3 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
         u4 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
         u5 = _UNIT_I.unpack_from(buf, d + 16)[0] if dn >= 20 else 0
-        u6 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
+        u6 = _UNIT_I.unpack_from(buf, d + 20)[0] if dn >= 24 else 0
+        u7 = _UNIT_Q.unpack_from(buf, d + 24)[0] if dn >= 32 else 0
     obj.protocol_version = u0
     obj.role = u1
     if not u2:
@@ -2224,13 +2366,15 @@ def _read_hello(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
-    obj.memory_limit = u6
+    obj.actor_slots = u6
+    obj.memory_limit = u7
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.hostname = read_text(r, lo, hi, p + 8) if pn > 1 else ""
     obj.resources = _read_list_resource(r, lo, hi, p + 16) if pn > 2 else []
     obj.replaces = read_text(r, lo, hi, p + 24) if pn > 3 else ""
     obj.data_address = read_text(r, lo, hi, p + 32) if pn > 4 else ""
     obj.held_results = _read_list_held_result(r, lo, hi, p + 40) if pn > 5 else []
+    obj.actors = read_data_list(r, lo, hi, p + 48) if pn > 6 else []
     obj.raw = None
     return obj
 
@@ -2239,14 +2383,15 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
     buf = r.buf
     obj = _new(HelloReply)
     if dn >= 24:
-        u0, u1, u2, u3, u4, u5 = _DATA_HELLO_REPLY.unpack_from(buf, d)
+        u0, u1, u2, u3, u4, u5, u6 = _DATA_HELLO_REPLY.unpack_from(buf, d)
     else:
         u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
         u1 = buf[d + 4] if dn >= 5 else 0
-        u2 = _UNIT_H.unpack_from(buf, d + 6)[0] if dn >= 8 else 0
-        u3 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
-        u4 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
-        u5 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
+        u2 = buf[d + 5] if dn >= 6 else 0
+        u3 = _UNIT_H.unpack_from(buf, d + 6)[0] if dn >= 8 else 0
+        u4 = _UNIT_I.unpack_from(buf, d + 8)[0] if dn >= 12 else 0
+        u5 = _UNIT_I.unpack_from(buf, d + 12)[0] if dn >= 16 else 0
+        u6 = _UNIT_Q.unpack_from(buf, d + 16)[0] if dn >= 24 else 0
     obj.protocol_version = u0
     if not u1:
         obj.accepted = False
@@ -2266,10 +2411,11 @@ def _read_hello_reply(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: 
         obj.holds_on_clients = (u1 & 32) != 0
         obj.adopts_held_results = (u1 & 64) != 0
         obj.memory_pause = (u1 & 128) != 0
-    obj.relay_port = u2
-    obj.heartbeat_interval_ms = u3
-    obj.peer_timeout_ms = u4
-    obj.max_frame_bytes = u5
+    obj.actors = (u2 & 1) != 0
+    obj.relay_port = u3
+    obj.heartbeat_interval_ms = u4
+    obj.peer_timeout_ms = u5
+    obj.max_frame_bytes = u6
     obj.reason = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.raw = None
     return obj
@@ -2377,10 +2523,12 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
         obj.profiling = False
         obj.report_result = True
         obj.stream_output = False
+        obj.creates_actor = False
     else:
         obj.profiling = (u0 & 1) != 0
         obj.report_result = (u0 & 2) == 0
         obj.stream_output = (u0 & 4) != 0
+        obj.creates_actor = (u0 & 8) != 0
     obj.priority = u1
     obj.retries = u2
     obj.timeout_ms = u3
@@ -2391,6 +2539,7 @@ def _read_task(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) ->
     obj.parent_task_id = read_data(r, lo, hi, p + 32) if pn > 4 else b""
     obj.serializer_id = read_data(r, lo, hi, p + 40) if pn > 5 else b""
     obj.resources = _read_list_resource(r, lo, hi, p + 48) if pn > 6 else []
+    obj.actor_id = read_data(r, lo, hi, p + 56) if pn > 7 else b""
     obj.raw = None
     return obj
 
@@ -2545,6 +2694,41 @@ def _read_data_keys(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: in
     return obj
 
 
+def _read_actor_release(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> ActorRelease:
+    obj = _new(ActorRelease)
+    obj.actor_ids = read_data_list(r, lo, hi, p) if pn > 0 else []
+    obj.reason = read_text(r, lo, hi, p + 8) if pn > 1 else ""
+    obj.raw = None
+    return obj
+
+
+def _read_actor_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> ActorStatus:
+    buf = r.buf
+    obj = _new(ActorStatus)
+    if dn >= 16:
+        u0, u1 = _DATA_ACTOR_STATUS.unpack_from(buf, d)
+    else:
+        u0 = _UNIT_I.unpack_from(buf, d)[0] if dn >= 4 else 0
+        u1 = _UNIT_Q.unpack_from(buf, d + 8)[0] if dn >= 16 else 0
+    obj.pending = u0
+    obj.calls = u1
+    obj.actor_id = read_data(r, lo, hi, p) if pn > 0 else b""
+    obj.name = read_text(r, lo, hi, p + 8) if pn > 1 else ""
+    obj.worker = read_text(r, lo, hi, p + 16) if pn > 2 else ""
+    return obj
+
+
+def _read_list_actor_status(r: Reader, lo: int, hi: int, at: int) -> list[ActorStatus]:
+    items: list[ActorStatus] = []
+    found = struct_list_at(r, lo, hi, at)
+    if found is not None:
+        lo, hi, pos, count, step, dn, pn = found
+        for _ in range(count):
+            items.append(_read_actor_status(r, lo, hi, pos, dn, pos + dn, pn))
+            pos += step
+    return items
+
+
 def _read_object_delete(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn: int) -> ObjectDelete:
     obj = _new(ObjectDelete)
     obj.object_ids = read_data_list(r, lo, hi, p) if pn > 0 else []
@@ -2643,7 +2827,7 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     buf = r.buf
     obj = _new(WorkerStatus)
     if dn >= 80:
-        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13 = _DATA_WORKER_STATUS.unpack_from(buf, d)
+        u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14 = _DATA_WORKER_STATUS.unpack_from(buf, d)
     else:
         u0 = _UNIT_f.unpack_from(buf, d)[0] if dn >= 4 else 0.0
         u1 = _UNIT_f.unpack_from(buf, d + 4)[0] if dn >= 8 else 0.0
@@ -2657,8 +2841,9 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
         u9 = _UNIT_Q.unpack_from(buf, d + 40)[0] if dn >= 48 else 0
         u10 = _UNIT_Q.unpack_from(buf, d + 48)[0] if dn >= 56 else 0
         u11 = _UNIT_I.unpack_from(buf, d + 56)[0] if dn >= 60 else 0
-        u12 = _UNIT_Q.unpack_from(buf, d + 64)[0] if dn >= 72 else 0
-        u13 = _UNIT_Q.unpack_from(buf, d + 72)[0] if dn >= 80 else 0
+        u12 = _UNIT_I.unpack_from(buf, d + 60)[0] if dn >= 64 else 0
+        u13 = _UNIT_Q.unpack_from(buf, d + 64)[0] if dn >= 72 else 0
+        u14 = _UNIT_Q.unpack_from(buf, d + 72)[0] if dn >= 80 else 0
     obj.agent_cpu = u0
     obj.cpu = u1
     obj.agent_rss = u2
@@ -2671,8 +2856,9 @@ def _read_worker_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, pn
     obj.lag_us = u9
     obj.processed = u10
     obj.previous_registrations = u11
-    obj.memory_limit = u12
-    obj.spilled_bytes = u13
+    obj.actors = u12
+    obj.memory_limit = u13
+    obj.spilled_bytes = u14
     obj.name = read_text(r, lo, hi, p) if pn > 0 else ""
     obj.resources = _read_list_resource(r, lo, hi, p + 8) if pn > 1 else []
     return obj
@@ -2744,6 +2930,7 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
     obj.received = _read_list_counter(r, lo, hi, p + 16) if pn > 2 else []
     obj.function_tasks = _read_list_counter(r, lo, hi, p + 24) if pn > 3 else []
     obj.workers = _read_list_worker_status(r, lo, hi, p + 32) if pn > 4 else []
+    obj.actors = _read_list_actor_status(r, lo, hi, p + 40) if pn > 5 else []
     obj.raw = None
     return obj
 
@@ -2751,7 +2938,7 @@ def _read_scheduler_status(r: Reader, lo: int, hi: int, d: int, dn: int, p: int,
 def _decode_hello(frame: bytes, pos: int) -> Hello:
     el1: Any
     items1: list
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5 = _MESSAGE_HELLO.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6 = _MESSAGE_HELLO.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO:
         raise NotCanonical
     size = words * 8 + 8
@@ -2775,8 +2962,9 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
     obj.pid = u3
     obj.capacity = u4
     obj.previous_registrations = u5
-    obj.memory_limit = u6
-    c = 112
+    obj.actor_slots = u6
+    obj.memory_limit = u7
+    c = 120
     blobs = None
     if b0:
         n = b0 >> 3
@@ -2920,6 +3108,34 @@ def _decode_hello(frame: bytes, pos: int) -> Hello:
         raise NotCanonical
     else:
         obj.held_results = []
+    if b6:
+        if a6 + a6 != c - 118 or b6 & 7 != 6:
+            raise NotCanonical
+        at1 = c
+        c += b6 >> 3 << 3
+        items1 = []
+        for at1 in range(at1, c, 8):
+            x1, y1 = _POINTER.unpack_from(m, at1)
+            if y1:
+                n = y1 >> 3
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
+                    items1.append(m[c : c + n])
+                    c += n + 7 & -8
+                elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
+                    s = at1 + 8 + (x1 >> 2 << 3)
+                    items1.append(m[s : s + n])
+                    blobs = defer_blob(blobs, s, n)
+                else:
+                    raise NotCanonical
+            elif x1:
+                raise NotCanonical
+            else:
+                items1.append(b"")
+        obj.actors = items1
+    elif a6:
+        raise NotCanonical
+    else:
+        obj.actors = []
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -2932,6 +3148,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
     el1: Any
     items1: list
     v: Any
+    words1: list
     if msg.task_policies is False and msg.fetches_from_holders is False and msg.takes_handoffs is False:
         u2 = 0
     else:
@@ -2943,7 +3160,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         u2 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
     base = len(parts)
     parts.append(b"")
-    c = 112
+    c = 120
     blobs = None
     v = msg.name
     if v.__class__ is not str:
@@ -3066,6 +3283,34 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         parts[slot1] = b"".join(bodies1)
     else:
         a5 = b5 = 0
+    items1 = msg.actors
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a6 = c - 118 >> 1
+        b6 = count1 * 8 + 6
+        slot1 = len(parts)
+        parts.append(b"")
+        words1 = []
+        at1 = c
+        c += count1 << 3
+        for v in items1:
+            n = len(v)
+            if not n:
+                words1.append(NULL_POINTER)
+            elif n < 1024:
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
+                parts.append(v)
+                parts.append(PADDING[n & 7])
+                c += n + 7 & -8
+            else:
+                words1.append(NULL_POINTER)
+                blobs = defer_blob(blobs, at1, v)
+            at1 += 8
+        parts[slot1] = b"".join(words1)
+    else:
+        a6 = b6 = 0
     parts[base] = _MESSAGE_HELLO.pack(
         0,
         c - 8 >> 3,
@@ -3076,6 +3321,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         msg.pid,
         msg.capacity,
         msg.previous_registrations,
+        msg.actor_slots,
         msg.memory_limit,
         a0,
         b0,
@@ -3089,6 +3335,8 @@ def _encode_hello(msg: Hello, parts: list) -> int:
         b4,
         a5,
         b5,
+        a6,
+        b6,
     )
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
@@ -3096,7 +3344,7 @@ def _encode_hello(msg: Hello, parts: list) -> int:
 
 
 def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
-    segments, words, head, u0, u1, u2, u3, u4, u5, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, a0, b0 = _MESSAGE_HELLO_REPLY.unpack_from(frame, pos)
     if segments or head != _HEAD_HELLO_REPLY:
         raise NotCanonical
     size = words * 8 + 8
@@ -3126,10 +3374,11 @@ def _decode_hello_reply(frame: bytes, pos: int) -> HelloReply:
         obj.holds_on_clients = (u1 & 32) != 0
         obj.adopts_held_results = (u1 & 64) != 0
         obj.memory_pause = (u1 & 128) != 0
-    obj.relay_port = u2
-    obj.heartbeat_interval_ms = u3
-    obj.peer_timeout_ms = u4
-    obj.max_frame_bytes = u5
+    obj.actors = (u2 & 1) != 0
+    obj.relay_port = u3
+    obj.heartbeat_interval_ms = u4
+    obj.peer_timeout_ms = u5
+    obj.max_frame_bytes = u6
     c = 64
     if b0:
         n = b0 >> 3
@@ -3177,6 +3426,8 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         u1 |= 64 if v is True else 0 if v is False else bool_bit(v) << 6
         v = msg.memory_pause
         u1 |= 128 if v is True else 0 if v is False else bool_bit(v) << 7
+    v = msg.actors
+    u2 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
     c = 64
@@ -3199,6 +3450,7 @@ def _encode_hello_reply(msg: HelloReply, parts: list) -> int:
         _HEAD_HELLO_REPLY,
         msg.protocol_version,
         u1,
+        u2,
         msg.relay_port,
         msg.heartbeat_interval_ms,
         msg.peer_timeout_ms,
@@ -3438,7 +3690,7 @@ def _encode_heartbeat_echo(msg: HeartbeatEcho, parts: list) -> int:
 def _decode_task(frame: bytes, pos: int) -> Task:
     el1: Any
     items1: list
-    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, tail = _HEADER_TASK.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7 = _MESSAGE_TASK.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK:
         raise NotCanonical
     size = words * 8 + 8
@@ -3453,14 +3705,16 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         obj.profiling = False
         obj.report_result = True
         obj.stream_output = False
+        obj.creates_actor = False
     else:
         obj.profiling = (u0 & 1) != 0
         obj.report_result = (u0 & 2) == 0
         obj.stream_output = (u0 & 4) != 0
+        obj.creates_actor = (u0 & 8) != 0
     obj.priority = u1
     obj.retries = u2
     obj.timeout_ms = u3
-    c = 104
+    c = 112
     blobs = None
     if b0:
         n = b0 >> 3
@@ -3568,117 +3822,125 @@ def _decode_task(frame: bytes, pos: int) -> Task:
         raise NotCanonical
     else:
         obj.args = []
-    if tail == _NULL_TAIL_TASK:
-        obj.dependencies = []
-        obj.parent_task_id = b""
-        obj.serializer_id = b""
-        obj.resources = []
-    else:
-        a3, b3, a4, b4, a5, b5, a6, b6 = _TAIL_TASK.unpack(tail)
-        if b3:
-            if a3 + a3 != c - 78 or b3 & 7 != 6:
+    if b3:
+        if a3 + a3 != c - 78 or b3 & 7 != 6:
+            raise NotCanonical
+        at1 = c
+        c += b3 >> 3 << 3
+        items1 = []
+        for at1 in range(at1, c, 8):
+            x1, y1 = _POINTER.unpack_from(m, at1)
+            if y1:
+                n = y1 >> 3
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
+                    items1.append(m[c : c + n])
+                    c += n + 7 & -8
+                elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
+                    s = at1 + 8 + (x1 >> 2 << 3)
+                    items1.append(m[s : s + n])
+                    blobs = defer_blob(blobs, s, n)
+                else:
+                    raise NotCanonical
+            elif x1:
                 raise NotCanonical
-            at1 = c
-            c += b3 >> 3 << 3
-            items1 = []
-            for at1 in range(at1, c, 8):
-                x1, y1 = _POINTER.unpack_from(m, at1)
-                if y1:
-                    n = y1 >> 3
-                    if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
-                        items1.append(m[c : c + n])
-                        c += n + 7 & -8
-                    elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
-                        s = at1 + 8 + (x1 >> 2 << 3)
-                        items1.append(m[s : s + n])
-                        blobs = defer_blob(blobs, s, n)
-                    else:
+            else:
+                items1.append(b"")
+        obj.dependencies = items1
+    elif a3:
+        raise NotCanonical
+    else:
+        obj.dependencies = []
+    if b4:
+        n = b4 >> 3
+        if a4 + a4 == c - 86 and b4 & 7 == 2:
+            obj.parent_task_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
+            s = 88 + (a4 >> 2 << 3)
+            obj.parent_task_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a4:
+        raise NotCanonical
+    else:
+        obj.parent_task_id = b""
+    if b5:
+        n = b5 >> 3
+        if a5 + a5 == c - 94 and b5 & 7 == 2:
+            obj.serializer_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
+            s = 96 + (a5 >> 2 << 3)
+            obj.serializer_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a5:
+        raise NotCanonical
+    else:
+        obj.serializer_id = b""
+    if b6:
+        if a6 + a6 != c - 102 or b6 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b6 >> 3 << 3)
+        items1 = []
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
-                elif x1:
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
                 else:
-                    items1.append(b"")
-            obj.dependencies = items1
-        elif a3:
-            raise NotCanonical
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
         else:
-            obj.dependencies = []
-        if b4:
-            n = b4 >> 3
-            if a4 + a4 == c - 86 and b4 & 7 == 2:
-                obj.parent_task_id = m[c : c + n]
-                c += n + 7 & -8
-            elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
-                s = 88 + (a4 >> 2 << 3)
-                obj.parent_task_id = m[s : s + n]
-                blobs = defer_blob(blobs, s, n)
-            else:
-                raise NotCanonical
-        elif a4:
-            raise NotCanonical
-        else:
-            obj.parent_task_id = b""
-        if b5:
-            n = b5 >> 3
-            if a5 + a5 == c - 94 and b5 & 7 == 2:
-                obj.serializer_id = m[c : c + n]
-                c += n + 7 & -8
-            elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
-                s = 96 + (a5 >> 2 << 3)
-                obj.serializer_id = m[s : s + n]
-                blobs = defer_blob(blobs, s, n)
-            else:
-                raise NotCanonical
-        elif a5:
-            raise NotCanonical
-        else:
-            obj.serializer_id = b""
-        if b6:
-            if a6 + a6 != c - 102 or b6 & 7 != 7:
-                raise NotCanonical
-            t, u = _POINTER_BITS.unpack_from(m, c)
-            if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
-                raise NotCanonical
-            e1 = c + 8
-            c = e1 + (b6 >> 3 << 3)
-            items1 = []
-            if ITER_UNPACK:
-                for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
-                    el1 = _new(Resource)
-                    el1.amount = u1_0
-                    if b1_0:
-                        n = b1_0 >> 3
-                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                            raise NotCanonical
-                        el1.name = m[c : c + n - 1].decode()
-                        c += n + 7 & -8
-                    elif a1_0:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
-                    else:
-                        el1.name = ""
-                    items1.append(el1)
-                    e1 += 16
-            else:
-                for e1 in range(e1, c, 16):
-                    u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
-                    el1 = _new(Resource)
-                    el1.amount = u1_0
-                    if b1_0:
-                        n = b1_0 >> 3
-                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                            raise NotCanonical
-                        el1.name = m[c : c + n - 1].decode()
-                        c += n + 7 & -8
-                    elif a1_0:
-                        raise NotCanonical
-                    else:
-                        el1.name = ""
-                    items1.append(el1)
-            obj.resources = items1
-        elif a6:
-            raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
+        obj.resources = items1
+    elif a6:
+        raise NotCanonical
+    else:
+        obj.resources = []
+    if b7:
+        n = b7 >> 3
+        if a7 + a7 == c - 110 and b7 & 7 == 2:
+            obj.actor_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b7 & 7 == 2 and a7 & 3 == 1:
+            s = 112 + (a7 >> 2 << 3)
+            obj.actor_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
         else:
-            obj.resources = []
+            raise NotCanonical
+    elif a7:
+        raise NotCanonical
+    else:
+        obj.actor_id = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -3690,7 +3952,7 @@ def _decode_task(frame: bytes, pos: int) -> Task:
 def _decode_task_for_routing(frame: bytes, pos: int) -> Task:
     el1: Any
     items1: list
-    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, tail = _HEADER_TASK.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7 = _MESSAGE_TASK.unpack_from(frame, pos)
     if segments or head != _HEAD_TASK:
         raise NotCanonical
     size = words * 8 + 8
@@ -3705,14 +3967,16 @@ def _decode_task_for_routing(frame: bytes, pos: int) -> Task:
         obj.profiling = False
         obj.report_result = True
         obj.stream_output = False
+        obj.creates_actor = False
     else:
         obj.profiling = (u0 & 1) != 0
         obj.report_result = (u0 & 2) == 0
         obj.stream_output = (u0 & 4) != 0
+        obj.creates_actor = (u0 & 8) != 0
     obj.priority = u1
     obj.retries = u2
     obj.timeout_ms = u3
-    c = 104
+    c = 112
     blobs = None
     if b0:
         n = b0 >> 3
@@ -3799,117 +4063,125 @@ def _decode_task_for_routing(frame: bytes, pos: int) -> Task:
     elif a2:
         raise NotCanonical
     obj.args = None  # type: ignore[assignment]
-    if tail == _NULL_TAIL_TASK:
-        obj.dependencies = []
-        obj.parent_task_id = b""
-        obj.serializer_id = b""
-        obj.resources = []
-    else:
-        a3, b3, a4, b4, a5, b5, a6, b6 = _TAIL_TASK.unpack(tail)
-        if b3:
-            if a3 + a3 != c - 78 or b3 & 7 != 6:
+    if b3:
+        if a3 + a3 != c - 78 or b3 & 7 != 6:
+            raise NotCanonical
+        at1 = c
+        c += b3 >> 3 << 3
+        items1 = []
+        for at1 in range(at1, c, 8):
+            x1, y1 = _POINTER.unpack_from(m, at1)
+            if y1:
+                n = y1 >> 3
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
+                    items1.append(m[c : c + n])
+                    c += n + 7 & -8
+                elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
+                    s = at1 + 8 + (x1 >> 2 << 3)
+                    items1.append(m[s : s + n])
+                    blobs = defer_blob(blobs, s, n)
+                else:
+                    raise NotCanonical
+            elif x1:
                 raise NotCanonical
-            at1 = c
-            c += b3 >> 3 << 3
-            items1 = []
-            for at1 in range(at1, c, 8):
-                x1, y1 = _POINTER.unpack_from(m, at1)
-                if y1:
-                    n = y1 >> 3
-                    if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
-                        items1.append(m[c : c + n])
-                        c += n + 7 & -8
-                    elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
-                        s = at1 + 8 + (x1 >> 2 << 3)
-                        items1.append(m[s : s + n])
-                        blobs = defer_blob(blobs, s, n)
-                    else:
+            else:
+                items1.append(b"")
+        obj.dependencies = items1
+    elif a3:
+        raise NotCanonical
+    else:
+        obj.dependencies = []
+    if b4:
+        n = b4 >> 3
+        if a4 + a4 == c - 86 and b4 & 7 == 2:
+            obj.parent_task_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
+            s = 88 + (a4 >> 2 << 3)
+            obj.parent_task_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a4:
+        raise NotCanonical
+    else:
+        obj.parent_task_id = b""
+    if b5:
+        n = b5 >> 3
+        if a5 + a5 == c - 94 and b5 & 7 == 2:
+            obj.serializer_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
+            s = 96 + (a5 >> 2 << 3)
+            obj.serializer_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a5:
+        raise NotCanonical
+    else:
+        obj.serializer_id = b""
+    if b6:
+        if a6 + a6 != c - 102 or b6 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b6 >> 3 << 3)
+        items1 = []
+        if ITER_UNPACK:
+            for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
-                elif x1:
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
                     raise NotCanonical
                 else:
-                    items1.append(b"")
-            obj.dependencies = items1
-        elif a3:
-            raise NotCanonical
+                    el1.name = ""
+                items1.append(el1)
+                e1 += 16
         else:
-            obj.dependencies = []
-        if b4:
-            n = b4 >> 3
-            if a4 + a4 == c - 86 and b4 & 7 == 2:
-                obj.parent_task_id = m[c : c + n]
-                c += n + 7 & -8
-            elif n >= 1024 and b4 & 7 == 2 and a4 & 3 == 1:
-                s = 88 + (a4 >> 2 << 3)
-                obj.parent_task_id = m[s : s + n]
-                blobs = defer_blob(blobs, s, n)
-            else:
-                raise NotCanonical
-        elif a4:
-            raise NotCanonical
-        else:
-            obj.parent_task_id = b""
-        if b5:
-            n = b5 >> 3
-            if a5 + a5 == c - 94 and b5 & 7 == 2:
-                obj.serializer_id = m[c : c + n]
-                c += n + 7 & -8
-            elif n >= 1024 and b5 & 7 == 2 and a5 & 3 == 1:
-                s = 96 + (a5 >> 2 << 3)
-                obj.serializer_id = m[s : s + n]
-                blobs = defer_blob(blobs, s, n)
-            else:
-                raise NotCanonical
-        elif a5:
-            raise NotCanonical
-        else:
-            obj.serializer_id = b""
-        if b6:
-            if a6 + a6 != c - 102 or b6 & 7 != 7:
-                raise NotCanonical
-            t, u = _POINTER_BITS.unpack_from(m, c)
-            if t & 3 or u != 65537 or (t >> 2) * 2 != b6 >> 3:
-                raise NotCanonical
-            e1 = c + 8
-            c = e1 + (b6 >> 3 << 3)
-            items1 = []
-            if ITER_UNPACK:
-                for u1_0, a1_0, b1_0 in _CANON_RESOURCE.iter_unpack(m[e1 : c]):
-                    el1 = _new(Resource)
-                    el1.amount = u1_0
-                    if b1_0:
-                        n = b1_0 >> 3
-                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                            raise NotCanonical
-                        el1.name = m[c : c + n - 1].decode()
-                        c += n + 7 & -8
-                    elif a1_0:
+            for e1 in range(e1, c, 16):
+                u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
+                el1 = _new(Resource)
+                el1.amount = u1_0
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
                         raise NotCanonical
-                    else:
-                        el1.name = ""
-                    items1.append(el1)
-                    e1 += 16
-            else:
-                for e1 in range(e1, c, 16):
-                    u1_0, a1_0, b1_0 = _CANON_RESOURCE.unpack_from(m, e1)
-                    el1 = _new(Resource)
-                    el1.amount = u1_0
-                    if b1_0:
-                        n = b1_0 >> 3
-                        if a1_0 + a1_0 != c - e1 - 14 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
-                            raise NotCanonical
-                        el1.name = m[c : c + n - 1].decode()
-                        c += n + 7 & -8
-                    elif a1_0:
-                        raise NotCanonical
-                    else:
-                        el1.name = ""
-                    items1.append(el1)
-            obj.resources = items1
-        elif a6:
-            raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                items1.append(el1)
+        obj.resources = items1
+    elif a6:
+        raise NotCanonical
+    else:
+        obj.resources = []
+    if b7:
+        n = b7 >> 3
+        if a7 + a7 == c - 110 and b7 & 7 == 2:
+            obj.actor_id = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b7 & 7 == 2 and a7 & 3 == 1:
+            s = 112 + (a7 >> 2 << 3)
+            obj.actor_id = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
         else:
-            obj.resources = []
+            raise NotCanonical
+    elif a7:
+        raise NotCanonical
+    else:
+        obj.actor_id = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -3923,7 +4195,12 @@ def _encode_task(msg: Task, parts: list) -> int:
     items1: list
     v: Any
     words1: list
-    if msg.profiling is False and msg.report_result is True and msg.stream_output is False:
+    if (
+        msg.profiling is False
+        and msg.report_result is True
+        and msg.stream_output is False
+        and msg.creates_actor is False
+    ):
         u0 = 0
     else:
         v = msg.profiling
@@ -3932,9 +4209,11 @@ def _encode_task(msg: Task, parts: list) -> int:
         u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
         v = msg.stream_output
         u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+        v = msg.creates_actor
+        u0 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
     base = len(parts)
     parts.append(b"")
-    c = 104
+    c = 112
     blobs = None
     v = msg.task_id
     if v:
@@ -4017,144 +4296,140 @@ def _encode_task(msg: Task, parts: list) -> int:
         parts[slot1] = b"".join(bodies1)
     else:
         a2 = b2 = 0
-    if (
-        msg.dependencies.__class__ is list and not msg.dependencies
-        and msg.parent_task_id is _EMPTY_DATA
-        and msg.serializer_id is _EMPTY_DATA
-        and msg.resources.__class__ is list and not msg.resources
-    ):
-        parts[base] = _EMPTY_TAIL_TASK.pack(
-            0,
-            c - 8 >> 3,
-            _HEAD_TASK,
-            u0,
-            msg.priority,
-            msg.retries,
-            msg.timeout_ms,
-            a0,
-            b0,
-            a1,
-            b1,
-            a2,
-            b2,
-        )
+    items1 = msg.dependencies
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a3 = c - 78 >> 1
+        b3 = count1 * 8 + 6
+        slot1 = len(parts)
+        parts.append(b"")
+        words1 = []
+        at1 = c
+        c += count1 << 3
+        for v in items1:
+            n = len(v)
+            if not n:
+                words1.append(NULL_POINTER)
+            elif n < 1024:
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
+                parts.append(v)
+                parts.append(PADDING[n & 7])
+                c += n + 7 & -8
+            else:
+                words1.append(NULL_POINTER)
+                blobs = defer_blob(blobs, at1, v)
+            at1 += 8
+        parts[slot1] = b"".join(words1)
     else:
-        items1 = msg.dependencies
-        if items1.__class__ is not list:
-            raise NotCanonical
-        if items1:
-            count1 = len(items1)
-            a3 = c - 78 >> 1
-            b3 = count1 * 8 + 6
-            slot1 = len(parts)
-            parts.append(b"")
-            words1 = []
-            at1 = c
-            c += count1 << 3
-            for v in items1:
-                n = len(v)
-                if not n:
-                    words1.append(NULL_POINTER)
-                elif n < 1024:
-                    words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
-                    parts.append(v)
-                    parts.append(PADDING[n & 7])
-                    c += n + 7 & -8
-                else:
-                    words1.append(NULL_POINTER)
-                    blobs = defer_blob(blobs, at1, v)
-                at1 += 8
-            parts[slot1] = b"".join(words1)
+        a3 = b3 = 0
+    v = msg.parent_task_id
+    if v:
+        n = len(v)
+        if n < 1024:
+            a4 = c - 86 >> 1
+            b4 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
         else:
-            a3 = b3 = 0
-        v = msg.parent_task_id
-        if v:
-            n = len(v)
-            if n < 1024:
-                a4 = c - 86 >> 1
-                b4 = n * 8 + 2
-                parts.append(v)
-                parts.append(PADDING[n & 7])
-                c += n + 7 & -8
-            else:
-                a4 = b4 = 0
-                blobs = defer_blob(blobs, 80, v)
-        elif v.__class__ is bytes:
             a4 = b4 = 0
+            blobs = defer_blob(blobs, 80, v)
+    elif v.__class__ is bytes:
+        a4 = b4 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    v = msg.serializer_id
+    if v:
+        n = len(v)
+        if n < 1024:
+            a5 = c - 94 >> 1
+            b5 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
         else:
-            raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
-        v = msg.serializer_id
-        if v:
-            n = len(v)
-            if n < 1024:
-                a5 = c - 94 >> 1
-                b5 = n * 8 + 2
-                parts.append(v)
-                parts.append(PADDING[n & 7])
-                c += n + 7 & -8
-            else:
-                a5 = b5 = 0
-                blobs = defer_blob(blobs, 88, v)
-        elif v.__class__ is bytes:
             a5 = b5 = 0
+            blobs = defer_blob(blobs, 88, v)
+    elif v.__class__ is bytes:
+        a5 = b5 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    items1 = msg.resources
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a6 = c - 102 >> 1
+        b6 = count1 * 16 + 7
+        slot1 = len(parts)
+        parts.append(b"")
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
+        e1 = c + 8
+        c = e1 + count1 * 16
+        for el1 in items1:
+            if el1.__class__ is not Resource:
+                raise NotCanonical
+            v = el1.name
+            if v.__class__ is not str:
+                raise NotCanonical
+            if v:
+                v = v.encode()
+                n = len(v)
+                a1_0 = c - e1 - 14 >> 1
+                b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+                parts.append(v)
+                parts.append(TEXT_END[n & 7])
+                c += n + 8 & -8
+            else:
+                a1_0 = b1_0 = 0
+            bodies1.append(_CANON_RESOURCE.pack(el1.amount, a1_0, b1_0))
+            e1 += 16
+        parts[slot1] = b"".join(bodies1)
+    else:
+        a6 = b6 = 0
+    v = msg.actor_id
+    if v:
+        n = len(v)
+        if n < 1024:
+            a7 = c - 110 >> 1
+            b7 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
         else:
-            raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
-        items1 = msg.resources
-        if items1.__class__ is not list:
-            raise NotCanonical
-        if items1:
-            count1 = len(items1)
-            a6 = c - 102 >> 1
-            b6 = count1 * 16 + 7
-            slot1 = len(parts)
-            parts.append(b"")
-            bodies1 = [_POINTER_BITS.pack(count1 << 2, 65537)]
-            e1 = c + 8
-            c = e1 + count1 * 16
-            for el1 in items1:
-                if el1.__class__ is not Resource:
-                    raise NotCanonical
-                v = el1.name
-                if v.__class__ is not str:
-                    raise NotCanonical
-                if v:
-                    v = v.encode()
-                    n = len(v)
-                    a1_0 = c - e1 - 14 >> 1
-                    b1_0 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
-                    parts.append(v)
-                    parts.append(TEXT_END[n & 7])
-                    c += n + 8 & -8
-                else:
-                    a1_0 = b1_0 = 0
-                bodies1.append(_CANON_RESOURCE.pack(el1.amount, a1_0, b1_0))
-                e1 += 16
-            parts[slot1] = b"".join(bodies1)
-        else:
-            a6 = b6 = 0
-        parts[base] = _MESSAGE_TASK.pack(
-            0,
-            c - 8 >> 3,
-            _HEAD_TASK,
-            u0,
-            msg.priority,
-            msg.retries,
-            msg.timeout_ms,
-            a0,
-            b0,
-            a1,
-            b1,
-            a2,
-            b2,
-            a3,
-            b3,
-            a4,
-            b4,
-            a5,
-            b5,
-            a6,
-            b6,
-        )
+            a7 = b7 = 0
+            blobs = defer_blob(blobs, 104, v)
+    elif v.__class__ is bytes:
+        a7 = b7 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    parts[base] = _MESSAGE_TASK.pack(
+        0,
+        c - 8 >> 3,
+        _HEAD_TASK,
+        u0,
+        msg.priority,
+        msg.retries,
+        msg.timeout_ms,
+        a0,
+        b0,
+        a1,
+        b1,
+        a2,
+        b2,
+        a3,
+        b3,
+        a4,
+        b4,
+        a5,
+        b5,
+        a6,
+        b6,
+        a7,
+        b7,
+    )
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c
@@ -5270,7 +5545,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     el2: Any
     items1: list
     items2: list
-    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19, u20, u21, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
+    segments, words, head, u0, u1, u2, u3, u4, u5, u6, u7, u8, u9, u10, u11, u12, u13, u14, u15, u16, u17, u18, u19, u20, u21, a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5 = _MESSAGE_SCHEDULER_STATUS.unpack_from(frame, pos)
     if segments or head != _HEAD_SCHEDULER_STATUS:
         raise NotCanonical
     size = words * 8 + 8
@@ -5303,7 +5578,8 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
     obj.workers_replaced = u19
     obj.relayed_fetches = u20
     obj.relayed_bytes = u21
-    c = 232
+    c = 240
+    blobs = None
     if b0:
         if a0 + a0 != c - 198 or b0 & 7 != 7:
             raise NotCanonical
@@ -5498,7 +5774,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         c = e1 + (b4 >> 3 << 3)
         items1 = []
         if ITER_UNPACK:
-            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, u1_13, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
+            for u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, u1_13, u1_14, a1_0, b1_0, a1_1, b1_1 in _CANON_WORKER_STATUS.iter_unpack(m[e1 : c]):
                 el1 = _new(WorkerStatus)
                 el1.agent_cpu = u1_0
                 el1.cpu = u1_1
@@ -5512,8 +5788,9 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 el1.lag_us = u1_9
                 el1.processed = u1_10
                 el1.previous_registrations = u1_11
-                el1.memory_limit = u1_12
-                el1.spilled_bytes = u1_13
+                el1.actors = u1_12
+                el1.memory_limit = u1_13
+                el1.spilled_bytes = u1_14
                 if b1_0:
                     n = b1_0 >> 3
                     if a1_0 + a1_0 != c - e1 - 86 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
@@ -5574,7 +5851,7 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 e1 += 96
         else:
             for e1 in range(e1, c, 96):
-                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, u1_13, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
+                u1_0, u1_1, u1_2, u1_3, u1_4, u1_5, u1_6, u1_7, u1_8, u1_9, u1_10, u1_11, u1_12, u1_13, u1_14, a1_0, b1_0, a1_1, b1_1 = _CANON_WORKER_STATUS.unpack_from(m, e1)
                 el1 = _new(WorkerStatus)
                 el1.agent_cpu = u1_0
                 el1.cpu = u1_1
@@ -5588,8 +5865,9 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
                 el1.lag_us = u1_9
                 el1.processed = u1_10
                 el1.previous_registrations = u1_11
-                el1.memory_limit = u1_12
-                el1.spilled_bytes = u1_13
+                el1.actors = u1_12
+                el1.memory_limit = u1_13
+                el1.spilled_bytes = u1_14
                 if b1_0:
                     n = b1_0 >> 3
                     if a1_0 + a1_0 != c - e1 - 86 or b1_0 & 7 != 2 or not n or m[c + n - 1]:
@@ -5652,6 +5930,106 @@ def _decode_scheduler_status(frame: bytes, pos: int) -> SchedulerStatus:
         raise NotCanonical
     else:
         obj.workers = []
+    if b5:
+        if a5 + a5 != c - 238 or b5 & 7 != 7:
+            raise NotCanonical
+        t, u = _POINTER_BITS.unpack_from(m, c)
+        if t & 3 or u != 196610 or (t >> 2) * 5 != b5 >> 3:
+            raise NotCanonical
+        e1 = c + 8
+        c = e1 + (b5 >> 3 << 3)
+        items1 = []
+        if ITER_UNPACK:
+            for u1_0, u1_1, a1_0, b1_0, a1_1, b1_1, a1_2, b1_2 in _CANON_ACTOR_STATUS.iter_unpack(m[e1 : c]):
+                el1 = _new(ActorStatus)
+                el1.pending = u1_0
+                el1.calls = u1_1
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 22 and b1_0 & 7 == 2:
+                        el1.actor_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 24 + (a1_0 >> 2 << 3)
+                        el1.actor_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.actor_id = b""
+                if b1_1:
+                    n = b1_1 >> 3
+                    if a1_1 + a1_1 != c - e1 - 30 or b1_1 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                if b1_2:
+                    n = b1_2 >> 3
+                    if a1_2 + a1_2 != c - e1 - 38 or b1_2 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.worker = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_2:
+                    raise NotCanonical
+                else:
+                    el1.worker = ""
+                items1.append(el1)
+                e1 += 40
+        else:
+            for e1 in range(e1, c, 40):
+                u1_0, u1_1, a1_0, b1_0, a1_1, b1_1, a1_2, b1_2 = _CANON_ACTOR_STATUS.unpack_from(m, e1)
+                el1 = _new(ActorStatus)
+                el1.pending = u1_0
+                el1.calls = u1_1
+                if b1_0:
+                    n = b1_0 >> 3
+                    if a1_0 + a1_0 == c - e1 - 22 and b1_0 & 7 == 2:
+                        el1.actor_id = m[c : c + n]
+                        c += n + 7 & -8
+                    elif n >= 1024 and b1_0 & 7 == 2 and a1_0 & 3 == 1:
+                        s = e1 + 24 + (a1_0 >> 2 << 3)
+                        el1.actor_id = m[s : s + n]
+                        blobs = defer_blob(blobs, s, n)
+                    else:
+                        raise NotCanonical
+                elif a1_0:
+                    raise NotCanonical
+                else:
+                    el1.actor_id = b""
+                if b1_1:
+                    n = b1_1 >> 3
+                    if a1_1 + a1_1 != c - e1 - 30 or b1_1 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.name = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_1:
+                    raise NotCanonical
+                else:
+                    el1.name = ""
+                if b1_2:
+                    n = b1_2 >> 3
+                    if a1_2 + a1_2 != c - e1 - 38 or b1_2 & 7 != 2 or not n or m[c + n - 1]:
+                        raise NotCanonical
+                    el1.worker = m[c : c + n - 1].decode()
+                    c += n + 7 & -8
+                elif a1_2:
+                    raise NotCanonical
+                else:
+                    el1.worker = ""
+                items1.append(el1)
+        obj.actors = items1
+    elif a5:
+        raise NotCanonical
+    else:
+        obj.actors = []
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
     if c != size:
         raise NotCanonical
     obj.raw = m
@@ -5666,7 +6044,8 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
     v: Any
     base = len(parts)
     parts.append(b"")
-    c = 232
+    c = 240
+    blobs = None
     items1 = msg.task_states
     if items1.__class__ is not list:
         raise NotCanonical
@@ -5875,6 +6254,7 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
                 el1.lag_us,
                 el1.processed,
                 el1.previous_registrations,
+                el1.actors,
                 el1.memory_limit,
                 el1.spilled_bytes,
                 a1_0,
@@ -5886,6 +6266,68 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         parts[slot1] = b"".join(bodies1)
     else:
         a4 = b4 = 0
+    items1 = msg.actors
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a5 = c - 238 >> 1
+        b5 = count1 * 40 + 7
+        slot1 = len(parts)
+        parts.append(b"")
+        bodies1 = [_POINTER_BITS.pack(count1 << 2, 196610)]
+        e1 = c + 8
+        c = e1 + count1 * 40
+        for el1 in items1:
+            if el1.__class__ is not ActorStatus:
+                raise NotCanonical
+            v = el1.actor_id
+            if v:
+                n = len(v)
+                if n < 1024:
+                    a1_0 = c - e1 - 22 >> 1
+                    b1_0 = n * 8 + 2
+                    parts.append(v)
+                    parts.append(PADDING[n & 7])
+                    c += n + 7 & -8
+                else:
+                    a1_0 = b1_0 = 0
+                    blobs = defer_blob(blobs, e1 + 16, v)
+            elif v.__class__ is bytes:
+                a1_0 = b1_0 = 0
+            else:
+                raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+            v = el1.name
+            if v.__class__ is not str:
+                raise NotCanonical
+            if v:
+                v = v.encode()
+                n = len(v)
+                a1_1 = c - e1 - 30 >> 1
+                b1_1 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+                parts.append(v)
+                parts.append(TEXT_END[n & 7])
+                c += n + 8 & -8
+            else:
+                a1_1 = b1_1 = 0
+            v = el1.worker
+            if v.__class__ is not str:
+                raise NotCanonical
+            if v:
+                v = v.encode()
+                n = len(v)
+                a1_2 = c - e1 - 38 >> 1
+                b1_2 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+                parts.append(v)
+                parts.append(TEXT_END[n & 7])
+                c += n + 8 & -8
+            else:
+                a1_2 = b1_2 = 0
+            bodies1.append(_CANON_ACTOR_STATUS.pack(el1.pending, el1.calls, a1_0, b1_0, a1_1, b1_1, a1_2, b1_2))
+            e1 += 40
+        parts[slot1] = b"".join(bodies1)
+    else:
+        a5 = b5 = 0
     parts[base] = _MESSAGE_SCHEDULER_STATUS.pack(
         0,
         c - 8 >> 3,
@@ -5922,7 +6364,11 @@ def _encode_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
         b3,
         a4,
         b4,
+        a5,
+        b5,
     )
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
     return c
 
 
@@ -6511,6 +6957,122 @@ def _encode_data_keys(msg: DataKeys, parts: list) -> int:
     return c
 
 
+def _decode_actor_release(frame: bytes, pos: int) -> ActorRelease:
+    items1: list
+    segments, words, head, a0, b0, a1, b1 = _MESSAGE_ACTOR_RELEASE.unpack_from(frame, pos)
+    if segments or head != _HEAD_ACTOR_RELEASE:
+        raise NotCanonical
+    size = words * 8 + 8
+    if pos or size != len(frame):  # not the frame's only message
+        m = frame[pos : pos + size]
+        if len(m) != size:
+            raise NotCanonical  # truncated
+    else:
+        m = frame
+    obj = _new(ActorRelease)
+    c = 48
+    blobs = None
+    if b0:
+        if a0 + a0 != c - 38 or b0 & 7 != 6:
+            raise NotCanonical
+        at1 = c
+        c += b0 >> 3 << 3
+        items1 = []
+        for at1 in range(at1, c, 8):
+            x1, y1 = _POINTER.unpack_from(m, at1)
+            if y1:
+                n = y1 >> 3
+                if x1 + x1 == c - at1 - 6 and y1 & 7 == 2:
+                    items1.append(m[c : c + n])
+                    c += n + 7 & -8
+                elif n >= 1024 and y1 & 7 == 2 and x1 & 3 == 1:
+                    s = at1 + 8 + (x1 >> 2 << 3)
+                    items1.append(m[s : s + n])
+                    blobs = defer_blob(blobs, s, n)
+                else:
+                    raise NotCanonical
+            elif x1:
+                raise NotCanonical
+            else:
+                items1.append(b"")
+        obj.actor_ids = items1
+    elif a0:
+        raise NotCanonical
+    else:
+        obj.actor_ids = []
+    if b1:
+        n = b1 >> 3
+        if a1 + a1 != c - 46 or b1 & 7 != 2 or not n or m[c + n - 1]:
+            raise NotCanonical
+        obj.reason = m[c : c + n - 1].decode()
+        c += n + 7 & -8
+    elif a1:
+        raise NotCanonical
+    else:
+        obj.reason = ""
+    if blobs is not None:
+        c = end_of_blobs(blobs, c)
+    if c != size:
+        raise NotCanonical
+    obj.raw = m
+    return obj
+
+
+def _encode_actor_release(msg: ActorRelease, parts: list) -> int:
+    items1: list
+    v: Any
+    words1: list
+    base = len(parts)
+    parts.append(b"")
+    c = 48
+    blobs = None
+    items1 = msg.actor_ids
+    if items1.__class__ is not list:
+        raise NotCanonical
+    if items1:
+        count1 = len(items1)
+        a0 = c - 38 >> 1
+        b0 = count1 * 8 + 6
+        slot1 = len(parts)
+        parts.append(b"")
+        words1 = []
+        at1 = c
+        c += count1 << 3
+        for v in items1:
+            n = len(v)
+            if not n:
+                words1.append(NULL_POINTER)
+            elif n < 1024:
+                words1.append(_POINTER.pack(c - at1 - 6 >> 1, n * 8 + 2))
+                parts.append(v)
+                parts.append(PADDING[n & 7])
+                c += n + 7 & -8
+            else:
+                words1.append(NULL_POINTER)
+                blobs = defer_blob(blobs, at1, v)
+            at1 += 8
+        parts[slot1] = b"".join(words1)
+    else:
+        a0 = b0 = 0
+    v = msg.reason
+    if v.__class__ is not str:
+        raise NotCanonical
+    if v:
+        v = v.encode()
+        n = len(v)
+        a1 = c - 46 >> 1
+        b1 = n * 8 + 10  # n + 1 bytes with the NUL, in a list of bytes (2)
+        parts.append(v)
+        parts.append(TEXT_END[n & 7])
+        c += n + 8 & -8
+    else:
+        a1 = b1 = 0
+    parts[base] = _MESSAGE_ACTOR_RELEASE.pack(0, c - 8 >> 3, _HEAD_ACTOR_RELEASE, a0, b0, a1, b1)
+    if blobs is not None:
+        return place_blobs(parts, base, blobs, c)
+    return c
+
+
 def _fill_resource(buf: bytearray, blobs: Blobs, start: int, obj: Resource) -> None:
     _DATA_RESOURCE.pack_into(buf, start, obj.amount)
     write_text(buf, start + 8, obj.name)
@@ -6582,6 +7144,7 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
         obj.pid,
         obj.capacity,
         obj.previous_registrations,
+        obj.actor_slots,
         obj.memory_limit,
     )
     write_text(buf, start + 32, obj.name)
@@ -6590,6 +7153,7 @@ def _fill_hello(buf: bytearray, blobs: Blobs, start: int, obj: Hello) -> None:
     write_text(buf, start + 56, obj.replaces)
     write_text(buf, start + 64, obj.data_address)
     _write_list_held_result(buf, blobs, start + 72, obj.held_results)
+    write_data_list(buf, blobs, start + 80, obj.actors)
 
 
 def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply) -> None:
@@ -6622,11 +7186,14 @@ def _fill_hello_reply(buf: bytearray, blobs: Blobs, start: int, obj: HelloReply)
         u1 |= 64 if v is True else 0 if v is False else bool_bit(v) << 6
         v = obj.memory_pause
         u1 |= 128 if v is True else 0 if v is False else bool_bit(v) << 7
+    v = obj.actors
+    u2 = 1 if v is True else 0 if v is False else bool_bit(v)
     _DATA_HELLO_REPLY.pack_into(
         buf,
         start,
         obj.protocol_version,
         u1,
+        u2,
         obj.relay_port,
         obj.heartbeat_interval_ms,
         obj.peer_timeout_ms,
@@ -6682,7 +7249,12 @@ def _write_list_argument(buf: bytearray, blobs: Blobs, at: int, items: list[Argu
 
 def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
     v: Any
-    if obj.profiling is False and obj.report_result is True and obj.stream_output is False:
+    if (
+        obj.profiling is False
+        and obj.report_result is True
+        and obj.stream_output is False
+        and obj.creates_actor is False
+    ):
         u0 = 0
     else:
         v = obj.profiling
@@ -6691,6 +7263,8 @@ def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
         u0 |= 0 if v is True else 2 if v is False else (bool_bit(v) ^ 1) << 1
         v = obj.stream_output
         u0 |= 4 if v is True else 0 if v is False else bool_bit(v) << 2
+        v = obj.creates_actor
+        u0 |= 8 if v is True else 0 if v is False else bool_bit(v) << 3
     _DATA_TASK.pack_into(buf, start, u0, obj.priority, obj.retries, obj.timeout_ms)
     write_data(buf, blobs, start + 16, obj.task_id)
     write_data(buf, blobs, start + 24, obj.function_id)
@@ -6699,6 +7273,7 @@ def _fill_task(buf: bytearray, blobs: Blobs, start: int, obj: Task) -> None:
     write_data(buf, blobs, start + 48, obj.parent_task_id)
     write_data(buf, blobs, start + 56, obj.serializer_id)
     _write_list_resource(buf, blobs, start + 64, obj.resources)
+    write_data(buf, blobs, start + 72, obj.actor_id)
 
 
 def _fill_task_result(buf: bytearray, blobs: Blobs, start: int, obj: TaskResult) -> None:
@@ -6787,6 +7362,30 @@ def _fill_data_keys(buf: bytearray, blobs: Blobs, start: int, obj: DataKeys) -> 
     write_data_list(buf, blobs, start + 8, obj.authorized_keys)
 
 
+def _fill_actor_release(buf: bytearray, blobs: Blobs, start: int, obj: ActorRelease) -> None:
+    write_data_list(buf, blobs, start + 0, obj.actor_ids)
+    write_text(buf, start + 8, obj.reason)
+
+
+def _fill_actor_status(buf: bytearray, blobs: Blobs, start: int, obj: ActorStatus) -> None:
+    _DATA_ACTOR_STATUS.pack_into(buf, start, obj.pending, obj.calls)
+    write_data(buf, blobs, start + 16, obj.actor_id)
+    write_text(buf, start + 24, obj.name)
+    write_text(buf, start + 32, obj.worker)
+
+
+def _write_list_actor_status(buf: bytearray, blobs: Blobs, at: int, items: list[ActorStatus]) -> None:
+    if items.__class__ is not list:
+        items = as_list(items)
+    if items:
+        pos = begin_struct_list(buf, at, len(items), 2, 3)
+        for item in items:
+            if item.__class__ is not ActorStatus:
+                raise TypeError("expected ActorStatus, got " + type(item).__name__)
+            _fill_actor_status(buf, blobs, pos, item)
+            pos += 40
+
+
 def _fill_object_delete(buf: bytearray, blobs: Blobs, start: int, obj: ObjectDelete) -> None:
     write_data_list(buf, blobs, start + 0, obj.object_ids)
 
@@ -6872,6 +7471,7 @@ def _fill_worker_status(buf: bytearray, blobs: Blobs, start: int, obj: WorkerSta
         obj.lag_us,
         obj.processed,
         obj.previous_registrations,
+        obj.actors,
         obj.memory_limit,
         obj.spilled_bytes,
     )
@@ -6923,9 +7523,10 @@ def _fill_scheduler_status(buf: bytearray, blobs: Blobs, start: int, obj: Schedu
     _write_list_counter(buf, blobs, start + 176, obj.received)
     _write_list_counter(buf, blobs, start + 184, obj.function_tasks)
     _write_list_worker_status(buf, blobs, start + 192, obj.workers)
+    _write_list_actor_status(buf, blobs, start + 200, obj.actors)
 
 
-_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000004000600") + bytes(80)
+_PREFIX_HELLO = bytes.fromhex("0000000000000000000000000100010000000000000000000000000004000700") + bytes(88)
 
 
 def _build_hello(msg: Hello, parts: list) -> int:
@@ -6975,7 +7576,7 @@ def _build_heartbeat_echo(msg: HeartbeatEcho, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_TASK = bytes.fromhex("0000000000000000000000000100010005000000000000000000000002000700") + bytes(72)
+_PREFIX_TASK = bytes.fromhex("0000000000000000000000000100010005000000000000000000000002000800") + bytes(80)
 
 
 def _build_task(msg: Task, parts: list) -> int:
@@ -7105,7 +7706,7 @@ def _build_goodbye(msg: Goodbye, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000014000500") + bytes(200)
+_PREFIX_SCHEDULER_STATUS = bytes.fromhex("0000000000000000000000000100010012000000000000000000000014000600") + bytes(208)
 
 
 def _build_scheduler_status(msg: SchedulerStatus, parts: list) -> int:
@@ -7175,6 +7776,16 @@ def _build_data_keys(msg: DataKeys, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
+_PREFIX_ACTOR_RELEASE = bytes.fromhex("0000000000000000000000000100010019000000000000000000000000000200") + bytes(16)
+
+
+def _build_actor_release(msg: ActorRelease, parts: list) -> int:
+    buf = bytearray(_PREFIX_ACTOR_RELEASE)
+    blobs: Blobs = []
+    _fill_actor_release(buf, blobs, 32, msg)
+    return finish_message(parts, buf, blobs)
+
+
 ROOT_DISCRIMINANT_BYTE = 0
 ROOT_MEMBER_POINTER_BYTE = 0
 
@@ -7204,6 +7815,7 @@ MESSAGE_TYPES = (
     DataResponse,
     RelayHello,
     DataKeys,
+    ActorRelease,
 )
 
 # By message type (the union's discriminant): the general reader of a message's body, its fast reader.
@@ -7233,6 +7845,7 @@ BODY_READERS: tuple[Callable[[Reader, int, int, int, int, int, int], object], ..
     _read_data_response,
     _read_relay_hello,
     _read_data_keys,
+    _read_actor_release,
 )
 FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_hello,
@@ -7260,6 +7873,7 @@ FAST_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_data_response,
     _decode_relay_hello,
     _decode_data_keys,
+    _decode_actor_release,
 )
 # The same, except that a message's fields in emit_fast.UNREAD_WHEN_ROUTING are checked but left None.
 ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
@@ -7288,6 +7902,7 @@ ROUTING_READERS: tuple[Callable[[bytes, int], object], ...] = (
     _decode_data_response,
     _decode_relay_hello,
     _decode_data_keys,
+    _decode_actor_release,
 )
 
 # Encoders append a message's parts to a list and return its size in bytes. Both variants lay messages out
@@ -7318,6 +7933,7 @@ PARTS_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     DataResponse: _encode_data_response,
     RelayHello: _encode_relay_hello,
     DataKeys: _encode_data_keys,
+    ActorRelease: _encode_actor_release,
 }
 BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     Hello: _build_hello,
@@ -7345,6 +7961,7 @@ BYTEARRAY_ENCODERS: dict[type, Callable[[Any, list], int]] = {
     DataResponse: _build_data_response,
     RelayHello: _build_relay_hello,
     DataKeys: _build_data_keys,
+    ActorRelease: _build_actor_release,
 }
 ENCODERS = BYTEARRAY_ENCODERS if sys.implementation.name == "pypy" else PARTS_ENCODERS
 
@@ -7377,6 +7994,8 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("held_results", "heldResults", "struct_list", HeldResult),
         FieldInfo("takes_handoffs", "takesHandoffs", "bool", None),
         FieldInfo("memory_limit", "memoryLimit", "uint64", None),
+        FieldInfo("actor_slots", "actorSlots", "uint32", None),
+        FieldInfo("actors", "actors", "data_list", None),
     ),
     HelloReply: (
         FieldInfo("protocol_version", "protocolVersion", "uint32", None),
@@ -7393,6 +8012,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("relay_port", "relayPort", "uint16", None),
         FieldInfo("adopts_held_results", "adoptsHeldResults", "bool", None),
         FieldInfo("memory_pause", "memoryPause", "bool", None),
+        FieldInfo("actors", "actors", "bool", None),
     ),
     ClientHeartbeat: (
         FieldInfo("sent_at_us", "sentAtUs", "uint64", None),
@@ -7438,6 +8058,8 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("priority", "priority", "int32", None),
         FieldInfo("retries", "retries", "uint32", None),
         FieldInfo("timeout_ms", "timeoutMs", "uint32", None),
+        FieldInfo("actor_id", "actorId", "data", None),
+        FieldInfo("creates_actor", "createsActor", "bool", None),
     ),
     TaskResult: (
         FieldInfo("task_id", "taskId", "data", None),
@@ -7507,6 +8129,17 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("public_key", "publicKey", "data", None),
         FieldInfo("authorized_keys", "authorizedKeys", "data_list", None),
     ),
+    ActorRelease: (
+        FieldInfo("actor_ids", "actorIds", "data_list", None),
+        FieldInfo("reason", "reason", "text", None),
+    ),
+    ActorStatus: (
+        FieldInfo("actor_id", "actorId", "data", None),
+        FieldInfo("name", "name", "text", None),
+        FieldInfo("worker", "worker", "text", None),
+        FieldInfo("pending", "pending", "uint32", None),
+        FieldInfo("calls", "calls", "uint64", None),
+    ),
     ObjectDelete: (
         FieldInfo("object_ids", "objectIds", "data_list", None),
     ),
@@ -7556,6 +8189,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("resources", "resources", "struct_list", Resource),
         FieldInfo("memory_limit", "memoryLimit", "uint64", None),
         FieldInfo("spilled_bytes", "spilledBytes", "uint64", None),
+        FieldInfo("actors", "actors", "uint32", None),
     ),
     SchedulerStatus: (
         FieldInfo("time_us", "timeUs", "uint64", None),
@@ -7585,5 +8219,6 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("workers_replaced", "workersReplaced", "uint64", None),
         FieldInfo("relayed_fetches", "relayedFetches", "uint64", None),
         FieldInfo("relayed_bytes", "relayedBytes", "uint64", None),
+        FieldInfo("actors", "actors", "struct_list", ActorStatus),
     ),
 }

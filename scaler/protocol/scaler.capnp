@@ -35,6 +35,8 @@ enum TaskStatus {
   refused @5;     # the scheduler refused the task (limits, protected state); errorText says why
   timedOut @6;    # the task ran longer than its timeoutMs: the worker stopped it (replaced its processor); sent only for
                   # tasks with timeoutMs > 0, so only to clients that know it
+  actorLost @7;   # the actor the task calls (Task.actorId) is gone: its worker or process died, it was closed, or its
+                  # constructor raised; errorText says which. Sent only for actor tasks, so only to clients that know it
 }
 
 struct Resource {
@@ -90,6 +92,9 @@ struct Hello {
   takesHandoffs @13 :Bool;           # workers: it fetches and holds the results a retiring worker hands over
                                      # (ObjectRequest.takeFrom)
   memoryLimit @14 :UInt64;           # workers: its memory limit in bytes (scaler_cluster --memory-limit); 0: none
+  actorSlots @15 :UInt32;            # workers: how many actors it hosts at most, each in a process of its own (0: none)
+  actors @16 :List(Data);            # registering again (a lost scheduler): workers, the actors they still host;
+                                     # clients, the actors they created and still hold handles of
 }
 
 struct HelloReply {
@@ -118,6 +123,7 @@ struct HelloReply {
                                # (ObjectDelete); false (an older scheduler): it drops them at once
   memoryPause @13 :Bool;       # the scheduler understands heartbeat_flags.MEMORY_PAUSED (it moves a paused worker's
                                # queued tasks away): only then do workers set it
+  actors @14 :Bool;            # the scheduler places actors and routes their calls (Task.actorId, ActorRelease)
 }
 
 struct ClientHeartbeat {
@@ -171,6 +177,11 @@ struct Task {
                                 # least its parent's + 1 (and sends workers the priority it uses)
   retries @11 :UInt32;          # run again (on any worker) up to this often when the function raises or times out
   timeoutMs @12 :UInt32;        # 0: none. The worker stops the task once it has run this long: status timedOut
+  actorId @13 :Data;            # an actor task (HelloReply.actors): it creates this actor (createsActor) or calls one
+                                # of its methods. The scheduler places a creation on a worker with a free actor slot
+                                # (Hello.actorSlots) and sends every call to that worker, in arrival order; the worker
+                                # runs them one at a time in the actor's process. Never retried, never balanced
+  createsActor @14 :Bool;
 }
 
 struct TaskResult {
@@ -283,6 +294,22 @@ struct DataKeys {
   authorizedKeys @1 :List(Data);   # 32 bytes each
 }
 
+struct ActorRelease {
+  # Client to scheduler: free these actors it created (ActorHandle.close, its handle collected); the calls sent
+  # before still run. Scheduler to worker: free them once the calls it was sent before have run. Worker to
+  # scheduler: they are gone (freed, or lost: their process died, their constructor raised), and `reason` says why.
+  actorIds @0 :List(Data);
+  reason @1 :Text;
+}
+
+struct ActorStatus {
+  actorId @0 :Data;
+  name @1 :Text;        # its class's qualified name
+  worker @2 :Text;      # the name of the worker hosting it; empty while it waits for a free actor slot
+  pending @3 :UInt32;   # calls sent and not answered yet
+  calls @4 :UInt64;     # calls answered since it was created
+}
+
 struct ObjectDelete {
   objectIds @0 :List(Data);
 }
@@ -349,6 +376,7 @@ struct WorkerStatus {
   resources @13 :List(Resource);      # from its Hello
   memoryLimit @14 :UInt64;            # from its Hello: bytes, 0 for none
   spilledBytes @15 :UInt64;           # from its last heartbeat: held results it keeps on disk
+  actors @16 :UInt32;                 # actors it hosts
 }
 
 struct SchedulerStatus {
@@ -383,6 +411,7 @@ struct SchedulerStatus {
   workersReplaced @24 :UInt64;     # workers whose Hello.replaces said a cluster started them in place of a lost one
   relayedFetches @25 :UInt64;      # DataRequests the relay passed on (peers that cannot reach a holder), since start
   relayedBytes @26 :UInt64;        # bytes of DataResponse chunks it passed on, since start
+  actors @27 :List(ActorStatus);   # live actors, placed or waiting for a slot
 }
 
 struct Message {
@@ -412,5 +441,6 @@ struct Message {
     dataResponse @22 :DataResponse;
     relayHello @23 :RelayHello;
     dataKeys @24 :DataKeys;
+    actorRelease @25 :ActorRelease;
   }
 }

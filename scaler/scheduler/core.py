@@ -22,6 +22,7 @@ from scaler.io.curve import raw_key
 from scaler.protocol import (
     MESSAGE_TYPES,
     PROTOCOL_VERSION,
+    ActorRelease,
     Argument,
     ArgumentKind,
     BalanceRequest,
@@ -55,6 +56,7 @@ from scaler.protocol import (
     heartbeat_flags,
 )
 from scaler.rate_limit import LimitedLog, RateLimiter
+from scaler.scheduler.actors import Actors
 from scaler.scheduler.cadence import Cadence
 from scaler.scheduler.held import INT32_MAX, HeldResults
 from scaler.scheduler.memory import MemoryPeaks, function_key, with_memory
@@ -150,7 +152,7 @@ def _registered(previous_registrations: int) -> str:
     return f"registered again (it had registered {previous_registrations} time(s) before, with a scheduler it lost)"
 
 
-class SchedulerCore(HeldResults):
+class SchedulerCore(HeldResults, Actors):
     def __init__(self, settings: SchedulerSettings, now: float) -> None:
         self.settings = settings
         self.tasks: Dict[bytes, TaskState] = {}
@@ -180,6 +182,7 @@ class SchedulerCore(HeldResults):
         self._claims: List[TaskState] = []
         self.adopted_results = 0  # held results reported by workers registering again that answered a task here
         self.children: Dict[bytes, List[bytes]] = {}  # parent task id -> nested task ids
+        self._init_actors()
         self.function_names: Dict[bytes, str] = {}
         self.function_tasks: Dict[bytes, int] = {}
         self.state_counts = [0, 0, 0, 0]  # tasks by state: waiting, ready, assigned, canceling
@@ -233,6 +236,7 @@ class SchedulerCore(HeldResults):
             (ObjectResponse, self._on_keeper_response),
             (DataKeys, self._on_data_keys),
             (ClientDisconnect, self._on_client_disconnect),
+            (ActorRelease, self._on_actor_release),
             (Hello, self._on_hello_again),
         ):
             self._client_handlers[message_type.WHICH] = handler
@@ -247,6 +251,7 @@ class SchedulerCore(HeldResults):
             (BalanceResponse, self._on_balance_response),
             (WorkerDisconnect, self._on_worker_disconnect),
             (WorkerRetire, self._on_worker_retire),
+            (ActorRelease, self._on_actor_release),
             (Hello, self._on_hello_again),
         ):
             self._worker_handlers[message_type.WHICH] = handler
@@ -315,13 +320,15 @@ class SchedulerCore(HeldResults):
             self._advance_retirements(now)
         if self._unclaimed_order:
             self._expire_unclaimed(now)
+        if self._unreported:
+            self._expire_unreported(now)
         self._assign_ready()
         self._report_unmet_requirements(now)
 
     def holds_work(self) -> bool:
         """Tasks held or workers retiring: balancing, placement and retirement deadlines want frequent ticks. Without
         either, a tick only looks for silent peers and flushes rate-limited warnings, which may wait a little."""
-        return bool(self.tasks) or bool(self.retiring)
+        return bool(self.tasks) or bool(self.retiring) or bool(self._unreported)
 
     def _report_unmet_requirements(self, now: float) -> None:
         """Say once per requirement (until a worker meets it) that tasks wait for resources nobody offers."""
@@ -440,6 +447,8 @@ class SchedulerCore(HeldResults):
             counts[task.state] += 1
             if task.state in (WAITING, READY):
                 assert task_id not in holders and task.worker is None, f"{task_id.hex()} waits and is on a worker"
+            elif task.actor is not None:  # sent to its actor's worker, in no slot of it (_validate_actors)
+                assert task_id not in holders
             else:
                 assert holders.get(task_id) == [task.worker], f"{task_id.hex()} is not on exactly its worker"
         assert not set(holders) - set(self.tasks), "a worker holds a task the core forgot"
@@ -462,6 +471,7 @@ class SchedulerCore(HeldResults):
         )
         self._validate_status_rows()
         self._validate_held()
+        self._validate_actors()
         cadence = self.cadence
         peers: List[Peer] = [*self.workers.values(), *self.clients.values()]
         for peer in peers:
@@ -591,6 +601,7 @@ class SchedulerCore(HeldResults):
             worker.fetches_from_holders = message.fetches_from_holders
             worker.takes_handoffs = message.takes_handoffs
             worker.row.memory_limit = worker.memory_limit = message.memory_limit
+            worker.actor_slots = message.actor_slots
             self.workers[peer] = worker
             if self.loads.add(worker, offer):
                 self._refresh_eligibility()
@@ -624,6 +635,11 @@ class SchedulerCore(HeldResults):
         self._accept_hello(peer, message.role, resumed=False, data_address=message.data_address)
         if message.role == Role.worker and message.held_results:
             self._adopt_held(self.workers[peer], message.held_results, now)
+        if message.actors:  # registering again after a restart: the actors it hosts, or owns
+            if message.role == Role.worker:
+                self._adopt_actors(self.workers[peer], message.actors, now)
+            else:
+                self._claim_actors(self.clients[peer], message.actors, now)
 
     def _on_hello_again(self, state, message: Hello, now: float) -> None:
         """Hello from a registered peer: its connection dropped and came back to this same scheduler. A client keeps
@@ -666,6 +682,7 @@ class SchedulerCore(HeldResults):
                 relay_port=self.relay_port,
                 adopts_held_results=role == Role.worker,
                 memory_pause=True,
+                actors=True,
             ),
         )
 
@@ -805,14 +822,17 @@ class SchedulerCore(HeldResults):
         could not be), or whose deadline passed."""
         for worker in list(self.retiring.values()):
             assert worker.retire_deadline is not None  # retiring workers have one
-            if (worker.assigned or worker.handing or worker.taking) and now < worker.retire_deadline:
-                continue  # tasks to finish, results to hand over or to take
+            if (worker.assigned or worker.handing or worker.taking or worker.actors) and now < worker.retire_deadline:
+                continue  # tasks to finish, results to hand over or to take, actors that may still be called
             if worker.assigned:
                 self._drop_worker(worker, "retirement deadline passed: its tasks run elsewhere", now, blame=False)
                 reason = "retired: the deadline passed, your unfinished tasks run elsewhere"
             elif worker.handing:
                 self._drop_worker(worker, "retirement deadline passed: what it still held is made again", now)
                 reason = "retired: the deadline passed, the results you held are made again elsewhere"
+            elif worker.actors:
+                self._drop_worker(worker, "retired with actors still alive at its deadline: they are lost", now, False)
+                reason = "retired: the deadline passed, your actors are lost"
             else:
                 self._drop_worker(worker, "retired", now)
                 reason = "retired: every task you held is settled"
@@ -881,6 +901,8 @@ class SchedulerCore(HeldResults):
             stored.holder = None
         for stored in lost:
             self._lost_held(stored, f"its worker {worker.name} was removed ({reason})")
+        if worker.actors:
+            self._lose_worker_actors(worker, f"its worker {worker.name} was removed ({reason})")
 
     def _likely_running(self, worker: WorkerState) -> Set[bytes]:
         """The tasks a dead worker most likely was running, which alone count a retry: a task merely queued there
@@ -955,6 +977,8 @@ class SchedulerCore(HeldResults):
             if stored is not None:
                 stored.released = True
                 self._maybe_free(stored)
+        if client.actors:
+            self._release_client_actors(client)
 
     # ---- tasks -------------------------------------------------------------------------------------------------------
 
@@ -968,6 +992,9 @@ class SchedulerCore(HeldResults):
             return
         if len(self.tasks) >= self.settings.max_tasks_waiting:
             self._refuse(client.identity, task_id, f"too many tasks waiting ({len(self.tasks)})")
+            return
+        if message.actor_id:
+            self._on_actor_task(client, message, message.raw if message.raw is not None else encode(message), now)
             return
         if message.resources:
             requirement, error = normalize_resources(message.resources)
@@ -1076,6 +1103,8 @@ class SchedulerCore(HeldResults):
         worker with a free slot among those meeting its resource requirement, so bursts and rebalanced tasks spread
         over idle workers: O(1) per task however many workers there are (see WorkerLoads), and O(resource classes)
         when workers differ in what they offer. With no resources asked for, one queue: a `popleft` per task."""
+        if self._unplaced:
+            self._place_actors()
         self.loads.settle()
         if not self.state_counts[READY]:
             return
@@ -1360,6 +1389,8 @@ class SchedulerCore(HeldResults):
             if not queue.members:
                 del self.ready_queues[queue.requirement]
         self.finished_counts[status] += 1
+        if task.actor is not None:
+            self._actor_task_done(task)
         if task.worker is not None:
             worker = self.workers.get(task.worker)
             if worker is not None and worker.assigned.pop(task_id, 0) is None:

@@ -324,6 +324,7 @@ class SchedulerShell:
             workers_replaced=core.workers_replaced,
             relayed_fetches=relayed[0],
             relayed_bytes=relayed[1],
+            actors=core.actor_statuses(),
         )
 
 

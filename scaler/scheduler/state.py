@@ -36,6 +36,7 @@ class TaskState:
         "queued",
         "max_retries",
         "failures",
+        "actor",
     )
 
     def __init__(
@@ -70,6 +71,7 @@ class TaskState:
         self.queued = False  # it is in that queue's deques (a live entry)
         self.max_retries = max_retries  # Task.retries: runs again this often after failing or timing out
         self.failures = 0  # failed or timed-out attempts so far (worker deaths are counted in `retries`)
+        self.actor: Any = None  # an actor's task (Task.actorId): its SchedulerActor (scheduler/actors.py)
 
 
 class WorkerState:
@@ -104,6 +106,8 @@ class WorkerState:
         "taking",
         "memory_paused",
         "memory_limit",
+        "actor_slots",
+        "actors",
     )
 
     def __init__(self, identity: bytes, name: str, capacity: int, now: float, previous_registrations: int = 0) -> None:
@@ -145,6 +149,8 @@ class WorkerState:
         # its heartbeat says it is above its memory pause threshold: like a retiring one, it has no free slot meanwhile
         self.memory_paused = False
         self.memory_limit = 0  # Hello.memoryLimit, bytes; 0: none
+        self.actor_slots = 0  # Hello.actorSlots: how many actors it may host
+        self.actors: Dict[bytes, None] = {}  # ids of the actors it hosts
 
 
 class ClientState:
@@ -161,6 +167,7 @@ class ClientState:
         "fetches_from_holders",
         "data_address",
         "data_key",
+        "actors",
     )
 
     def __init__(self, identity: bytes, name: str, now: float, previous_registrations: int = 0) -> None:
@@ -178,6 +185,7 @@ class ClientState:
         self.fetches_from_holders = False  # Hello.fetchesFromHolders: it is told where a held result is
         self.data_address = ""  # Hello.dataAddress: where it serves the large objects it keeps (ObjectPut.heldBySender)
         self.data_key = b""  # with CurveZMQ, DataKeys.publicKey: the key its data address serves under
+        self.actors: Dict[bytes, None] = {}  # ids of the actors it created and has not freed
 
 
 class StoredObject:

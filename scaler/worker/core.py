@@ -57,6 +57,7 @@ from scaler.io.curve import raw_key
 from scaler.io.shared_bytes import SharedBytes, as_buffer
 from scaler.protocol import (
     PROTOCOL_VERSION,
+    ActorRelease,
     ArgumentKind,
     BalanceRequest,
     BalanceResponse,
@@ -85,6 +86,7 @@ from scaler.protocol import (
     heartbeat_flags,
 )
 from scaler.rate_limit import LimitedLog
+from scaler.worker.actors import ActorHosting
 from scaler.worker.capture import OutputChunk
 from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
@@ -110,6 +112,7 @@ from scaler.worker.outbox import SuccessResults
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.state import (
     ACTIVE,
+    ACTOR_PROCESSOR,
     CANCELED,
     CONNECTED,
     CONNECTING,
@@ -169,7 +172,7 @@ _INLINE = ArgumentKind.inline
 _OBJECT_REF = ArgumentKind.object_ref
 
 
-class WorkerCore:
+class WorkerCore(ActorHosting):
     def __init__(
         self,
         settings: WorkerSettings,
@@ -259,6 +262,7 @@ class WorkerCore:
         self._next_memory_sample = now
         self._instructions: List[object] = [Connect()]
         self._processor_count = 0
+        self._init_actors()
         self.active = self._start_processor()
         self._handlers: Dict[type, Callable] = {
             HelloReply: self._on_hello_reply,
@@ -270,6 +274,7 @@ class WorkerCore:
             ObjectDelete: self._on_object_delete,
             ObjectRequest: self._on_object_request,
             BalanceRequest: self._on_balance_request,
+            ActorRelease: self._on_actor_release,
             Goodbye: self._on_goodbye,
         }
 
@@ -303,6 +308,8 @@ class WorkerCore:
                     # registering again: what it still holds, for the tasks clients resubmit to a restarted scheduler
                     held_results=[HeldResult(object_id=key, size=size) for key, size in self.cache.held_sizes()],
                     memory_limit=self.memory_limit,
+                    actor_slots=self.settings.actor_slots,
+                    actors=self.hosted_actors(),  # registering again: the actors it still hosts
                 ),
                 0,
             )
@@ -375,7 +382,10 @@ class WorkerCore:
         if processor is None:
             return  # killed meanwhile: what it says no longer counts
         if report.results:
-            self._on_results(processor, report.results)
+            if processor.role == ACTOR_PROCESSOR:
+                self._on_actor_results(processor, report.results)
+            else:
+                self._on_results(processor, report.results)
         for task_id in report.dropped:
             # Only a drop we ordered: a task of that id in the pipe is otherwise a newer hand-off that must run.
             task = processor.pipe.get(task_id)
@@ -413,6 +423,12 @@ class WorkerCore:
         self._now = now
         processor = self.processors.get(number)
         if processor is None:
+            return
+        if processor.role == ACTOR_PROCESSOR:
+            if memory_peak is not None:
+                how = f"the kernel stopped it at the worker's memory limit (its memory cgroup, {memory_peak} bytes)"
+            self._lose_actor(processor, f"its process died ({how})", kill=False)
+            self._dispatch()
             return
         was_active = processor is self.active
         self._remove_processor(processor, kill=False)
@@ -687,6 +703,8 @@ class WorkerCore:
                     self._forget(task, "scheduler lost")
         for task in list(self.queue):
             self._forget(task, "scheduler lost")
+        if self.actors:
+            self._forget_waiting_actor_calls()
         self.queue = TaskQueue()
         self._to_request = set()
         self._requested = set()
@@ -775,6 +793,9 @@ class WorkerCore:
     # --- tasks ----------------------------------------------------------------------------------------------------
 
     def _on_task(self, message: Task) -> None:
+        if message.actor_id:
+            self._on_actor_task(message)
+            return
         if message.task_id in self.tasks:
             self.warnings.log(
                 "task received twice",
@@ -784,6 +805,10 @@ class WorkerCore:
                 message.task_id.hex(),
             )
             return
+        self.queue.add(self._new_task(message))
+
+    def _new_task(self, message: Task) -> WorkerTask:
+        """The task of a Task message, known from now on; the objects it lacks are asked for."""
         needs = [message.function_id]
         if message.serializer_id:
             needs.append(message.serializer_id)
@@ -797,9 +822,9 @@ class WorkerCore:
         message.raw = message.dependencies = message.resources = None  # type: ignore[assignment]  # freed, unread
         task = WorkerTask(message, tuple(needs), missing)
         self.tasks[task.task_id] = task
-        self.queue.add(task)
         if missing:
             self._to_request |= missing
+        return task
 
     def _on_task_cancel(self, cancel: TaskCancel) -> None:
         drops: Dict[int, List[bytes]] = {}
@@ -807,6 +832,9 @@ class WorkerCore:
             task = self.tasks.get(task_id)
             if task is None:
                 self._outgoing.append((TaskResult(task_id=task_id, status=TaskStatus.not_found), 0))
+                continue
+            if task.task.actor_id:
+                self._cancel_actor_task(task)
                 continue
             state = task.state
             if state == WAITING or state == READY:
@@ -947,6 +975,8 @@ class WorkerCore:
             result.duration_us = profile.duration_us
             result.cpu_time_us = profile.cpu_time_us
             result.peak_memory = profile.peak_memory
+        if task.task.actor_id and self._actor_answered(task, result, size + len(error_text)):
+            return
         self._outgoing.append((result, size + len(error_text)))
 
     def _put_result_object(self, task_id: bytes, payload: bytes) -> None:
@@ -990,8 +1020,9 @@ class WorkerCore:
             self._requested.discard(object_id)
             self.cache.discard_partial(object_id)
             for task in self.queue.object_unavailable(object_id):
-                error = ScalerError(f"object {object_id.hex()} needed by task {task.task_id.hex()} was not found")
-                self._answer(task, "object not found", TaskStatus.failed, cloudpickle.dumps(error), str(error))
+                self._object_not_found(task, object_id)
+            if self.actors:
+                self._actor_object_unavailable(object_id, lambda task: self._object_not_found(task, object_id))
             return
         try:
             complete = self.cache.add_chunk(
@@ -1004,6 +1035,12 @@ class WorkerCore:
             self._requested.discard(object_id)
             for task in self.queue.object_arrived(object_id):
                 task.move("object arrived", READY)
+            if self.actors:
+                self._actor_object_arrived(object_id)
+
+    def _object_not_found(self, task: WorkerTask, object_id: bytes) -> None:
+        error = ScalerError(f"object {object_id.hex()} needed by task {task.task_id.hex()} was not found")
+        self._answer(task, "object not found", TaskStatus.failed, cloudpickle.dumps(error), str(error))
 
     def _on_data_keys(self, message: DataKeys) -> None:
         """With CurveZMQ, just before the HelloReply: the keys our data address is to accept. We answer with the key
@@ -1039,6 +1076,8 @@ class WorkerCore:
         self._requested.discard(object_id)
         for task in self.queue.object_arrived(object_id):
             task.move("object arrived", READY)
+        if self.actors:
+            self._actor_object_arrived(object_id)
         self._dispatch()
 
     def _on_object_request(self, request: ObjectRequest) -> None:
@@ -1127,7 +1166,7 @@ class WorkerCore:
             self.active = None
         elif processor.role == PARKED_PROCESSOR:
             self.parked.remove(processor)
-        else:
+        elif processor.role == SPARE:
             self.spares.remove(processor)
         if kill:
             self._instructions.append(KillProcessor(processor.number))
@@ -1343,6 +1382,10 @@ class WorkerCore:
 
     def _stop_for_memory(self, processor: ProcessorState, used: int, total: int) -> None:
         """The worker is past its stop threshold: replace `processor`, failing its running task if it has one."""
+        if processor.role == ACTOR_PROCESSOR:
+            error = MemoryLimitError(self.memory_limit, used, "the worker's watchdog", self.identity)
+            self._lose_actor(processor, f"its process went past the worker's memory limit: {error}", kill=True)
+            return
         running = processor.running()
         if running is None or running.state == CANCELED:
             logger.info(
@@ -1410,6 +1453,8 @@ class WorkerCore:
 
         Tasks in the pipe cannot be balanced away, so a function is trusted to be short only once it was seen to be.
         """
+        if self.actors and self.exit_code is None:
+            self._dispatch_actors()
         processor = self.active
         if processor is None or self.exit_code is not None or self.memory_paused:
             return

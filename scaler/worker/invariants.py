@@ -8,6 +8,7 @@ from typing import Any, Dict, List
 
 from scaler.worker.state import (
     ACTIVE,
+    ACTOR_PROCESSOR,
     CANCELED,
     CONNECTED,
     HANDED,
@@ -34,7 +35,7 @@ def check_invariants(core: Any) -> None:
         for object_id in task.missing:
             assert object_id not in core.cache and object_id in asked
     in_pipes = 0
-    roles: Dict[int, List[ProcessorState]] = {ACTIVE: [], PARKED_PROCESSOR: [], SPARE: []}
+    roles: Dict[int, List[ProcessorState]] = {ACTIVE: [], PARKED_PROCESSOR: [], SPARE: [], ACTOR_PROCESSOR: []}
     for number, processor in core.processors.items():
         assert processor.number == number
         roles[processor.role].append(processor)
@@ -60,7 +61,9 @@ def check_invariants(core: Any) -> None:
     assert sorted(p.number for p in roles[PARKED_PROCESSOR]) == sorted(p.number for p in core.parked)
     assert sorted(p.number for p in roles[SPARE]) == sorted(p.number for p in core.spares)
     assert len(core.spares) <= MAX_SPARE_PROCESSORS
-    assert len(core.tasks) == len(queued) + in_pipes
+    waiting_actor_calls = core._check_actors({task.task_id for task in queued})
+    assert len(roles[ACTOR_PROCESSOR]) == len(core.actors)
+    assert len(core.tasks) == len(queued) + in_pipes + waiting_actor_calls
     timed = {
         task.task_id: task
         for processor in core.processors.values()
@@ -75,8 +78,8 @@ def check_invariants(core: Any) -> None:
             assert running.deadline, running.stimuli()
     if core.exit_code is None:
         assert core.active is not None
-    if core.connection != CONNECTED:
-        assert not core.tasks
+    if core.connection != CONNECTED:  # only actors' calls handed to their processes live on
+        assert all(task.task.actor_id and task.state in (HANDED, CANCELED) for task in core.tasks.values())
     for task_id, buffer in core.outputs.items():
         assert buffer.task_id == task_id and task_id in core.tasks, task_id  # the output of answered tasks is sent
         assert core.tasks[task_id].task.stream_output

@@ -28,12 +28,14 @@ TRANSITIONS: Dict[int, Dict[str, int]] = {
         "object arrived": READY,
         "object not found": DONE,  # answered failed
         "cancel": DONE,  # answered canceled
+        "actor lost": DONE,  # an actor's call: answered actorLost
         "balance": DONE,  # handed back to the scheduler
         "scheduler lost": DONE,
     },
     READY: {
         "dispatch": HANDED,
         "cancel": DONE,
+        "actor lost": DONE,
         "balance": DONE,
         "scheduler lost": DONE,
     },
@@ -46,6 +48,7 @@ TRANSITIONS: Dict[int, Dict[str, int]] = {
         "timed out": DONE,  # started, ran past its timeout: its processor is killed, answered timedOut
         "processor died": DONE,  # it was running: answered failed
         "over memory limit": DONE,  # started, its worker's memory went past the limit: its processor is killed
+        "actor lost": DONE,  # an actor's call: the actor ended (its process died, it was freed)
         "scheduler lost": DONE,
     },
     PARKED: {
@@ -63,6 +66,7 @@ TRANSITIONS: Dict[int, Dict[str, int]] = {
         "cancel running": DONE,  # it started before the drop order arrived: its processor is killed
         "taken back": DONE,  # its processor parked or died first: nothing left to do
         "processor died": DONE,
+        "actor lost": DONE,
         "scheduler lost": DONE,
     },
 }
@@ -138,7 +142,8 @@ SPARE_IDLE_SECONDS = 10.0
 ACTIVE = 0  # the one tasks are handed to
 PARKED_PROCESSOR = 1  # runs one task that waits on a future; handed nothing more
 SPARE = 2  # idle, formerly parked: the next parking reuses it
-ROLE_NAMES = ("active", "parked", "spare")
+ACTOR_PROCESSOR = 3  # an actor's (worker/actors.py): runs that actor's calls only
+ROLE_NAMES = ("active", "parked", "spare", "actor")
 
 
 class ProcessorState:
@@ -206,6 +211,8 @@ STIMULI = {
     "over memory limit": "it ran while the worker's memory went past its limit, or the kernel stopped its process at"
     " the limit (its memory cgroup): its processor is replaced, answered `failed` (`MemoryLimitError`)",
     "dropped": "the processor skipped it, as told",
+    "actor lost": "an actor's call whose actor ended (its process died or went past the memory limit, it was freed,"
+    " its constructor raised): answered `actorLost`",
 }
 
 

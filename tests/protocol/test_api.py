@@ -40,11 +40,11 @@ pytestmark = pytest.mark.timeout(60)
 
 def test_message_types_in_union_order() -> None:
     names = [cls.__name__ for cls in MESSAGE_TYPES]
-    assert len(names) == 25 and names[0] == "Hello" and names[5] == "Task" and names[18] == "SchedulerStatus"
+    assert len(names) == 26 and names[0] == "Hello" and names[5] == "Task" and names[18] == "SchedulerStatus"
     assert names[19] == "TaskOutput"  # appended after the first release of the protocol: fields only ever appended
     assert names[20] == "WorkerRetire"
-    assert names[21:] == ["DataRequest", "DataResponse", "RelayHello", "DataKeys"]
-    assert [cls.WHICH for cls in MESSAGE_TYPES] == list(range(25))
+    assert names[21:] == ["DataRequest", "DataResponse", "RelayHello", "DataKeys", "ActorRelease"]
+    assert [cls.WHICH for cls in MESSAGE_TYPES] == list(range(26))
     assert not hasattr(protocol, "Message")
     assert not hasattr(Argument, "WHICH") and not hasattr(Argument(), "raw")
 

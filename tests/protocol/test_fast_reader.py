@@ -111,7 +111,7 @@ def test_the_routing_reader_accepts_and_refuses_what_the_fast_reader_does() -> N
             tasks_with_args += bool(fast.args)
             routed.args = fast.args
         assert encode(routed) == encode(fast) and routed.raw == fast.raw  # encoded: a float may be NaN
-    assert tasks_with_args > 20, tasks_with_args  # the corpus has Tasks whose arguments the routing reader skips
+    assert tasks_with_args >= 10, tasks_with_args  # the corpus has Tasks whose arguments the routing reader skips
 
 
 @settings(max_examples=300, deadline=None)
@@ -150,7 +150,7 @@ def test_the_routing_reader_checks_arguments_it_does_not_build(name: bytes, data
         assert ROUTING_READERS[encoded[16]](encoded, 0).task_id == task.task_id
 
 
-TASK_DATA_WORDS, TASK_POINTERS = 2, 7  # Task's struct layout in the schema
+TASK_DATA_WORDS, TASK_POINTERS = 2, 8  # Task's struct layout in the schema
 P = TASK_POINTERS - 6  # list pointer offsets below are written for a 6-pointer Task: this many words further
 
 

@@ -79,9 +79,9 @@ def test_bigger_struct_from_a_newer_peer() -> None:
     # the four data words we know (the fourth: memoryLimit, 0), then an unknown one
     data = struct.pack("<IHxxIII4xQ", 3, 2, 4, 5, 6, 0) + b"\xff" * 8
     capability = struct.pack("<II", 3, 0)  # an unknown pointer we must not follow
-    # name, hostname, resources, replaces, dataAddress, heldResults, two unknown
-    pointers = list_ptr(7, 2, 2) + NULL * 5 + capability + capability
-    segment = message_root(Hello.WHICH, 5, 8) + data + pointers + text_bytes("z")
+    # name, hostname, resources, replaces, dataAddress, heldResults, actors, two unknown
+    pointers = list_ptr(8, 2, 2) + NULL * 6 + capability + capability
+    segment = message_root(Hello.WHICH, 5, 9) + data + pointers + text_bytes("z")
     (hello,) = decode_frame(frame(segment))
     assert hello == Hello(protocol_version=3, role=2, pid=4, capacity=5, name="z", previous_registrations=6)
 

@@ -1,0 +1,198 @@
+"""Actors on real clusters: state kept between calls, order per caller, handles in tasks, loss and freeing."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Dict, List
+
+import psutil
+import pytest
+
+from scaler import ActorLostError, Client
+from scaler.testing.processes import wait_for
+from tests.e2e.live_cluster import LiveCluster
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class Counter:
+    def __init__(self, start: int = 0) -> None:
+        self.value = start
+        self.seen: Dict[str, List[int]] = {}
+
+    def add(self, amount: int = 1, caller: str = "", number: int = 0) -> int:
+        self.value += amount
+        if caller:
+            self.seen.setdefault(caller, []).append(number)
+        return self.value
+
+    def get(self) -> int:
+        return self.value
+
+    def order(self) -> Dict[str, List[int]]:
+        return self.seen
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def fail(self) -> None:
+        raise ValueError("asked to fail")
+
+    def big(self, size: int) -> bytes:
+        return b"x" * size
+
+
+class Broken:
+    def __init__(self) -> None:
+        raise RuntimeError("cannot start")
+
+    def ping(self) -> str:
+        return "pong"
+
+
+def call_through(handle, amount: int) -> int:
+    """A task calling an actor through a handle it received (borrowed)."""
+    return handle.add(amount).result()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    cluster = LiveCluster(tmp_path_factory.mktemp("actors"))
+    try:
+        cluster.add_cluster(2)
+        cluster.wait_workers(2)
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def test_an_actor_keeps_its_state_and_each_threads_order(live):
+    with Client(live.address) as client:
+        counter = client.actor(Counter, 10)
+        assert counter.created.result(timeout=30) is None
+        errors: List[BaseException] = []
+
+        def caller(name: str) -> None:
+            try:
+                futures = [counter.add(1, name, number) for number in range(250)]
+                assert [future.result(timeout=60) for future in futures][-1] >= 10 + 250
+            except BaseException as error:  # reported by the test thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=caller, args=(f"t{index}",)) for index in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(90)
+        assert not errors, errors
+        assert counter.get().result(timeout=30) == 10 + 4 * 250
+        order = counter.order().result(timeout=30)
+        assert sorted(order) == ["t0", "t1", "t2", "t3"]
+        assert all(numbers == list(range(250)) for numbers in order.values())
+
+
+def test_a_method_that_raises_fails_its_call_and_the_actor_lives_on(live):
+    with Client(live.address) as client:
+        counter = client.actor(Counter)
+        with pytest.raises(ValueError, match="asked to fail"):
+            counter.fail().result(timeout=30)
+        assert counter.add(2).result(timeout=30) == 2
+        assert len(counter.big(1 << 20).result(timeout=30)) == 1 << 20  # a large result, held by the worker
+
+
+def test_the_actor_runs_in_a_process_of_its_own(live):
+    with Client(live.address) as client:
+        counter = client.actor(Counter)
+        actor_pid = counter.pid().result(timeout=30)
+        assert client.submit(os.getpid).result(timeout=30) != actor_pid
+        assert counter.pid().result(timeout=30) == actor_pid
+
+
+def test_a_handle_passed_to_tasks_calls_the_same_actor(live):
+    with Client(live.address) as client:
+        counter = client.actor(Counter)
+        results = client.map(call_through, [(counter, 5)] * 6)
+        assert sorted(results) == [5, 10, 15, 20, 25, 30]
+        assert counter.get().result(timeout=30) == 30
+        # the borrowed handles did not free it when their tasks ended
+        assert counter.add(1).result(timeout=30) == 31
+
+
+def test_a_constructor_that_raises_loses_the_actor(live):
+    with Client(live.address) as client:
+        broken = client.actor(Broken)
+        with pytest.raises(RuntimeError, match="cannot start"):
+            broken.created.result(timeout=30)
+        with pytest.raises(ActorLostError, match="constructor raised"):
+            broken.ping().result(timeout=30)
+
+
+def test_bad_calls_raise_at_once(live):
+    with Client(live.address) as client:
+        with pytest.raises(TypeError):
+            client.actor(Counter, 1, 2, 3)
+        with pytest.raises(ValueError, match="timeout"):
+            client.options(timeout_seconds=5).actor(Counter)
+        counter = client.actor(Counter)
+        with pytest.raises(AttributeError, match="no method 'missing'"):
+            counter.missing()
+        counter.close()
+        with pytest.raises(ActorLostError, match="closed"):
+            counter.add(1)
+
+
+def test_closing_and_leaving_free_the_actor(live):
+    with Client(live.address) as client:
+        counter = client.actor(Counter)
+        pid = counter.pid().result(timeout=30)
+        counter.close()
+        wait_for(lambda: not psutil.pid_exists(pid), 20, "the closed actor's process to end")
+    client = Client(live.address)
+    counter = client.actor(Counter)
+    pid = counter.pid().result(timeout=30)
+    client.disconnect()
+    wait_for(lambda: not psutil.pid_exists(pid), 20, "the actor of a client that left to end")
+    live.status(lambda status: not status.actors, 20)
+
+
+def test_a_collected_handle_frees_the_actor(live):
+    with Client(live.address) as client:
+        pid = client.actor(Counter).pid().result(timeout=30)  # the handle is garbage at once
+        wait_for(lambda: not psutil.pid_exists(pid), 20, "the collected actor's process to end")
+
+
+def test_the_monitor_lists_actors(live):
+    with Client(live.address) as client:
+        counter = client.actor(Counter)
+        counter.add(1).result(timeout=30)
+        status = live.status(lambda status: any(actor.calls >= 2 for actor in status.actors), 20)
+        (row,) = [actor for actor in status.actors if actor.actor_id == counter.actor_id]
+        assert row.name == "Counter" and row.worker
+        assert sum(worker.actors for worker in status.workers) >= 1
+
+
+def test_a_worker_killed_loses_its_actor(tmp_path):
+    cluster = LiveCluster(tmp_path)
+    try:
+        cluster.add_worker()
+        cluster.wait_workers(1)
+        with Client(cluster.address) as client:
+            counter = client.actor(Counter)
+            assert counter.add(1).result(timeout=30) == 1
+            slow = [counter.add(1) for _ in range(3)]
+            cluster.kill_worker()
+            with pytest.raises(ActorLostError, match="removed"):
+                counter.add(1).result(timeout=30)
+            for future in slow:  # answered before the kill, or lost with it: never run again
+                try:
+                    assert future.result(timeout=30) in (2, 3, 4)
+                except ActorLostError:
+                    pass
+            cluster.add_worker()
+            cluster.wait_workers(1)
+            with pytest.raises(ActorLostError):  # never created again behind the handle's back
+                counter.get().result(timeout=30)
+    finally:
+        cluster.close()
