@@ -51,6 +51,7 @@ class WorkerFields:
     retire_timeout_seconds: float
     agent_stall_timeout_seconds: float
     resources: Optional[str]
+    preload: Optional[str]
     memory_limit: Optional[str]
     memory_enforcement: str
     memory_spill_fraction: float

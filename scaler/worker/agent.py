@@ -56,6 +56,7 @@ from scaler.worker.instructions import (
 from scaler.worker.lifetime import parent_alive
 from scaler.worker.memory import CgroupMaker, ProcessCgroup, pss_bytes, read_back, rss_bytes, spill
 from scaler.worker.outbox import Outbox
+from scaler.worker.preload import preload_hook
 from scaler.worker.processor_link import ProcessorLink
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.watchdog import TurnCounter
@@ -80,7 +81,7 @@ def run_worker(
     `turns` counts the loop's turns for the launcher's watchdog (scaler/worker/watchdog.py); `replaces` says which
     lost worker this one replaces, for the scheduler.
     """
-    zygote = ProcessorZygote.start()
+    zygote = ProcessorZygote.start(preload_hook(settings.preload))
     agent = None
     try:
         agent = WorkerAgent(settings, name, zygote, parent_pid, turns, replaces)
