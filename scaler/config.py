@@ -11,7 +11,7 @@ with nothing but the standard library, since the scheduler imports it.
 """
 
 import re
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from scaler.settings_spec import CLUSTER, MONITOR, SCHEDULER, WORKER, Registry, at_least, fields_module, positive
 
@@ -88,6 +88,23 @@ def size_complaint(text: str) -> Optional[str]:
 
 def fraction(value: float) -> Optional[str]:
     return None if 0 < value <= 1 else "must be a fraction of the limit, > 0 and <= 1"
+
+
+# `--preload package.module:function`: dotted identifiers on both sides (a function may be a class's attribute)
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+_PRELOAD = re.compile(rf"({_DOTTED}):({_DOTTED})")
+
+
+def parse_preload(text: str) -> Tuple[str, str]:
+    """`--preload pricing.setup:load_curves` -> ("pricing.setup", "load_curves"); ValueError saying what is wrong."""
+    match = _PRELOAD.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not MODULE:FUNCTION, e.g. mypackage.setup:load_model")
+    return match.group(1), match.group(2)
+
+
+def preload_complaint(text: str) -> Optional[str]:
+    return None if _PRELOAD.fullmatch(text.strip()) else "must be MODULE:FUNCTION, e.g. mypackage.setup:load_model"
 
 
 def resources_complaint(text: str) -> Optional[str]:
@@ -249,6 +266,14 @@ ACTOR_SLOTS = SETTINGS.declare(
     "actors each worker hosts at most (client.actor), each in a process of its own beside the one running its tasks;"
     " an actor created while every worker is full waits for a slot. 0: the worker hosts none",
     flags=("--actor-slots",), metavar="N", check=at_least(0), used_by=(WORKER,),
+)  # fmt: skip
+
+PRELOAD = SETTINGS.declare(
+    "preload", str, None,
+    "a function each task process runs once, before its first task: MODULE:FUNCTION, imported and called with no"
+    " arguments (docs/guide/worker-state.md); what it sets up is there for every task of that process. A preload that"
+    " fails at start stops the cluster with its traceback",
+    flags=("--preload",), metavar="MODULE:FUNCTION", check=preload_complaint, used_by=(WORKER,), none_means="none",
 )  # fmt: skip
 
 # --- memory (docs/guide/memory.md: the one place the thresholds are described) --------------------------------------

@@ -30,11 +30,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="stop the workers and exit when the process that started this one exits",
     )
+    parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)  # Cluster's pipe (launcher.py)
     return parser
 
 
 def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[WorkerSettings, int, bool]:
     """(WorkerSettings, number of workers, exit_with_parent), or an argparse error and exit status 2."""
+    settings, n_workers, exit_with_parent, _ = _parse(argv)
+    return settings, n_workers, exit_with_parent
+
+
+def _parse(argv: Optional[List[str]]) -> Tuple[WorkerSettings, int, bool, Optional[int]]:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -43,11 +49,11 @@ def parse_arguments(argv: Optional[List[str]] = None) -> Tuple[WorkerSettings, i
     except (TypeError, ValueError) as error:
         parser.error(str(error))
         raise  # unreachable: parser.error exits
-    return settings, args.n_workers, args.exit_with_parent
+    return settings, args.n_workers, args.exit_with_parent, args.ready_fd
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    settings, n_workers, exit_with_parent = parse_arguments(argv)
+    settings, n_workers, exit_with_parent, ready_fd = _parse(argv)
     setup_logging(settings.logging_paths, settings.logging_level)
     # inherited by every worker and the tasks it runs: one process per worker is cheap, many files per task need not be
     open_files = raise_open_files_limit()
@@ -55,4 +61,4 @@ def main(argv: Optional[List[str]] = None) -> None:
     # Imported after parsing so `-h` answers fast, and before forking so every worker starts with it loaded.
     from scaler.cluster.launcher import ClusterProcess
 
-    sys.exit(ClusterProcess(settings, n_workers, exit_with_parent=exit_with_parent).run())
+    sys.exit(ClusterProcess(settings, n_workers, exit_with_parent=exit_with_parent, ready_fd=ready_fd).run())

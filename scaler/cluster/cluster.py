@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ class Cluster:
     """N workers connected to the scheduler at `address`.
 
         Cluster(address, n_workers=4, **settings)  # every worker setting of scaler.config as a keyword
-        start() -> None                       # returns at once; workers then connect on their own
+        start() -> None                       # returns at once (with a preload, once it ran); workers then connect
         shutdown(timeout: float = config.DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS) -> Optional[int]
         pids() -> List[int]                   # the launcher first, then every worker, fork server and processor
         is_alive() -> bool
@@ -35,6 +36,9 @@ class Cluster:
     interpreter rather than a fork of the caller, which may hold threads and ZeroMQ contexts (a Client, a scheduler)
     that a forked child must not inherit. The launcher stops its workers when this process exits, and its workers and
     their processors die with it, even if it is SIGKILLed.
+
+    With `preload`, start() returns once every worker's first task process ran it, and raises RuntimeError, with the
+    cluster stopped, if it failed (its traceback is in the cluster's log, on this process's stdout by default).
     """
 
     def __init__(self, address: str, n_workers: int = config.N_WORKERS.default, **settings: Any) -> None:
@@ -57,7 +61,34 @@ class Cluster:
             "--exit-with-parent",
             "--", self._settings.address,
         ]  # fmt: skip
-        self._launcher = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        if self._settings.preload is None:
+            self._launcher = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+            return
+        read_end, write_end = os.pipe()
+        command[-2:-2] = ["--ready-fd", str(write_end)]
+        try:
+            self._launcher = subprocess.Popen(command, stdin=subprocess.DEVNULL, pass_fds=(write_end,))
+        finally:
+            os.close(write_end)
+        try:
+            answer = os.read(read_end, 64)  # "ready", or nothing once the launcher is gone
+        finally:
+            os.close(read_end)
+        if answer.startswith(b"ready"):
+            return
+        from scaler.worker.core import EXIT_PRELOAD_FAILED  # here: the worker's modules are the launcher's business
+
+        try:  # the launcher closes the pipe as it leaves: a signal now would only race its exit
+            self._launcher.wait(config.DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        code = self.shutdown()
+        if code == EXIT_PRELOAD_FAILED:
+            raise RuntimeError(
+                f"the workers could not start: the preload {self._settings.preload} failed in their first task"
+                " process; its traceback is in the cluster's log above"
+            )
+        raise RuntimeError(f"the workers could not start: the cluster exited with code {code}; its log above says why")
 
     def is_alive(self) -> bool:
         return self._launcher is not None and self._launcher.poll() is None

@@ -15,6 +15,11 @@ The launcher also watches its workers' agents (watchdog.py): one whose loop has 
 stopping, an agent that has not turned its loop for a few seconds will not answer the signal: it is killed then, so
 that a cluster stops within seconds even with a wedged worker. Workers that die on their own (killed by a signal,
 crashed) are counted as lost, and not replaced: what killed one may kill the next.
+
+With a preload (scaler/worker/preload.py), a worker registers only once its first task process ran it; one whose
+preload failed exits with EXIT_PRELOAD_FAILED, and the launcher then stops the others and exits with that code: the
+same preload would fail in every worker. `ready_fd`, if given (by `Cluster`), is told "ready" once every worker is
+about to register, or closed without it if the cluster stops before.
 """
 
 from __future__ import annotations
@@ -25,12 +30,12 @@ import select
 import signal
 import sys
 import time
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 from scaler import config
 from scaler.logs import flush_logs
 from scaler.worker.agent import run_worker
-from scaler.worker.core import EXIT_OK, EXIT_REFUSED, EXIT_SCHEDULER_LOST
+from scaler.worker.core import EXIT_OK, EXIT_PRELOAD_FAILED, EXIT_REFUSED, EXIT_SCHEDULER_LOST
 from scaler.worker.lifetime import die_with_parent, parent_alive
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.watchdog import LoopTurns, StackPipe, Stall
@@ -64,6 +69,7 @@ class ClusterProcess:
         n_workers: int,
         shutdown_timeout_seconds: float = config.DEFAULT_CLUSTER_SHUTDOWN_TIMEOUT_SECONDS,
         exit_with_parent: bool = False,
+        ready_fd: Optional[int] = None,
     ) -> None:
         if n_workers < 1:
             raise ValueError(f"n_workers must be >= 1, got {n_workers}")
@@ -74,6 +80,11 @@ class ClusterProcess:
         self._workers: Dict[int, _Worker] = {}  # by pid
         self._turns = LoopTurns(n_workers)
         self._exit_code = 0
+        self._ready_fd = ready_fd
+        self._ready_read = self._ready_write = -1  # a byte from each worker as it first connects, with ready_fd
+        self._ready_workers = 0
+        self._ended_workers = 0  # ready or not, none of these will say so any more
+        self._preload_failed = False  # a worker could not run the preload at start
         self.lost = 0  # workers that died or wedged without being asked to leave
         self.replaced = 0  # workers started in place of wedged ones
 
@@ -92,11 +103,15 @@ class ClusterProcess:
             self._settings.heartbeat_interval_seconds,
             self._settings.object_retention_seconds,
         )
+        if self._ready_fd is not None:
+            self._ready_read, self._ready_write = os.pipe()
+            os.set_blocking(self._ready_read, False)
         for index in range(self._n_workers):
             self._start_worker(index)
         try:
             return self._supervise()
         finally:
+            self._close_ready()
             if self.lost:
                 logging.warning("ClusterProcess: %s", self._losses())
 
@@ -119,8 +134,9 @@ class ClusterProcess:
                 stacks.in_child()
                 die_with_parent(launcher_pid)
                 exit_code = run_worker(
-                    self._settings, f"Worker[{index}]", launcher_pid, self._turns.counter(index), replaces
-                )
+                    self._settings, f"Worker[{index}]", launcher_pid, self._turns.counter(index), replaces,
+                    self._ready_callback(),
+                )  # fmt: skip
             except BaseException:  # noqa: B036 - a worker reports its crash, then leaves without the launcher's cleanup
                 logging.exception("Worker[%d] crashed", index)
             finally:
@@ -133,11 +149,50 @@ class ClusterProcess:
         logging.info("Worker[%d] started%s", index, f" (pid {pid}) in place of {replaces}" if replaces else "")
         return pid
 
+    def _ready_callback(self) -> Optional[Callable[[], None]]:
+        """In a worker, with ready_fd: what tells the launcher the worker is ready; the launcher's ends are closed."""
+        if self._ready_fd is None or self._ready_write < 0:
+            return None
+        os.close(self._ready_fd)
+        os.close(self._ready_read)
+        write_end = self._ready_write
+
+        def ready() -> None:
+            os.write(write_end, b"r")
+
+        return ready
+
+    def _read_ready(self) -> None:
+        self._ready_workers += len(_drain(self._ready_read))
+        if self._ready_workers + self._ended_workers >= self._n_workers and self._ready_fd is not None:
+            try:
+                os.write(self._ready_fd, b"ready\n")
+            except OSError:
+                pass  # nobody waits for it any more
+            self._close_ready()
+
+    def _close_ready(self) -> None:
+        for fd in (self._ready_fd, self._ready_read, self._ready_write):
+            if fd is not None and fd >= 0:
+                os.close(fd)
+        self._ready_fd = None
+        self._ready_read = self._ready_write = -1
+
     def _supervise(self) -> int:
         while self._workers:
-            select.select([self._wake_read], [], [], config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS)
+            watched = [self._wake_read] + ([self._ready_read] if self._ready_read >= 0 else [])
+            select.select(watched, [], [], config.DEFAULT_ORPHAN_CHECK_INTERVAL_SECONDS)
             signals = _drain(self._wake_read)
             self._reap()
+            if self._ready_read >= 0 and not self._preload_failed:
+                self._read_ready()
+            if self._preload_failed:
+                logging.error(
+                    "ClusterProcess: the preload %s failed at start (the traceback is above): stopping the workers",
+                    self._settings.preload,
+                )
+                self._stop_workers()
+                return EXIT_PRELOAD_FAILED
             if not signals:
                 self._end_stalled(self._settings.agent_stall_timeout_seconds, replace=True)
             if signal.SIGINT in signals:
@@ -167,6 +222,7 @@ class ClusterProcess:
             if worker is None:
                 continue
             worker.stacks.close()
+            self._ended_workers += 1
             code = os.waitstatus_to_exitcode(wait_status)
             logging.log(
                 logging.INFO if code == 0 else logging.WARNING,
@@ -174,7 +230,9 @@ class ClusterProcess:
                 worker.index,
                 describe_wait_status(wait_status),
             )
-            if not worker.stopping and code not in _CHOSEN_EXITS:
+            if code == EXIT_PRELOAD_FAILED and not worker.stopping:
+                self._preload_failed = True  # the cluster stops: not a loss
+            elif not worker.stopping and code not in _CHOSEN_EXITS:
                 self.lost += 1
                 logging.warning("ClusterProcess: Worker[%d] lost: %s", worker.index, self._losses())
             if code != 0 and self._exit_code == 0:

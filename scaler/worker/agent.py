@@ -19,7 +19,7 @@ import signal
 import socket
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import psutil
 import zmq
@@ -56,6 +56,7 @@ from scaler.worker.instructions import (
 from scaler.worker.lifetime import parent_alive
 from scaler.worker.memory import CgroupMaker, ProcessCgroup, pss_bytes, read_back, rss_bytes, spill
 from scaler.worker.outbox import Outbox
+from scaler.worker.preload import preload_hook
 from scaler.worker.processor_link import ProcessorLink
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.watchdog import TurnCounter
@@ -73,17 +74,19 @@ def run_worker(
     parent_pid: Optional[int] = None,
     turns: Optional[TurnCounter] = None,
     replaces: str = "",
+    on_ready: Optional[Callable[[], None]] = None,
 ) -> int:
     """Run one worker in the calling process until it stops; returns its exit code.
 
     Call it before this process creates any ZeroMQ context or thread: the processor fork server is forked first.
     `turns` counts the loop's turns for the launcher's watchdog (scaler/worker/watchdog.py); `replaces` says which
-    lost worker this one replaces, for the scheduler.
+    lost worker this one replaces, for the scheduler; `on_ready` is called once, as it first connects to the scheduler
+    (with a preload, once its first processor ran it).
     """
-    zygote = ProcessorZygote.start()
+    zygote = ProcessorZygote.start(preload_hook(settings.preload))
     agent = None
     try:
-        agent = WorkerAgent(settings, name, zygote, parent_pid, turns, replaces)
+        agent = WorkerAgent(settings, name, zygote, parent_pid, turns, replaces, on_ready)
         return agent.run()
     finally:
         zygote.stop(timeout_seconds=1.0)
@@ -100,8 +103,10 @@ class WorkerAgent:
         parent_pid: Optional[int],
         turns: Optional[TurnCounter] = None,
         replaces: str = "",
+        on_ready: Optional[Callable[[], None]] = None,
     ) -> None:
         self._settings = settings
+        self._on_ready = on_ready
         self._name = name
         self._zygote = zygote
         self._parent_pid = parent_pid
@@ -571,6 +576,9 @@ class WorkerAgent:
         """A new socket and identity: whatever the old socket still queued is dropped, never sent to a scheduler
         that does not know us."""
         self._close_dealer(linger=0)
+        if self._on_ready is not None:
+            on_ready, self._on_ready = self._on_ready, None
+            on_ready()
         identity = make_identity("W")
         self._dealer = create_dealer(
             self._context, self._settings.address, identity, self._settings.curve_keys, TcpKeepalive.of(self._settings)

@@ -30,6 +30,10 @@ results to disk (SpillHeld), least recently used first, and back into memory (Re
 there is room again. A processor the kernel killed at the limit of its
 memory cgroup (the shell reads the cgroup's counter) fails its task with MemoryLimitError too.
 
+Preload (preload.py), with one set: every processor runs it before its first task and says how that went in its first
+report. The worker connects only once its first processor has; a preload that fails stops the worker, with
+EXIT_PRELOAD_FAILED before it registered (the cluster stops), with EXIT_BROKEN after (its tasks go to other workers).
+
 A lost scheduler is a state, not an exit: when the connection closes (a scheduler killed or restarted), or when
 nothing was heard for the scheduler's peer timeout (after which it has dropped this worker anyway), the core forgets
 its tasks (killing the processors that run them, keeping the others), connects again under a new identity and
@@ -109,6 +113,7 @@ from scaler.worker.instructions import (
 from scaler.worker.invariants import check_invariants
 from scaler.worker.objects import ObjectCache
 from scaler.worker.outbox import SuccessResults
+from scaler.worker.preload import preload_failure
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.state import (
     ACTIVE,
@@ -137,6 +142,7 @@ EXIT_OK = 0
 EXIT_SCHEDULER_LOST = 1  # death timeout, or the launcher that started us is gone
 EXIT_REFUSED = 2  # the scheduler refused our Hello (protocol version)
 EXIT_BROKEN = 3  # the worker can no longer start processors
+EXIT_PRELOAD_FAILED = 4  # its first processor could not run the preload: the worker never registered (preload.py)
 _MAX_ERROR_TEXT = 64 * 1024  # characters of a failed task's traceback sent; the middle of a longer one is left out
 
 RECONNECT_FIRST_SECONDS = 1.0  # after a lost scheduler, Hello again this long after the first one, doubling...
@@ -260,7 +266,11 @@ class WorkerCore(ActorHosting):
         self.memory_enforcement = "watchdog"  # or "cgroup": what the shell set up (it says so at start)
         self.scheduler_pauses = False  # the scheduler understands MEMORY_PAUSED (HelloReply.memoryPause)
         self._next_memory_sample = now
-        self._instructions: List[object] = [Connect()]
+        # With a preload (preload.py): the processors that have not yet said how it went; the worker connects once the
+        # first one has, so a preload that fails stops it before it takes any task
+        self.preloading: Set[int] = set()
+        self.awaiting_preload = settings.preload is not None
+        self._instructions: List[object] = [] if self.awaiting_preload else [Connect()]
         self._processor_count = 0
         self._init_actors()
         self.active = self._start_processor()
@@ -381,6 +391,9 @@ class WorkerCore(ActorHosting):
         processor = self.processors.get(number)
         if processor is None:
             return  # killed meanwhile: what it says no longer counts
+        if number in self.preloading:  # its first report: how its preload went
+            self._preloaded(processor, preload_failure(report))
+            return
         if report.results:
             if processor.role == ACTOR_PROCESSOR:
                 self._on_actor_results(processor, report.results)
@@ -431,6 +444,8 @@ class WorkerCore(ActorHosting):
             self._dispatch()
             return
         was_active = processor is self.active
+        if number in self.preloading:
+            self._preload_failed(f"its task process died with {how} while running the preload", memory_peak)
         self._remove_processor(processor, kill=False)
         running = processor.running()
         if running is None:
@@ -470,6 +485,9 @@ class WorkerCore(ActorHosting):
         if self.retiring_until is not None and now >= self.retiring_until:
             self._exit(EXIT_OK, "no go-ahead from the scheduler within the retirement deadline: leaving now", True)
             return
+        if self.awaiting_preload:  # the wait for a scheduler begins once the first processor preloaded
+            self.last_heard = self._waiting_since = now
+            self._next_waiting_log = now + WAITING_LOG_FIRST_SECONDS
         silent = now - self.last_heard
         if silent >= self.settings.death_timeout_seconds:
             if self.registrations:
@@ -1154,12 +1172,15 @@ class WorkerCore(ActorHosting):
         self._processor_count += 1
         processor = ProcessorState(self._processor_count)
         self.processors[processor.number] = processor
+        if self.settings.preload is not None:
+            self.preloading.add(processor.number)
         self._instructions.append(StartProcessor(processor.number))
         return processor
 
     def _remove_processor(self, processor: ProcessorState, kill: bool) -> None:
         """Forget a processor wherever it is (active, parked or spare); its pipe is left for the caller."""
         del self.processors[processor.number]
+        self.preloading.discard(processor.number)
         if self._allowances:
             self._allowances.pop(processor.number, None)
         if processor is self.active:
@@ -1170,6 +1191,31 @@ class WorkerCore(ActorHosting):
             self.spares.remove(processor)
         if kill:
             self._instructions.append(KillProcessor(processor.number))
+
+    def _preloaded(self, processor: ProcessorState, failure: Optional[str]) -> None:
+        """A processor ran the preload: it returned (`failure` None), or raised with this traceback."""
+        self.preloading.discard(processor.number)
+        if failure is not None:
+            self._preload_failed(f"it raised:\n{failure.rstrip()}")
+        elif self.awaiting_preload and self.exit_code is None:
+            self.awaiting_preload = False
+            # the wait for a scheduler starts now: a preload may take longer than the death timeout
+            self.last_heard = self._waiting_since = self._now
+            self._next_waiting_log = self._now + WAITING_LOG_FIRST_SECONDS
+            self._instructions.append(Connect())
+        self._dispatch()
+
+    def _preload_failed(self, why: str, memory_peak: Optional[int] = None) -> None:
+        """A processor could not run the preload: the worker cannot run tasks as its user meant them to run. Before
+        registering, it exits with EXIT_PRELOAD_FAILED (the cluster stops); later, with EXIT_BROKEN, and the scheduler
+        gives its tasks to other workers."""
+        if memory_peak is not None:
+            why += f" (the kernel stopped it at the memory limit, {config.size_text(self.memory_limit)})"
+        reason = f"the preload {self.settings.preload} failed in a task process: {why}"
+        if self.awaiting_preload:
+            self._exit(EXIT_PRELOAD_FAILED, reason)
+        else:
+            self._exit(EXIT_BROKEN, reason, disconnect=True)
 
     def _take_from_pipe(self, processor: ProcessorState, task: WorkerTask) -> None:
         del processor.pipe[task.task_id]
@@ -1382,6 +1428,9 @@ class WorkerCore(ActorHosting):
 
     def _stop_for_memory(self, processor: ProcessorState, used: int, total: int) -> None:
         """The worker is past its stop threshold: replace `processor`, failing its running task if it has one."""
+        if self.awaiting_preload and processor.number in self.preloading:  # another would load as much
+            self._preload_failed(f"its task process used {used / 1e6:.1f} MB, past the memory stop threshold")
+            return
         if processor.role == ACTOR_PROCESSOR:
             error = MemoryLimitError(self.memory_limit, used, "the worker's watchdog", self.identity)
             self._lose_actor(processor, f"its process went past the worker's memory limit: {error}", kill=True)

@@ -25,7 +25,7 @@ import select
 import signal
 import socket
 import time
-from typing import Dict, List, NamedTuple, Optional, Set, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.logs import flush_logs
@@ -63,8 +63,9 @@ class ProcessorZygote:
         self._unwanted_exits: Set[int] = set()
 
     @classmethod
-    def start(cls) -> ProcessorZygote:
-        """Fork the zygote. Must be called before this process creates a ZeroMQ context or any thread."""
+    def start(cls, before_processor: Optional[Callable[[socket.socket], None]] = None) -> ProcessorZygote:
+        """Fork the zygote. Must be called before this process creates a ZeroMQ context or any thread.
+        `before_processor` runs in each processor forked, given its channel, before it serves the agent (preload.py)."""
         agent_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         agent_pid = os.getpid()
         pid = os.fork()
@@ -75,7 +76,7 @@ class ProcessorZygote:
             faulthandler.unregister(STACKS_SIGNAL)
             exit_code = 0
             try:
-                _serve(zygote_end, agent_pid)
+                _serve(zygote_end, agent_pid, before_processor)
             except BaseException:  # noqa: B036 - report anything, then leave without running the agent's cleanup
                 logging.exception("processor fork server failed")
                 exit_code = 1
@@ -196,7 +197,7 @@ def describe_wait_status(wait_status: Optional[int]) -> str:
     return f"exit code {code}"
 
 
-def _serve(control: socket.socket, agent_pid: int) -> None:
+def _serve(control: socket.socket, agent_pid: int, before_processor: Optional[Callable[[socket.socket], None]]) -> None:
     die_with_parent(agent_pid)
     # Ctrl-C reaches the whole process group, and a job manager's SIGTERM may reach every process of the job (it
     # retires the worker): the agent decides when the fork server stops. Processors set their own SIGTERM handler.
@@ -224,10 +225,15 @@ def _serve(control: socket.socket, agent_pid: int) -> None:
             if not request:
                 return  # the agent closed its end: it is stopping
             _, _, cgroup_procs = request.partition(b"\0")
-            _fork_processor(control, (wake_read, wake_write), os.fsdecode(cgroup_procs))
+            _fork_processor(control, (wake_read, wake_write), os.fsdecode(cgroup_procs), before_processor)
 
 
-def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int], cgroup_procs: str = "") -> None:
+def _fork_processor(
+    control: socket.socket,
+    wake_fds: Tuple[int, int],
+    cgroup_procs: str = "",
+    before_processor: Optional[Callable[[socket.socket], None]] = None,
+) -> None:
     agent_end, processor_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     progress_fd = SharedProgress.create_fd()
     (stdout_read, stdout_write), (stderr_read, stderr_write), nonce = make_pipes()
@@ -254,6 +260,8 @@ def _fork_processor(control: socket.socket, wake_fds: Tuple[int, int], cgroup_pr
                 except OSError as error:
                     logging.warning("processor %d runs outside its memory cgroup: %s", os.getpid(), error)
             orphan_signal_armed = die_with_parent(zygote_pid)
+            if before_processor is not None:  # in its cgroup, its own process: what it loads is this processor's
+                before_processor(processor_end)
             capture = OutputCapture(stdout_write, stderr_write, nonce)
             run_processor(processor_end, progress_fd, zygote_pid, not orphan_signal_armed, capture)
         except BaseException:  # noqa: B036 - report anything, then leave without running the zygote's cleanup

@@ -44,7 +44,10 @@ EXPECTED_OUTPUT: Dict[str, List[str]] = {
     "task_policies.py": ["['frame 1 rendered', 'frame 2 rendered']", "frame 0 rendered", "3", "timed out: task"],
     "curve_cluster.py": ["1024"],
     "memory_limit.py": ["stopped: 400000000 True", "10000000"],
+    "preload.py": ["108.0"],
 }
+# modules the examples import (on PYTHONPATH, for their workers too), not run themselves
+MODULES = {"preload_rates.py"}
 STARTS_OWN_CLUSTER = {
     "local_cluster.py",
     "map_client.py",
@@ -52,13 +55,14 @@ STARTS_OWN_CLUSTER = {
     "uvloop_combo.py",
     "curve_cluster.py",
     "memory_limit.py",
+    "preload.py",
 }
 NEEDS_UNPROTECTED = {"shutdown.py"}
 NEEDS_A_GPU = {"task_policies.py"}  # its workers must offer gpu=1
 
 
 def test_every_example_is_checked() -> None:
-    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED_OUTPUT)
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted([*EXPECTED_OUTPUT, *MODULES])
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +99,7 @@ def _run_example(name: str, address: str, directory: Path) -> str:
     script.write_text(source.replace(README_ADDRESS, address))
     completed = subprocess.run(
         [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=90,
-        env={**os.environ, "PYTHONPATH": ROOT},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, str(EXAMPLES)])},
     )  # fmt: skip
     assert completed.returncode == 0, f"{name} failed:\n{completed.stdout}\n{completed.stderr}"
     return completed.stdout

@@ -1,0 +1,118 @@
+"""The worker core with a preload (scaler/worker/preload.py), without sockets or processes: it registers only once its
+first processor ran the preload, stops when a preload fails, and lets tasks wait for a new processor's preload."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from scaler.protocol import Hello, TaskResult, TaskStatus, WorkerDisconnect
+from scaler.worker.channel import ProcessorReport, ProcessorResult
+from scaler.worker.core import EXIT_BROKEN, EXIT_PRELOAD_FAILED
+from tests.worker.core_harness import FUNCTION, Harness, of_type
+
+PRELOAD = "pricing.setup:load_curves"
+TRACEBACK = 'Traceback (most recent call last):\n  File "pricing/setup.py"\nOSError: no curves\n'
+
+
+def preloaded(harness: Harness, number: int, failure: Optional[str] = None) -> List[object]:
+    """What processor `number` sends once it ran the preload: an empty report, or its traceback (preload.py)."""
+    results = [] if failure is None else [ProcessorResult(b"", False, b"", failure, 0, 0, 0)]
+    harness.core.processor_report(number, ProcessorReport(results, []), harness.now)
+    return harness._step()
+
+
+def registered(harness: Harness) -> None:
+    harness.connect()
+    harness.serve(FUNCTION)  # the function every test task calls, fetched once
+
+
+def test_without_a_preload_the_worker_connects_at_once() -> None:
+    harness = Harness()
+    assert harness.connections == 1
+    assert not harness.core.preloading
+
+
+def test_the_worker_registers_once_its_first_processor_ran_the_preload() -> None:
+    harness = Harness(preload=PRELOAD)
+    assert harness.connections == 0 and not harness.sent
+    assert list(harness.processors) == [1] and harness.core.preloading == {1}
+    sent = preloaded(harness, 1)
+    assert harness.connections == 1 and of_type(sent, Hello)
+    assert not harness.core.preloading
+    registered(harness)
+    task = harness.task()
+    harness.send(task)
+    sent = harness.run(1)
+    assert [result.status for result in of_type(sent, TaskResult)] == [TaskStatus.success]
+
+
+def test_a_long_preload_is_not_a_silent_scheduler() -> None:
+    """The death timeout counts from the first Hello: a preload may take longer than it."""
+    harness = Harness(preload=PRELOAD, death_timeout_seconds=30.0)
+    for _ in range(10):
+        harness.tick(advance=10.0)
+    assert harness.exit is None and harness.connections == 0
+    preloaded(harness, 1)
+    assert harness.connections == 1
+    harness.tick(advance=29.0)
+    assert harness.exit is None
+    harness.tick(advance=2.0)
+    assert harness.exit is not None and "no answer" in harness.exit.reason
+
+
+def test_a_preload_that_raises_at_start_stops_the_worker_with_its_traceback() -> None:
+    harness = Harness(preload=PRELOAD)
+    preloaded(harness, 1, TRACEBACK)
+    assert harness.exit is not None and harness.exit.code == EXIT_PRELOAD_FAILED
+    assert PRELOAD in harness.exit.reason and "OSError: no curves" in harness.exit.reason
+    assert harness.connections == 0 and not harness.sent
+
+
+def test_a_processor_that_dies_while_preloading_at_start_stops_the_worker() -> None:
+    harness = Harness(preload=PRELOAD)
+    harness.die(1)
+    assert harness.exit is not None and harness.exit.code == EXIT_PRELOAD_FAILED
+    assert "died with signal SIGKILL while running the preload" in harness.exit.reason
+    assert harness.connections == 0
+
+
+def test_a_preload_past_the_memory_stop_threshold_at_start_stops_the_worker() -> None:
+    harness = Harness(preload=PRELOAD, memory_limit="100MB", memory_enforcement="watchdog")
+    harness.tick()
+    assert harness.samples, "a preloading processor's memory is sampled like any other's"
+    harness.memory({1: 99_000_000})
+    assert harness.exit is not None and harness.exit.code == EXIT_PRELOAD_FAILED
+    assert "past the memory stop threshold" in harness.exit.reason
+    assert harness.killed == [] and len(harness.processors) == 1, "no other processor forked to load it again"
+
+
+def test_tasks_wait_for_a_replacement_processors_preload() -> None:
+    harness = Harness(preload=PRELOAD)
+    preloaded(harness, 1)
+    registered(harness)
+    first, second = harness.task(), harness.task()
+    harness.send(first, second)
+    harness.processors[1].read_orders()
+    harness.processors[1].start_next()
+    harness.die(1)  # its task fails; the next goes to processor 2, which preloads first
+    assert harness.core.preloading == {2}
+    assert [task.task_id for task in harness.hands[-1].tasks] == [second.task_id]
+    preloaded(harness, 2)
+    sent = harness.run(2)
+    assert [result.task_id for result in of_type(sent, TaskResult)] == [second.task_id]
+    assert harness.exit is None
+
+
+def test_a_preload_that_fails_after_registering_makes_the_worker_leave() -> None:
+    harness = Harness(preload=PRELOAD)
+    preloaded(harness, 1)
+    registered(harness)
+    task = harness.task()
+    harness.send(task)
+    harness.processors[1].read_orders()
+    harness.processors[1].start_next()
+    harness.die(1)
+    sent = preloaded(harness, 2, TRACEBACK)
+    assert harness.exit is not None and harness.exit.code == EXIT_BROKEN and harness.exit.disconnect
+    assert "OSError: no curves" in harness.exit.reason
+    assert of_type(sent, WorkerDisconnect), "the scheduler gives its tasks to other workers at once"
