@@ -59,8 +59,13 @@ def test_options_refine_a_remote_function() -> None:
     assert f._policies == {"resources": {"gpu": 1}}
 
 
-def test_remote_takes_a_function_or_options() -> None:
+def test_remote_takes_a_function_a_class_or_options() -> None:
     assert isinstance(ray.remote(len), ray.RemoteFunction)
     assert isinstance(ray.remote(num_cpus=1)(len), ray.RemoteFunction)
+
+    class Counter:
+        pass
+
+    assert isinstance(ray.remote(Counter), ray.ActorClass)
     with pytest.raises(TypeError):
         ray.remote(len, len)

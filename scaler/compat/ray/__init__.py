@@ -1,8 +1,8 @@
 """Ray's core API on Scaler: `import scaler.compat.ray as ray`, and code written for Ray runs unchanged.
 
-`init`, `shutdown`, `is_initialized`, `remote`, `get`, `put`, `wait`, `cancel`, `ObjectRef`, and Ray's errors in
-`scaler.compat.ray.exceptions`. Ray's options map onto Scaler's task policies; the docs' "Coming from Ray" page says
-how, and what is not covered.
+`init`, `shutdown`, `is_initialized`, `remote` (functions and classes: actors), `get`, `put`, `wait`, `cancel`, `kill`,
+`method`, `ObjectRef`, and Ray's errors in `scaler.compat.ray.exceptions`. Ray's options map onto Scaler's task
+policies; the docs' "Coming from Ray" page says how, and what is not covered.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from scaler.compat.ray import exceptions
+from scaler.compat.ray.actors import ActorClass, ActorHandle, kill, method
 from scaler.compat.ray.api import cancel, get, put, wait
 from scaler.compat.ray.refs import ObjectRef
 from scaler.compat.ray.remote_function import RemoteFunction
@@ -24,8 +25,12 @@ __all__ = [
     "put",
     "wait",
     "cancel",
+    "kill",
+    "method",
     "ObjectRef",
     "RemoteFunction",
+    "ActorClass",
+    "ActorHandle",
     "RayContext",
     "exceptions",
 ]
@@ -43,5 +48,5 @@ def remote(*args: Any, **options: Any) -> Any:
 
 def _make_remote(target: Any, options: Any) -> Any:
     if isinstance(target, type):
-        raise NotImplementedError("actors (ray.remote on a class) are not supported yet")
+        return ActorClass(target, options)
     return RemoteFunction(target, options)
