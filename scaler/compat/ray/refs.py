@@ -75,6 +75,12 @@ class ObjectRef:
     def get(self, deadline: Optional[float] = None) -> Any:
         """The value, waiting until `deadline` (time.monotonic(); None: no limit): GetTimeoutError after it, the
         task's failure under its Ray name (failures.py)."""
+        future = self._future
+        if future is not None and deadline is None and self._resubmit is None:
+            try:
+                return future.result()  # the common case, in one call; any failure takes the way below
+            except BaseException:
+                pass
         if self._value is not _NO_VALUE:
             return self._value
         future = self.current_future()

@@ -13,6 +13,8 @@ from scaler.compat.ray.dependencies import submit_call
 from scaler.compat.ray.options import check_options, scaler_policies
 from scaler.compat.ray.refs import _NO_VALUE, ObjectRef
 
+_MAY_HOLD_REFS = frozenset({ObjectRef, list, tuple, dict})
+
 
 class RemoteFunction:
     """A function made remote: `.remote(*args, **kwargs)` runs it on a worker; `.options(...)` gives a copy with
@@ -44,12 +46,22 @@ class RemoteFunction:
 
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
         client = self._client
-        current = session.current()
-        if current.generation != self._generation:
-            client = self._client_of(current)
+        current = session._session  # read directly: this is the hot path of every task
+        if current is None or current.generation != self._generation:
+            client = self._client_of(session.current())
         assert client is not None
+        # Most calls pass plain values: one type test per argument tells, before any list or dict is looked into.
+        plain = "profiling" not in kwargs  # submit would take a `profiling` keyword for itself
+        for arg in args:
+            if type(arg) in _MAY_HOLD_REFS:
+                plain = False
+                break
+        if plain and kwargs:
+            plain = not any(type(arg) in _MAY_HOLD_REFS for arg in kwargs.values())
+        if plain:
+            return ObjectRef(client.submit(self._function, *args, **kwargs), None, _NO_VALUE, self._name)
         lifted = lift_refs(args, kwargs)
-        if lifted is None and "profiling" not in kwargs:  # submit would take a `profiling` keyword for itself
+        if lifted is None and "profiling" not in kwargs:
             return ObjectRef(client.submit(self._function, *args, **kwargs), None, _NO_VALUE, self._name)
         self._check_binds(args, kwargs)  # as submit does, before anything is sent
         return submit_call(client, self._with_refs, lifted or (args, kwargs, []), self._name)
