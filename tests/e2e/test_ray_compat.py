@@ -161,8 +161,10 @@ def test_an_unfinished_reference_is_resolved_on_the_worker(ray_connected, gate: 
     chained = double.remote(total)
     assert time.monotonic() - started < 1.0
     assert ray.wait([chained], timeout=0.3) == ([], [chained])
+    twice = add.remote(slow, slow)  # one dependency, named twice
     Path(gate).touch()
     assert ray.get(chained, timeout=WAIT) == 42
+    assert ray.get(twice, timeout=WAIT) == 40
 
 
 def test_finished_and_put_references_as_arguments(ray_connected) -> None:

@@ -43,3 +43,13 @@ def test_init_refuses_what_it_cannot_do() -> None:
     with pytest.raises(ValueError, match="auto"):
         ray.init(address="auto")
     assert not ray.is_initialized()
+
+
+def test_the_first_remote_call_without_init_starts_a_local_cluster() -> None:
+    """As in Ray: a program that never calls init() gets one on its first remote call."""
+    assert not ray.is_initialized()
+    try:
+        assert ray.get(ray.remote(triple).remote(2), timeout=60) == 6
+        assert ray.is_initialized()
+    finally:
+        ray.shutdown()

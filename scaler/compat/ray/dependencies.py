@@ -17,7 +17,7 @@ way its graphs do, rather than change them.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from scaler import task_context
 from scaler.client import Client, ScalerFuture
@@ -60,7 +60,7 @@ def _submit(client: Client, function: CallWithRefs, lifted: Lifted) -> ScalerFut
         factory.argument(connection, args, "", needs, held),
         factory.argument(connection, kwargs, "", needs, held),
     ]
-    dependencies: List[bytes] = []
+    dependencies: Dict[bytes, None] = {}  # once each, in order, however often the call names a task
     for ref in refs:
         if ref._object is not None:
             arguments.append(factory.argument(connection, ref._object, "", needs, held))
@@ -72,7 +72,7 @@ def _submit(client: Client, function: CallWithRefs, lifted: Lifted) -> ScalerFut
         assert future is not None
         if not future.done() and future._canceller is connection:
             arguments.append(Argument(kind=_TASK_REF, data=future.task_id))
-            dependencies.append(future.task_id)
+            dependencies[future.task_id] = None
             continue
         settled = _settled_like(future)  # waits for a task of another connection (a previous session's)
         if settled is not None:
@@ -83,7 +83,7 @@ def _submit(client: Client, function: CallWithRefs, lifted: Lifted) -> ScalerFut
         task_id=connection.new_task_id(),
         function_id=function_need[0],
         args=arguments,
-        dependencies=dependencies,
+        dependencies=list(dependencies),
         profiling=client._profiling,
         parent_task_id=task_context.current_task_id or b"",
         serializer_id=factory.serializer_id,

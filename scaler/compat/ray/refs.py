@@ -18,6 +18,7 @@ from scaler.compat.ray.failures import ray_error
 from scaler.errors import TaskNotFoundError
 
 _NO_VALUE: Any = object()
+_RESUBMITTING = threading.RLock()  # rare (see current_future), and a resend may resend the calls it depends on
 
 
 class ObjectRef:
@@ -61,8 +62,11 @@ class ObjectRef:
         task finished and forgotten by the scheduler before the call reached it is sent again, with the values (see
         dependencies.py): the scheduler answered it TaskNotFoundError without running it."""
         future = self._future
-        while future is not None and self._resubmit is not None and _forgotten_dependency(future):
-            future = self._future = self._resubmit()
+        if future is not None and self._resubmit is not None and _forgotten_dependency(future):
+            with _RESUBMITTING:  # once, whichever threads ask
+                future = self._future
+                while future is not None and self._resubmit is not None and _forgotten_dependency(future):
+                    future = self._future = self._resubmit()
         return future
 
     def ready(self) -> bool:
@@ -78,9 +82,10 @@ class ObjectRef:
         future = self._future
         if future is not None and deadline is None and self._resubmit is None:
             try:
-                return future.result()  # the common case, in one call; any failure takes the way below
+                return future.result()  # the common case, in one call; a task's failure takes the way below
             except BaseException:
-                pass
+                if not future.done():
+                    raise  # interrupted while waiting (KeyboardInterrupt): not the task's
         if self._value is not _NO_VALUE:
             return self._value
         future = self.current_future()
