@@ -104,6 +104,8 @@ def test_options_become_policies_and_kill_closes(stand_in) -> None:
     assert account.deposit.options(num_returns=1).remote(1) is not None
     ray.kill(account)
     assert stand_in.handles[-1].closed
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(account.deposit.remote(1))  # the reference fails, as in Ray, not the call
     with pytest.raises(TypeError):
         ray.kill(object())  # type: ignore[arg-type]
     with pytest.raises(AttributeError):

@@ -344,6 +344,21 @@ def test_a_dead_process_is_a_worker_crashed_error(ray_connected) -> None:
     assert isinstance(raised.value, ProcessorDiedError)
 
 
+def test_remote_calls_and_init_inside_a_task_say_they_are_not_supported(ray_connected) -> None:
+    @ray.remote
+    def nested():
+        errors = []
+        for attempt in (lambda: double.remote(1), ray.init):
+            try:
+                attempt()
+            except RuntimeError as error:
+                errors.append(str(error))
+        return errors
+
+    errors = ray.get(nested.remote(), timeout=WAIT)
+    assert len(errors) == 2 and "inside a task" in errors[0] and "inside a task" in errors[1]
+
+
 # ---- references as futures --------------------------------------------------------------------------------------
 
 

@@ -8,11 +8,12 @@ handle takes values), nested ones (in a list or dict) as references holding thei
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple, cast
+from typing import Any, Dict, Tuple, cast
 
-from scaler.client import Client
+from scaler.client import Client, ScalerFuture
 from scaler.compat.ray import session
 from scaler.compat.ray.calls import fill_slots, lift_refs
+from scaler.compat.ray.exceptions import ActorDiedError
 from scaler.compat.ray.options import check_options, scaler_policies
 from scaler.compat.ray.refs import _NO_VALUE, ObjectRef
 
@@ -56,20 +57,22 @@ class ActorHandle:
     def __init__(self, native: Any, cls: type) -> None:
         self._native = native
         self._cls = cls
+        self._killed = False
 
     def __getattr__(self, name: str) -> ActorMethod:
         if name.startswith("__") or not callable(getattr(self._cls, name, None)):
             raise AttributeError(f"{self._cls.__name__} actor has no method {name!r}")
-        return ActorMethod(getattr(self._native, name), f"{self._cls.__name__}.{name}")
+        return ActorMethod(self, name)
 
     def __repr__(self) -> str:
         return f"Actor({self._cls.__name__})"
 
 
 class ActorMethod:
-    def __init__(self, call: Callable[..., Any], name: str) -> None:
-        self._call = call
-        self._name = name
+    def __init__(self, actor: ActorHandle, name: str) -> None:
+        self._actor = actor
+        self._method = name
+        self._name = f"{actor._cls.__name__}.{name}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"actor methods cannot be called directly: instead of {self._name}(), call .remote()")
@@ -79,14 +82,20 @@ class ActorMethod:
         return self
 
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
+        if self._actor._killed:  # as in Ray, the call's reference fails, not the call
+            future = ScalerFuture(b"")
+            future.set_exception(ActorDiedError(f"{self._name}: the actor was killed (ray.kill)"))
+            return ObjectRef(future, None, _NO_VALUE, self._name)
         args, kwargs = _values(args, kwargs)
-        return ObjectRef(self._call(*args, **kwargs), None, _NO_VALUE, self._name)
+        call = getattr(self._actor._native, self._method)
+        return ObjectRef(call(*args, **kwargs), None, _NO_VALUE, self._name)
 
 
 def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:
-    """Free the actor (`handle.close()`): its pending calls fail with RayActorError."""
+    """Free the actor (`handle.close()`); later calls of its methods fail with ActorDiedError, a RayActorError."""
     if type(actor) is not ActorHandle:
         raise TypeError(f"kill takes an actor handle, got {type(actor).__name__}")
+    actor._killed = True
     actor._native.close()
 
 

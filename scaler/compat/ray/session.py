@@ -79,6 +79,8 @@ def init(
     global _session, _generations
     if runtime_env:
         raise NotImplementedError("runtime_env is not supported: install what tasks need on the workers")
+    if task_context.current_task_id is not None and address in _LOCAL:
+        raise RuntimeError("ray.init() inside a task would start a cluster per task: call it in the driver")
     if address == "auto":
         raise ValueError('address="auto" has no meaning here: give the scheduler\'s address, like "tcp://host:2345"')
     client_keywords = {name: value for name, value in kwargs.items() if name not in _IGNORED_INIT}
