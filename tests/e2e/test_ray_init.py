@@ -9,6 +9,7 @@ import psutil
 import pytest
 
 import scaler.compat.ray as ray
+from scaler.compat.ray.exceptions import ObjectLostError
 from scaler.testing.processes import wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -51,5 +52,19 @@ def test_the_first_remote_call_without_init_starts_a_local_cluster() -> None:
     try:
         assert ray.get(ray.remote(triple).remote(2), timeout=60) == 6
         assert ray.is_initialized()
+    finally:
+        ray.shutdown()
+
+
+def test_a_put_of_an_earlier_session_is_an_object_lost_error() -> None:
+    ray.init(num_cpus=1)
+    try:
+        earlier = ray.put(5)
+    finally:
+        ray.shutdown()
+    ray.init(num_cpus=1)
+    try:
+        with pytest.raises(ObjectLostError):
+            ray.get(ray.remote(triple).remote(earlier), timeout=60)
     finally:
         ray.shutdown()

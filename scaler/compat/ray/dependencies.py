@@ -3,8 +3,9 @@
 A reference to an unfinished task of this client becomes a `taskRef` argument and a dependency, as the nodes of a
 graph are sent (scaler/client/graph_encoding.py): the scheduler holds the call until that task succeeds and hands its
 result to the worker, inline if small, so the value never travels through the client. An object sent by put is an
-`objectRef` argument; a value already here (a finished task's) travels inline, or as an object when large. A
-reference to a failed or cancelled task makes the call fail (or be cancelled) the same way without running it.
+`objectRef` argument (one put in an earlier session, which freed it, fails the call with ObjectLostError); a value
+already here (a finished task's) travels inline, or as an object when large. A reference to a failed or cancelled
+task makes the call fail (or be cancelled) the same way without running it.
 
 The scheduler forgets a result nobody waits for once the client has it, so a call naming a task that finished just
 before the call reached the scheduler is answered TaskNotFoundError without running: the reference sends it again
@@ -23,6 +24,7 @@ from scaler import task_context
 from scaler.client import Client, ScalerFuture
 from scaler.client.ledger import ObjectNeed
 from scaler.compat.ray.calls import CallWithRefs, Lifted
+from scaler.compat.ray.exceptions import ObjectLostError
 from scaler.compat.ray.refs import _NO_VALUE, ObjectRef
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import Argument, ArgumentKind, Task, encode
@@ -63,6 +65,8 @@ def _submit(client: Client, function: CallWithRefs, lifted: Lifted) -> ScalerFut
     dependencies: Dict[bytes, None] = {}  # once each, in order, however often the call names a task
     for ref in refs:
         if ref._object is not None:
+            if ref._object.owner != connection.identity:  # put in a session since shut down, which freed it
+                return _failed(ObjectLostError(f"{ref!r} was put in an earlier session: put it again"))
             arguments.append(factory.argument(connection, ref._object, "", needs, held))
             continue
         if ref._value is not _NO_VALUE:
@@ -110,8 +114,10 @@ def _settled_like(dependency: ScalerFuture) -> Optional[ScalerFuture]:
         future._cancel_locally()
         return future
     error = dependency.exception()
-    if error is None:
-        return None
+    return None if error is None else _failed(error)
+
+
+def _failed(error: BaseException) -> ScalerFuture:
     future = ScalerFuture(b"")
     future.set_exception(error)
     return future
