@@ -2,9 +2,10 @@
 
 The public API is what this package exports (`__all__`): `from scaler import Client, SchedulerClusterCombo`, the
 errors a user catches (`from scaler import WorkerDiedError`), `Cluster` to start workers from Python. Beside it,
-`scaler.joblib` (the joblib backend), `scaler.protocol` (the wire protocol, for other implementations) and
-`scaler.utility.exceptions` (the seed system's error names) are public; every other module says in its docstring
-that it is internal, and may change in any release.
+`scaler.joblib` (the joblib backend), `scaler.protocol` (the wire protocol, for other implementations),
+`scaler.utility.exceptions` (the seed system's error names) and `scaler.compat.ray` (Ray's core API, with Ray's error
+names in `scaler.compat.ray.exceptions`) are public; every other module says in its docstring that it is internal,
+and may change in any release.
 
 The names load on first use (PEP 562), so that the scheduler, which imports this package first, never pulls in the
 client's dependencies.

@@ -155,6 +155,18 @@ def test_the_errors_page_lists_every_error_and_its_bases() -> None:
             assert issubclass(getattr(scaler.errors, name), resolve(base)), f"{name} is not a {base}"
 
 
+def test_the_ray_table_lists_every_ray_name_and_its_bases() -> None:
+    from scaler.compat.ray import exceptions as ray_exceptions
+
+    rows = table_rows(text_between("docs/coming-from-ray.md", "ray-exceptions"))
+    listed = {row[0].strip("`"): row[1] for row in rows}
+    assert set(listed) == set(ray_exceptions.__all__)
+    for name, bases in listed.items():
+        for base in re.findall(r"`([\w.]+)`", bases):
+            base_class = getattr(ray_exceptions, base, None) or resolve(base)
+            assert issubclass(getattr(ray_exceptions, name), base_class), f"{name} is not a {base}"
+
+
 SEED_NAMES = {
     "MissingObjects",
     "WorkerDiedError",

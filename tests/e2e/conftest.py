@@ -6,6 +6,7 @@ from typing import Iterator, Tuple
 import pytest
 
 from scaler.testing.processes import ScalerProcess, free_tcp_address
+from tests.e2e.live_cluster import LiveCluster
 
 
 @pytest.fixture
@@ -35,3 +36,26 @@ def cluster(scheduler, tmp_path) -> Iterator[Tuple[str, ScalerProcess]]:
         yield address, process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory) -> Iterator[LiveCluster]:
+    """The scaler.compat.ray tests' cluster: a scheduler and two workers from the CLIs, one per test module."""
+    live = LiveCluster(tmp_path_factory.mktemp("ray"))
+    try:
+        live.add_cluster(2)
+        yield live
+    finally:
+        live.close()
+
+
+@pytest.fixture
+def ray_connected(ray_cluster: LiveCluster) -> Iterator[LiveCluster]:
+    """A scaler.compat.ray session connected to ray_cluster, shut down after the test."""
+    import scaler.compat.ray as ray
+
+    ray.init(address=ray_cluster.address)
+    try:
+        yield ray_cluster
+    finally:
+        ray.shutdown()
