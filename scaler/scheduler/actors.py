@@ -144,6 +144,9 @@ class Actors:
         actor = task.actor
         if actor.pending.pop(task.task_id, 0) is None:
             actor.calls += 1
+            worker = self.workers.get(task.worker) if task.worker is not None else None
+            if worker is not None:
+                self.loads.note(worker)  # its row counts what it processed
         elif actor.held_back.pop(task.task_id, None) is not None and task.task_id == actor.creation:
             self._end_actor(actor, "its creation was canceled before it ran")
 

@@ -66,14 +66,20 @@ class Harness:
         return {peer: decode_frame(b"".join(chunks)) for peer, chunks in self.core.take_outgoing().items()}
 
     def connect_client(
-        self, peer: bytes = CLIENT, fetches_from_holders: bool = False, data_address: str = ""
+        self,
+        peer: bytes = CLIENT,
+        fetches_from_holders: bool = False,
+        data_address: str = "",
+        actors: Optional[List[bytes]] = None,
     ) -> HelloReply:
+        """`actors`: those it created, registering again after losing its scheduler."""
         hello = Hello(
             protocol_version=PROTOCOL_VERSION,
             role=Role.client,
             name="client",
             fetches_from_holders=fetches_from_holders,
             data_address=data_address,
+            actors=list(actors or []),
         )
         (reply,) = self.send(peer, hello)[peer]
         assert isinstance(reply, HelloReply) and reply.accepted, reply
@@ -89,9 +95,12 @@ class Harness:
         takes_handoffs: Optional[bool] = None,
         held_results: Optional[Dict[bytes, int]] = None,
         memory_limit: int = 0,
+        actor_slots: int = 0,
+        actors: Optional[List[bytes]] = None,
     ) -> HelloReply:
         """`takes_handoffs`: by default, whether it has a data address (as our workers say). `held_results`: object id
-        -> size of the results it still holds, registering again after losing its scheduler."""
+        -> size of the results it still holds, registering again after losing its scheduler; `actors`, the actors
+        it still hosts then."""
         hello = Hello(
             protocol_version=PROTOCOL_VERSION,
             role=Role.worker,
@@ -104,6 +113,8 @@ class Harness:
             takes_handoffs=bool(data_address) if takes_handoffs is None else takes_handoffs,
             held_results=[HeldResult(object_id=key, size=size) for key, size in (held_results or {}).items()],
             memory_limit=memory_limit,
+            actor_slots=actor_slots,
+            actors=list(actors or []),
         )
         reply = self.send(peer, hello)[peer][0]  # ready tasks may follow the reply at once
         assert isinstance(reply, HelloReply) and reply.accepted, reply

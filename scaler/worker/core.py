@@ -610,9 +610,13 @@ class WorkerCore(ActorHosting):
                 return False
         for processor in self.processors.values():
             pipe = processor.pipe
-            if pipe and (
-                processor.pipe_expected_seconds < HOLD_RESULTS_SECONDS
-                or next(iter(pipe.values())).seq <= processor.done
+            if (
+                pipe
+                and processor.role != ACTOR_PROCESSOR
+                and (  # an actor's calls are answered one by one
+                    processor.pipe_expected_seconds < HOLD_RESULTS_SECONDS
+                    or next(iter(pipe.values())).seq <= processor.done
+                )
             ):
                 break
         else:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Dict, List
 
 import psutil

@@ -359,3 +359,32 @@ def test_a_graph_intermediate_held_when_the_scheduler_restarts_is_not_made_again
     finally:
         restartable.stop()
     assert len((tmp_path / "runs").read_text().splitlines()) == 1, "the intermediate was made once"
+
+
+class Tally:
+    """An actor that remembers every call it ran: a call run twice would show."""
+
+    def __init__(self) -> None:
+        self.ran: List[int] = []
+
+    def add(self, number: int) -> int:
+        time.sleep(0.01)
+        self.ran.append(number)
+        return number
+
+    def history(self) -> List[int]:
+        return self.ran
+
+
+def test_an_actor_survives_a_scheduler_restart_and_runs_each_call_once(
+    restartable: Restartable, settlements: Counter
+) -> None:
+    with Client(restartable.address) as client:
+        tally = client.actor(Tally)
+        futures = [tally.add(number) for number in range(400)]
+        killed_at = restartable.restart_when(completed(60))
+        assert not all(future.done() for future in futures), "the kill came in the middle of the calls"
+        assert [future.result(90) for future in futures] == list(range(400))
+        report("400 actor calls", killed_at)
+        assert tally.history().result(30) == list(range(400)), "each call ran once, in order, on the same instance"
+        settled_once(settlements, futures)
