@@ -46,6 +46,7 @@ EXPECTED_OUTPUT: Dict[str, List[str]] = {
     "curve_cluster.py": ["1024"],
     "memory_limit.py": ["stopped: 400000000 True", "10000000"],
     "preload.py": ["108.0"],
+    "actors.py": ["[11, 12, 13, 14, 15]"],
 }
 # modules the examples import (on PYTHONPATH, for their workers too), not run themselves
 MODULES = {"preload_rates.py"}
@@ -57,6 +58,7 @@ STARTS_OWN_CLUSTER = {
     "curve_cluster.py",
     "memory_limit.py",
     "preload.py",
+    "actors.py",
 }
 NEEDS_UNPROTECTED = {"shutdown.py"}
 # examples/ray/: Ray's own examples, run as they are with only `import ray` changed; each starts a local cluster
