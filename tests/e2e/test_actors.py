@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Dict, List
 
 import psutil
@@ -193,5 +194,33 @@ def test_a_worker_killed_loses_its_actor(tmp_path):
             cluster.wait_workers(1)
             with pytest.raises(ActorLostError):  # never created again behind the handle's back
                 counter.get().result(timeout=30)
+    finally:
+        cluster.close()
+
+
+class Hog:
+    def __init__(self) -> None:
+        self.kept: List[bytearray] = []
+
+    def eat(self, megabytes: int) -> int:
+        self.kept.append(bytearray(megabytes * 1_000_000))  # written: resident, not just reserved
+        time.sleep(5)  # held while the worker samples it
+        return len(self.kept)
+
+
+def test_an_actor_past_the_memory_limit_is_lost_and_the_worker_goes_on(tmp_path):
+    cluster = LiveCluster(tmp_path)
+    try:
+        cluster.add_cluster(1, "--memory-limit", "400MB")
+        cluster.wait_workers(1)
+        with Client(cluster.address) as client:
+            hog = client.actor(Hog)
+            assert hog.eat(10).result(timeout=30) == 1
+            with pytest.raises(ActorLostError, match="memory"):
+                hog.eat(600).result(timeout=60)
+            with pytest.raises(ActorLostError):
+                hog.eat(1).result(timeout=30)
+            assert client.submit(sum, [1, 2]).result(timeout=30) == 3  # the worker goes on
+            assert client.actor(Counter).add(1).result(timeout=30) == 1  # and hosts a new actor
     finally:
         cluster.close()
