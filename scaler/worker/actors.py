@@ -22,6 +22,7 @@ ActorHosting is a part of WorkerCore (a base class of it): the attributes it rea
 from __future__ import annotations
 
 import logging
+import pickle
 from collections import OrderedDict, deque
 from typing import Any, Callable, Deque, Dict, List, Set, Tuple
 
@@ -40,6 +41,7 @@ ACTOR_ANSWERS_KEPT = 256  # answers each actor keeps for calls resubmitted after
 ENDED_ACTORS_KEPT = 1024  # why recent actors ended, for calls that arrive after
 _ACTOR_LOST = TaskStatus.actor_lost
 _SUCCESS = TaskStatus.success
+_NONE = pickle.dumps(None)  # what a constructor call returns (actor_calls.ActorConstructor)
 
 
 class WorkerActor:
@@ -95,8 +97,8 @@ class ActorHosting:
         if task_id in self.tasks:
             return  # resubmitted while it runs: answered when it ends
         if message.creates_actor:
-            if actor is not None:
-                self._lost(task_id, f"actor {actor_id.hex()} exists already on this worker")
+            if actor is not None:  # its creation resubmitted after a restart, its answer no longer kept: it was made
+                self._outgoing.append((TaskResult(task_id=task_id, status=_SUCCESS, payload=_NONE), len(_NONE)))
                 return
             if len(self.actors) >= self.settings.actor_slots:
                 self._lost(task_id, f"this worker hosts {len(self.actors)} actors already (--actor-slots)")

@@ -180,3 +180,13 @@ def test_seeded_walks_answer_each_call_once_in_order(seed: int) -> None:
     if alive and ACTOR in harness.core.actors:
         ran = harness.processors[number].ran
         assert ran == [task_id for task_id in sent_ids if task_id in set(ran)]  # in the order received
+
+
+def test_a_creation_resubmitted_after_its_answer_was_dropped_succeeds_without_running_again() -> None:
+    harness = hosting()
+    made, number = create(harness)
+    harness.run(number)
+    harness.core.actors[ACTOR].answered.clear()  # as after ACTOR_ANSWERS_KEPT later calls
+    (again,) = of_type(harness.send(made), TaskResult)
+    assert again.status == TaskStatus.success and cloudpickle.loads(again.payload) is None
+    assert harness.processors[number].ran.count(made.task_id) == 1
