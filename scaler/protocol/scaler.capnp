@@ -307,7 +307,7 @@ struct ActorStatus {
   name @1 :Text;        # its class's qualified name
   worker @2 :Text;      # the name of the worker hosting it; empty while it waits for a free actor slot
   pending @3 :UInt32;   # calls sent and not answered yet
-  calls @4 :UInt64;     # calls answered since it was created
+  calls @4 :UInt64;     # method calls answered since it was created (its creation aside)
 }
 
 struct ObjectDelete {

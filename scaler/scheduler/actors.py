@@ -48,10 +48,10 @@ class SchedulerActor:
         self.name = ""  # its class's qualified name, for the monitor
         self.worker: Optional[bytes] = None  # where it lives; None while it waits for a slot (or, after a restart,
         self.requirement = requirement  # for a worker to report it): the resources its creation asked for
-        self.creation = b""  # the id of the task creating it, while that task waits for a slot
+        self.creation = b""  # the id of the task that creates it (not one of its calls)
         self.held_back: Dict[bytes, TaskState] = {}  # its tasks received before it had a worker, in arrival order
         self.pending: Dict[bytes, None] = {}  # its tasks sent to its worker, unanswered
-        self.calls = 0  # answered
+        self.calls = 0  # method calls answered
         self.released = False  # freed by its owner: the worker ends it once the calls sent before have run
 
 
@@ -143,7 +143,8 @@ class Actors:
         """From the core's _forget: an actor's task is answered (or canceled before it was sent)."""
         actor = task.actor
         if actor.pending.pop(task.task_id, 0) is None:
-            actor.calls += 1
+            if task.task_id != actor.creation:
+                actor.calls += 1
             worker = self.workers.get(task.worker) if task.worker is not None else None
             if worker is not None:
                 self.loads.note(worker)  # its row counts what it processed
@@ -180,7 +181,6 @@ class Actors:
         self.loads.note(worker)
         held_back = list(actor.held_back.values())
         actor.held_back.clear()
-        actor.creation = b""
         for task in held_back:
             self._send_actor_task(actor, task)
         if actor.released:  # freed while it waited for a slot: after the calls made before

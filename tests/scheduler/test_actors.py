@@ -77,7 +77,7 @@ def test_calls_follow_their_actor_in_order_and_take_no_task_slot() -> None:
     assert tasks_to(harness.send(CLIENT, plain), WORKER_A) == [plain.task_id]
     out = harness.send(WORKER_A, result(made), *[result(c) for c in calls])
     assert statuses(out) == [(t.task_id, TaskStatus.success) for t in [made, *calls]]
-    assert harness.core.actors[actor].calls == 6
+    assert harness.core.actors[actor].calls == 5  # method calls: its creation aside
 
 
 def test_an_actor_goes_to_the_worker_hosting_fewest_among_those_with_its_resources() -> None:
