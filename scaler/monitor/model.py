@@ -5,10 +5,11 @@ Pure functions and small classes over the protocol's SchedulerStatus: no sockets
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 from scaler.protocol import Counter, SchedulerStatus, WorkerStatus, heartbeat_flags
 
+_Key = TypeVar("_Key")
 _FLAG_BITS = heartbeat_flags.ALL  # processor Initialized, has a Task, task Lock: the ITL column
 
 
@@ -160,9 +161,11 @@ WORKER_COLUMNS: Tuple[WorkerColumn, ...] = (
     WorkerColumn("d", "queued", 6, lambda w: w.queued, lambda w: format_count(w.queued)),
     WorkerColumn("l", "lag", 5, lambda w: w.lag_us, lambda w: format_lag(w.lag_us)),
     WorkerColumn("s", "spilled", 7, lambda w: w.spilled_bytes, lambda w: format_bytes(w.spilled_bytes)),
+    WorkerColumn("a", "actors", 6, lambda w: w.actors, lambda w: format_count(w.actors)),
 )
-# Columns scaler_top leaves out while every worker's value is 0 and it does not sort by them: most clusters never spill
-OPTIONAL_COLUMNS = frozenset("s")
+# Columns scaler_top leaves out while every worker's value is 0 and it does not sort by them: most clusters never
+# spill, and many host no actor
+OPTIONAL_COLUMNS = frozenset("sa")
 ITL_HEADER = "ITL"
 SORT_KEYS: Dict[str, WorkerColumn] = {column.key: column for column in WORKER_COLUMNS}
 DEFAULT_SORT_KEY = "c"
@@ -190,7 +193,8 @@ def sorted_workers(workers: Sequence[WorkerStatus], sort_key: str) -> List[Worke
 
 
 class RateMeter:
-    """Tasks finished per second, overall and per worker, from two consecutive statuses and the scheduler's clock.
+    """Tasks finished per second, overall and per worker, and calls answered per second by each actor, from two
+    consecutive statuses and the scheduler's clock.
 
     Counters that go down mean the scheduler (or a worker of the same name) restarted: that interval has no rate.
     """
@@ -199,6 +203,7 @@ class RateMeter:
         self._previous: Optional[SchedulerStatus] = None
         self.tasks_per_second: Optional[float] = None
         self.worker_tasks_per_second: Dict[str, float] = {}
+        self.actor_calls_per_second: Dict[bytes, float] = {}  # by actor id
 
     def update(self, status: SchedulerStatus) -> None:
         previous, self._previous = self._previous, status
@@ -207,12 +212,23 @@ class RateMeter:
         seconds = (status.time_us - previous.time_us) / 1_000_000
         finished = status.completed_tasks - previous.completed_tasks
         self.tasks_per_second = finished / seconds if finished >= 0 else None
-        processed_before = {worker.name: worker.processed for worker in previous.workers}
-        self.worker_tasks_per_second = {}
-        for worker in status.workers:
-            before = processed_before.get(worker.name)
-            if before is not None and worker.processed >= before:
-                self.worker_tasks_per_second[worker.name] = (worker.processed - before) / seconds
+        self.worker_tasks_per_second = _per_second(
+            {worker.name: worker.processed for worker in previous.workers},
+            {worker.name: worker.processed for worker in status.workers},
+            seconds,
+        )
+        self.actor_calls_per_second = _per_second(
+            {actor.actor_id: actor.calls for actor in previous.actors},
+            {actor.actor_id: actor.calls for actor in status.actors},
+            seconds,
+        )
+
+
+def _per_second(before: Mapping[_Key, int], now: Mapping[_Key, int], seconds: float) -> Dict[_Key, float]:
+    """How fast each counter of `now` rose since `before`; none for a counter new or gone down (restarted)."""
+    return {
+        key: (value - before[key]) / seconds for key, value in now.items() if key in before and value >= before[key]
+    }
 
 
 def publishes_demand(status: SchedulerStatus) -> bool:

@@ -1,4 +1,4 @@
-"""Internal: `scaler_top MONITOR_ADDRESS`: a top-like terminal view of a scheduler and its workers.
+"""Internal: `scaler_top MONITOR_ADDRESS`: a top-like terminal view of a scheduler, its workers and its actors.
 
 render() turns what is known into lines of text and is all the layout there is; the curses loop below only draws
 those lines, reads keys and follows resizes, so the screen can be tested without a terminal.
@@ -11,10 +11,11 @@ import os
 import shutil
 import sys
 import textwrap
-from dataclasses import dataclass
-from typing import List, NamedTuple, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from scaler.config import SETTINGS
+from scaler.monitor.actors import ACTOR_COLUMNS, ActorRow, actor_rows, actors_total
 from scaler.monitor.model import (
     DEFAULT_SORT_KEY,
     ITL_HEADER,
@@ -52,6 +53,7 @@ class TopState:
     status: Optional[SchedulerStatus] = None
     silence_seconds: float = 0.0  # since the last status, or since connecting
     tasks_per_second: Optional[float] = None
+    actor_calls_per_second: Dict[bytes, float] = field(default_factory=dict)  # by actor id
 
 
 class Line(NamedTuple):
@@ -73,7 +75,7 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
     if state.status is None:
         if not timed_out:
             lines.append(Line(f"waiting for the first status from {state.address} ..."))
-        return _fit(lines, width, height, None)
+        return _fit(lines, width, height)
     status = state.status
     if not timed_out:
         lines.append(Line(f"scaler_top {state.address}   updated {state.silence_seconds:.1f}s ago"))
@@ -95,24 +97,45 @@ def render(state: TopState, width: int, height: Optional[int] = None) -> List[Li
     )
     for offer, count in resource_classes(status.workers):  # few: one per distinct scaler_cluster --resources
         lines += [Line(part) for part in textwrap.wrap(f"  {count} worker(s) offer {{{offer}}}", width)]
-    table_start = len(lines)
+    tables = [_Rows("worker(s)", len(lines) + 1, len(status.workers))]  # +1: the header
     lines += _worker_table(sorted_workers(status.workers, state.sort_key), state.sort_key, width)
-    return _fit(lines, width, height, table_start + 1)
+    if status.actors:  # below the workers, which matter more on a short terminal: most clusters have no actor
+        lines += [Line(""), Line(actors_total(status.actors))]
+        tables.append(_Rows("actor(s)", len(lines) + 1, len(status.actors)))
+        lines += _actor_table(actor_rows(status.actors, state.actor_calls_per_second), width)
+    return _fit(lines, width, height, tables)
 
 
 def render_text(state: TopState, width: int, height: Optional[int] = None) -> str:
     return "\n".join(line.text.rstrip() for line in render(state, width, height))
 
 
-def _fit(lines: List[Line], width: int, height: Optional[int], first_row: Optional[int]) -> List[Line]:
-    """Cut lines to the terminal; when worker rows do not fit, say how many are hidden instead of the last one."""
+class _Rows(NamedTuple):
+    """Where the rows of a table are among the screen's lines, for saying how many of them do not fit."""
+
+    what: str  # "worker(s)"
+    first_line: int
+    row_count: int
+
+
+def _fit(lines: List[Line], width: int, height: Optional[int], tables: Sequence[_Rows] = ()) -> List[Line]:
+    """Cut lines to the terminal; when table rows do not fit, say how many are hidden instead of the last line."""
     lines = [Line(line.text[:width], line.style) for line in lines]
     if height is None or len(lines) <= height:
         return lines
-    if first_row is None or height < 1:
+    if not tables or height < 1:
         return lines[:height]
-    hidden = len(lines) - max(first_row, height - 1)  # worker rows that do not fit, counting the one this line hides
-    return lines[: height - 1] + [Line(f"... {hidden} worker(s) not shown: enlarge the terminal"[:width], "alert")]
+    shown = height - 1  # the last line says what is hidden, counting the row it replaces
+    hidden = [(rows.what, rows.row_count - min(rows.row_count, max(0, shown - rows.first_line))) for rows in tables]
+    said = ", ".join(f"{count} {what}" for what, count in hidden if count)
+    if not said:
+        return lines[:height]
+    return lines[:shown] + [Line(f"... {said} not shown: enlarge the terminal"[:width], "alert")]
+
+
+def _cut(text: str, width: int) -> str:
+    """Text no wider than `width`, a + marking where it was cut."""
+    return text if len(text) <= width else text[: width - 1] + "+"
 
 
 def _section_lines(section: Section) -> List[str]:
@@ -165,9 +188,7 @@ def _worker_table(workers: Sequence[WorkerStatus], sort_key: str, width: int) ->
     name_width = max(_MIN_NAME_WIDTH, min(longest_name, width - fixed))
 
     def row(name: str, values: Sequence[str], marked: Optional[int] = None) -> str:
-        if len(name) > name_width:
-            name = name[: name_width - 1] + "+"
-        return name.ljust(name_width) + "".join(
+        return _cut(name, name_width).ljust(name_width) + "".join(
             ("*" + value if index == marked else value).rjust(size + 1)
             for index, (value, size) in enumerate(zip(values, widths))
         )
@@ -178,6 +199,27 @@ def _worker_table(workers: Sequence[WorkerStatus], sort_key: str, width: int) ->
     lines = [Line(row(name_header, headers, marked), "title")]
     lines += [Line(row(name, values)) for name, values in zip(names, cells)]
     return lines
+
+
+def _actor_table(rows: Sequence[ActorRow], width: int) -> List[Line]:
+    """Class name and id first, the numbers, then the worker last, as top puts its command: cut to what is left."""
+    headers = ActorRow(*(header for header, _ in ACTOR_COLUMNS))
+    numbers = range(1, len(ACTOR_COLUMNS) - 1)
+    widths = [
+        max([ACTOR_COLUMNS[index][1], len(headers[index])] + [len(row[index]) for row in rows]) for index in numbers
+    ]
+    fixed = sum(widths) + len(widths)  # one space before each
+    longest_name = max(len(row.name) for row in (headers, *rows))
+    longest_worker = max(len(row.worker) for row in (headers, *rows))
+    room = width - fixed - 1  # for both names, with a space before the worker
+    name_width = max(min(longest_name, room - longest_worker), min(longest_name, max(_MIN_NAME_WIDTH, room // 2)))
+    worker_width = max(len(headers.worker), room - name_width)
+
+    def line(row: Tuple[str, ...]) -> str:
+        cells = "".join(row[index].rjust(size + 1) for index, size in zip(numbers, widths))
+        return _cut(row[0], name_width).ljust(name_width) + cells + " " + _cut(row[-1], worker_width)
+
+    return [Line(line(headers), "title")] + [Line(line(row)) for row in rows]
 
 
 # ---- the terminal ----------------------------------------------------------------------------------------------------
@@ -213,6 +255,7 @@ def _run_curses(screen, subscriber, state: TopState) -> None:  # subscriber: a S
         if status is not None:
             rates.update(status)
             state.status, state.tasks_per_second = status, rates.tasks_per_second
+            state.actor_calls_per_second = rates.actor_calls_per_second
         state.silence_seconds = subscriber.silence_seconds()
         _draw(screen, state)
         key = screen.getch()
@@ -228,8 +271,8 @@ def _run_curses(screen, subscriber, state: TopState) -> None:  # subscriber: a S
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scaler_top",
-        description=f"Watch a Scaler scheduler and its workers, top-style. {shortcuts_text()}; the column the"
-        " workers are sorted by is marked with *.",
+        description=f"Watch a Scaler scheduler, its workers and its actors, top-style. {shortcuts_text()}; the"
+        " column the workers are sorted by is marked with *.",
         formatter_class=HelpFormatter,
     )
     parser.add_argument("address", help="the scheduler's monitor address, e.g. ipc:///tmp/127.0.0.1_2345_monitor")

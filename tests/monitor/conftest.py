@@ -13,6 +13,17 @@ from tests.monitor.terminal import Tmux
 STATUS_INTERVAL_SECONDS = "0.25"  # four statuses a second keep the live tests short
 
 
+class MonitoredCounter:
+    """An actor for the live tests: a class of an importable module, so that the workers can load it."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def add(self, amount: int) -> int:
+        self.value += amount
+        return self.value
+
+
 @dataclass
 class LiveCluster:
     address: str

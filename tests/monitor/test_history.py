@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scaler.monitor.ui.history import COLUMNS_JSON, StatusHistory
-from scaler.protocol import heartbeat_flags
+from scaler.protocol import ActorStatus, heartbeat_flags
 from tests.monitor.statuses import status, worker
 
 ADDRESS = "ipc:///tmp/example_monitor"
@@ -69,6 +69,22 @@ def test_a_paused_worker_says_so_beside_its_name():
     history.add(status([worker("W|a", flags=heartbeat_flags.MEMORY_PAUSED, retiring=True)]))
     (row,) = history.state(0, ADDRESS, silence_seconds=0.25, timeout_seconds=5.0)["status"]["workers"]
     assert row["state"] == "retiring, paused (memory)" and row["text"]["n"] == "<!W|a"
+
+
+def test_actors_are_fed_as_rows_under_their_headers_with_their_rate():
+    actor_id = bytes(range(1, 9)) + (7).to_bytes(8, "little")
+
+    def counter(calls: int) -> ActorStatus:
+        return ActorStatus(actor_id=actor_id, name="Counter", worker="W|a", pending=1, calls=calls)
+
+    history = StatusHistory()
+    history.add(status([worker("W|a", actors=1)], time_us=seconds(10), actors=[counter(10)]))
+    history.add(status([worker("W|a", actors=1)], time_us=seconds(12), actors=[counter(30)]))
+    shown = history.state(0, ADDRESS, silence_seconds=0.25, timeout_seconds=5.0)["status"]
+    assert COLUMNS_JSON["actor_headers"] == ["actor", "id", "pending", "calls", "calls/s", "worker"]
+    assert shown["actors"] == [["Counter", "06070807", "1", "30", "10", "W|a"]]
+    assert shown["actors_total"] == "Total 1 actor(s)"
+    assert shown["workers"][0]["text"]["a"] == "1"
 
 
 def test_state_says_when_the_scheduler_is_silent():

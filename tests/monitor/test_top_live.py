@@ -9,7 +9,7 @@ from typing import List
 
 from scaler import Client
 from scaler.testing.processes import wait_for
-from tests.monitor.conftest import LiveCluster
+from tests.monitor.conftest import LiveCluster, MonitoredCounter
 from tests.monitor.terminal import EXIT_MARK, Tmux
 
 SECTION_TITLES = ("scheduler", "task_manager", "scheduler_sent", "scheduler_received", "function_tasks")
@@ -71,6 +71,34 @@ def test_sections_workers_sorting_resize_and_quit(live_cluster: LiveCluster, tmu
 
     tmux.press("q")
     wait_for(lambda: f"{EXIT_MARK} 0" in tmux.screen(), 10, "scaler_top to exit with 0 on q")
+
+
+def actor_rows(screen: str) -> List[List[str]]:
+    """The cells of the actor table's rows: class, id, pending, calls, calls/s, worker."""
+    lines = screen.splitlines()
+    start = next((index for index, line in enumerate(lines) if re.match(r"Total \d+ actor\(s\)", line)), None)
+    return [] if start is None else [line.split() for line in lines[start + 2 :] if line.strip()]
+
+
+def test_lists_an_actor_where_it_lives_until_its_client_leaves(live_cluster: LiveCluster, tmux: Tmux):
+    tmux.start(top_command(live_cluster.monitor_address, "3"), 150, 45)
+    wait_for(lambda: len(worker_rows(tmux.screen())) == 2, 30, "two worker rows in scaler_top")
+    assert actor_rows(tmux.screen()) == [], "no actor table before the first actor"
+    with Client(live_cluster.address, timeout_seconds=20) as client:
+        counter = client.actor(MonitoredCounter)
+        assert [counter.add(1).result(timeout=30) for _ in range(5)] == [1, 2, 3, 4, 5]
+        # the scheduler counts the answered creation among the calls
+        wait_for(lambda: [row[3] for row in actor_rows(tmux.screen())] == ["6"], 15, "scaler_top to count 5 calls")
+        screen = tmux.screen()
+        ((name, short_id, pending, _, _, worker),) = actor_rows(screen)
+        assert (name, pending) == ("MonitoredCounter", "0") and short_id in counter.actor_id.hex()
+        assert "Total 1 actor(s)" in screen
+        header = next(line for line in screen.splitlines() if "agt_cpu" in line and "ITL" in line)
+        assert header.split()[-2:] == ["actors", "ITL"]
+        hosts = {row.split()[0]: row.split()[-2] for row in worker_rows(screen)}
+        assert worker in hosts and hosts[worker] == "1", "the hosting worker counts its actor"
+        assert sorted(hosts.values()) == ["0", "1"]
+    wait_for(lambda: "actor(s)" not in tmux.screen(), 15, "the actor table to go once its client left")
 
 
 def test_says_so_when_no_status_arrives(tmux: Tmux):

@@ -12,7 +12,7 @@ import pytest
 from scaler import Client
 from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 from tests.monitor.browser import HeadlessChromium
-from tests.monitor.conftest import LiveCluster
+from tests.monitor.conftest import LiveCluster, MonitoredCounter
 
 TASKS = 400
 TASK_SECONDS = 0.025  # 400 tasks on 2 workers keep the cluster busy for 5 s or more: the page refreshes every second
@@ -83,6 +83,39 @@ def test_page_lists_the_workers_and_counts_rise_while_tasks_run(live_cluster: Li
         assert sum(final["processed"]) == final["completed"], "per-worker counts add up to the total"
         assert all(processed > 0 for processed in final["processed"]), "both workers ran tasks"
         assert final["samples"] >= 3, "the charts have a history to draw"
+
+
+ACTOR_TABLE = """JSON.stringify({
+  hidden: document.getElementById("actors").hidden,
+  total: document.getElementById("actors-total").textContent,
+  headers: [...document.querySelectorAll("#actor-table th")].map((cell) => cell.textContent),
+  rows: [...document.querySelectorAll("#actor-table tbody tr")].map(
+    (row) => [...row.querySelectorAll("td")].map((cell) => cell.textContent)),
+  hosted: Object.fromEntries([...document.querySelectorAll("#worker-table tbody tr")].map(
+    (row) => [row.dataset.worker, row.querySelector('td[data-key="a"]').textContent])),
+})"""
+
+
+def test_page_lists_an_actor_where_it_lives_until_its_client_leaves(live_cluster: LiveCluster, ui_url: str):
+    with HeadlessChromium(ui_url) as browser:
+
+        def actors() -> Dict[str, Any]:
+            return json.loads(browser.evaluate(ACTOR_TABLE))
+
+        wait_for(lambda: len(actors()["hosted"]) == 2, 30, "the page to list two workers")
+        assert actors()["hidden"] and actors()["rows"] == [], "no actor section before the first actor"
+        with Client(live_cluster.address, timeout_seconds=20) as client:
+            counter = client.actor(MonitoredCounter)
+            assert [counter.add(1).result(timeout=30) for _ in range(5)] == [1, 2, 3, 4, 5]
+            # the scheduler counts the answered creation among the calls
+            wait_for(lambda: [row[3] for row in actors()["rows"]] == ["6"], 15, "the page to count 5 calls")
+            shown = actors()
+            assert not shown["hidden"] and shown["total"] == "Total 1 actor(s)"
+            assert shown["headers"] == ["actor", "id", "pending", "calls", "calls/s", "worker"]
+            ((name, short_id, pending, _, _, worker),) = shown["rows"]
+            assert (name, pending) == ("MonitoredCounter", "0") and short_id in counter.actor_id.hex()
+            assert shown["hosted"][worker] == "1" and sorted(shown["hosted"].values()) == ["0", "1"]
+        wait_for(lambda: actors()["hidden"], 15, "the actor section to go once its client left")
 
 
 def test_the_feed_answers_json(live_cluster: LiveCluster, ui_url: str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional
 
+from scaler.monitor.actors import ACTOR_COLUMNS, actor_rows, actors_total
 from scaler.monitor.model import (
     DEFAULT_SORT_KEY,
     ITL_HEADER,
@@ -28,11 +29,12 @@ COLUMNS_JSON = {
     "columns": [{"key": column.key, "header": column.header} for column in WORKER_COLUMNS],
     "itl_header": ITL_HEADER,
     "default_sort": DEFAULT_SORT_KEY,
+    "actor_headers": [header for header, _ in ACTOR_COLUMNS],
 }
 
 
 def status_json(status: SchedulerStatus, rates: RateMeter) -> Dict[str, Any]:
-    """The newest status as the page shows it: sections and worker cells as text, sort values as numbers."""
+    """The newest status as the page shows it: sections, worker and actor cells as text, sort values as numbers."""
     workers = []
     for worker in status.workers:
         tasks_per_second = rates.worker_tasks_per_second.get(worker.name)
@@ -56,6 +58,8 @@ def status_json(status: SchedulerStatus, rates: RateMeter) -> Dict[str, Any]:
             for section in status_sections(status, rates.tasks_per_second)
         ],
         "workers": workers,
+        "actors_total": actors_total(status.actors),
+        "actors": [list(row) for row in actor_rows(status.actors, rates.actor_calls_per_second)],  # as actor_headers
     }
 
 

@@ -6,7 +6,7 @@ const MAX_WINDOW_SECONDS = 300;
 const POLL_MILLISECONDS = 1000;
 const MAX_SAMPLES = 600;
 
-const page = { columns: [], itlHeader: "ITL", sortKey: "c", sequence: 0, samples: [], status: null };
+const page = { columns: [], itlHeader: "ITL", actorHeaders: [], sortKey: "c", sequence: 0, samples: [], status: null };
 
 function element(tag, text, className) {
   const node = document.createElement(tag);
@@ -21,6 +21,7 @@ async function start() {
   page.columns = columns.columns;
   page.itlHeader = columns.itl_header;
   page.sortKey = columns.default_sort;
+  page.actorHeaders = columns.actor_headers;
   document.getElementById("shortcuts").textContent =
     "sort: click a column, or press " + page.columns.map((column) => `${column.header}[${column.key}]`).join(" ");
   document.addEventListener("keydown", (event) => {
@@ -62,6 +63,7 @@ function update(state) {
     document.getElementById("worker-count").textContent = String(page.status.workers.length);
     renderSections();
     renderWorkers();
+    renderActors();
   }
   renderCharts();
 }
@@ -142,6 +144,28 @@ function renderWorkers() {
     row.append(stream);
     body.append(row);
     Charts.sparkline(canvas, workerRates(worker.name), Charts.colorFor(worker.name));
+  }
+}
+
+// one row per live actor, in the order the feed gives (by class, then worker); the section shows only when there are any
+function renderActors() {
+  const actors = page.status.actors;
+  document.getElementById("actors").hidden = actors.length === 0;
+  document.getElementById("actors-total").textContent = page.status.actors_total;
+  const textColumns = new Set(["actor", "id", "worker"]);
+  const head = document.querySelector("#actor-table thead tr");
+  head.replaceChildren(...page.actorHeaders.map((header) => element("th", header, textColumns.has(header) ? "" : "number")));
+  const body = document.querySelector("#actor-table tbody");
+  body.replaceChildren();
+  for (const cells of actors) {
+    const row = element("tr");
+    row.dataset.actor = cells[page.actorHeaders.indexOf("id")];
+    page.actorHeaders.forEach((header, index) => {
+      const cell = element("td", cells[index], textColumns.has(header) ? "name" : "number");
+      cell.dataset.column = header;
+      row.append(cell);
+    });
+    body.append(row);
   }
 }
 
