@@ -5,8 +5,6 @@ figures are the benchmark's business (performance lives in benchmarks, never in 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -14,17 +12,9 @@ from pathlib import Path
 import pytest
 
 from bench.data.client_side import WORKLOADS
-from scaler.testing.processes import ROOT, stop_process_group, wait_for
+from tests.perf_e2e.bench_tool import run_bench
 
 pytestmark = pytest.mark.timeout(150)  # about 40 s here; the tool gets 120 s, then time to stop it
-
-
-def _group_alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_a_quick_run_checks_every_result_and_leaves_nothing_behind(tmp_path) -> None:
@@ -36,23 +26,7 @@ def test_a_quick_run_checks_every_result_and_leaves_nothing_behind(tmp_path) -> 
 
 
 def run_quick(figures: Path, scratch: Path) -> None:
-    command = [sys.executable, "-m", "bench.data.transfer", "--quick", "--json", str(figures)]
-    # its own process group: whatever it started and left running is found there, and stopped if it hangs
-    tool = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        cwd=ROOT,
-        env={**os.environ, "TMPDIR": str(scratch)},
-    )
-    try:
-        output, _ = tool.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        stop_process_group(tool)
-        raise
-    assert tool.returncode == 0, output
+    output = run_bench([sys.executable, "-m", "bench.data.transfer", "--quick", "--json", str(figures)], scratch)
 
     document = json.loads(figures.read_text())
     assert {"params", "repeat", "machine", "engines", "skipped", "runs", "summary"} <= set(document)
@@ -73,6 +47,3 @@ def run_quick(figures: Path, scratch: Path) -> None:
         assert row["rss_above_idle_max"] is not None, row
     for workload in WORKLOADS:
         assert workload in output  # the table names each
-
-    wait_for(lambda: not _group_alive(tool.pid), 15, "every process of the run to be gone")
-    assert list(scratch.iterdir()) == []
