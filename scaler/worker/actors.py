@@ -4,17 +4,20 @@ An actor is an instance kept in a process of its own (docs/guide/worker-state.md
 (Task.createsActor) makes the worker start a processor for it, beside the one running its tasks; that processor runs
 the actor's tasks only, one at a time, in the order they arrived: the creation first, then its method calls (the
 functions of scaler/actor_calls.py, to the processor like any task's). A call waits in the actor's line until the
-objects it needs are here and every call before it was handed; at most ACTOR_PIPE calls are handed ahead, so a cancel
-still reaches the others before they start. A running call is never stopped: that would kill the actor's state.
+objects it needs are here and every call before it was handed; up to ACTOR_PIPE calls are handed ahead, as many as a
+task processor is (fewer would send results back a few at a time, at several times the cost per call: bench/peers/
+actors.py), and a cancel still drops those not started. A running call is never stopped: that would kill the actor's
+state.
 
 The actor ends when the scheduler frees it (ActorRelease: once the calls sent before it have run), when its
 constructor raises, or when its process dies or goes past the memory limit. Its unanswered calls are answered
 actorLost, and the scheduler is told (ActorRelease, with the reason).
 
 A lost scheduler does not end an actor. Calls handed to its process run on; calls not handed yet are forgotten (they
-never ran: their clients resubmit them). Each actor keeps its last ACTOR_ANSWERS_KEPT answers, so that a call
-resubmitted to a restarted scheduler after it ran here is answered again, not run twice; one still running is answered
-once it ends.
+never ran: their clients resubmit them). Each actor keeps its last ACTOR_ANSWERS_KEPT answers (at most
+ANSWER_BYTES_KEPT of them), so that a call resubmitted to a restarted scheduler after it ran here is answered again,
+not run twice; one still running is answered once it ends. That covers every call handed to its process when the
+scheduler was lost, and as many answered before, whose answers may have been lost with it.
 
 ActorHosting is a part of WorkerCore (a base class of it): the attributes it reads are the core's, declared below.
 """
@@ -26,6 +29,7 @@ import pickle
 from collections import OrderedDict, deque
 from typing import Any, Callable, Deque, Dict, List, Set, Tuple
 
+from scaler import config
 from scaler.protocol import ActorRelease, Task, TaskResult, TaskStatus
 from scaler.rate_limit import LimitedLog
 from scaler.worker.channel import ProcessorResult, ProcessorTask
@@ -36,8 +40,9 @@ from scaler.worker.state import ACTOR_PROCESSOR, CANCELED, CONNECTED, HANDED, RE
 
 logger = logging.getLogger("scaler.worker.core")
 
-ACTOR_PIPE = 4  # calls handed ahead to an actor's process
-ACTOR_ANSWERS_KEPT = 256  # answers each actor keeps for calls resubmitted after a scheduler restart
+ACTOR_PIPE = config.DEFAULT_PREFETCH_TASKS  # calls handed ahead to an actor's process
+ACTOR_ANSWERS_KEPT = 4 * ACTOR_PIPE  # answers each actor keeps for calls resubmitted after a scheduler restart...
+ANSWER_BYTES_KEPT = 64 * 1024 * 1024  # ...and their bytes at most (inline answers, each under the inline limit)
 ENDED_ACTORS_KEPT = 1024  # why recent actors ended, for calls that arrive after
 _ACTOR_LOST = TaskStatus.actor_lost
 _SUCCESS = TaskStatus.success
@@ -47,13 +52,14 @@ _NONE = pickle.dumps(None)  # what a constructor call returns (actor_calls.Actor
 class WorkerActor:
     """An actor hosted here: its process, its calls waiting to be handed, its recent answers."""
 
-    __slots__ = ("actor_id", "processor", "waiting", "answered", "releasing", "broken", "calls")
+    __slots__ = ("actor_id", "processor", "waiting", "answered", "answered_bytes", "releasing", "broken", "calls")
 
     def __init__(self, actor_id: bytes, processor: ProcessorState) -> None:
         self.actor_id = actor_id
         self.processor = processor
         self.waiting: Deque[WorkerTask] = deque()  # received, not handed yet, in arrival order
         self.answered: OrderedDict[bytes, Tuple[TaskResult, int]] = OrderedDict()  # task id -> (answer, its bytes)
+        self.answered_bytes = 0
         self.releasing = False  # the scheduler freed it: it ends once the calls before have run
         self.broken = ""  # why it cannot go on (its constructor raised): it ends with the report that said so
         self.calls = 0  # answered
@@ -183,8 +189,9 @@ class ActorHosting:
             actor.calls += 1
             answered = actor.answered
             answered[task.task_id] = (result, size)
-            if len(answered) > ACTOR_ANSWERS_KEPT:
-                answered.popitem(last=False)
+            actor.answered_bytes += size
+            while len(answered) > ACTOR_ANSWERS_KEPT or actor.answered_bytes > ANSWER_BYTES_KEPT:
+                actor.answered_bytes -= answered.popitem(last=False)[1][1]
         return self.connection != CONNECTED
 
     def _cancel_actor_task(self, task: WorkerTask) -> None:
@@ -261,6 +268,7 @@ class ActorHosting:
             assert self.processors.get(processor.number) is processor and processor.role == ACTOR_PROCESSOR
             assert self.actor_processors[processor.number] is actor
             assert len(actor.answered) <= ACTOR_ANSWERS_KEPT
+            assert actor.answered_bytes == sum(size for _, size in actor.answered.values()) <= ANSWER_BYTES_KEPT
             for task in actor.waiting:
                 assert self.tasks.get(task.task_id) is task and task.task_id not in queued_ids
                 assert task.state in (WAITING, READY) and task.processor is None, task.stimuli()

@@ -41,15 +41,18 @@ def test_an_actor_runs_its_calls_in_its_own_process_in_order() -> None:
     harness = hosting()
     made, number = create(harness)
     assert number != harness.core.active.number
-    calls = [harness.task(actor_id=ACTOR) for _ in range(6)]
+    calls = [harness.task(actor_id=ACTOR) for _ in range(ACTOR_PIPE + 5)]
+    hands = len(harness.hands)
     harness.send(*calls)
+    assert len(harness.hands) == hands + 1  # handed in one order, up to ACTOR_PIPE ahead
     assert len(harness.core.actors[ACTOR].processor.pipe) == ACTOR_PIPE  # the rest wait their turn
+    assert len(harness.core.actors[ACTOR].waiting) == 6
     plain = harness.task()
     harness.send(plain)
     assert results(harness.run(harness.core.active.number)) == [(plain.task_id, TaskStatus.success)]
-    answered = []
-    for _ in range(7):
-        answered += results(harness.run(number))
+    answered: List[tuple] = []
+    while len(answered) < len(calls) + 1:
+        answered += results(harness.run(number, count=100))
     assert answered == [(task.task_id, TaskStatus.success) for task in [made, *calls]]
     assert harness.processors[number].ran == [task.task_id for task in [made, *calls]]
 
@@ -186,7 +189,9 @@ def test_a_creation_resubmitted_after_its_answer_was_dropped_succeeds_without_ru
     harness = hosting()
     made, number = create(harness)
     harness.run(number)
-    harness.core.actors[ACTOR].answered.clear()  # as after ACTOR_ANSWERS_KEPT later calls
+    actor = harness.core.actors[ACTOR]
+    actor.answered.clear()  # as after ACTOR_ANSWERS_KEPT later calls
+    actor.answered_bytes = 0
     (again,) = of_type(harness.send(made), TaskResult)
     assert again.status == TaskStatus.success and cloudpickle.loads(again.payload) is None
     assert harness.processors[number].ran.count(made.task_id) == 1
