@@ -57,7 +57,7 @@ import cloudpickle
 from scaler import config
 from scaler.drop_streak import DropStreak
 from scaler.errors import MemoryLimitError, ProcessorDiedError, ScalerError, where_failed
-from scaler.io.curve import raw_key
+from scaler.io.curve_keys import raw_key
 from scaler.io.shared_bytes import SharedBytes, as_buffer
 from scaler.protocol import (
     PROTOCOL_VERSION,
