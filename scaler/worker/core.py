@@ -91,8 +91,6 @@ from scaler.protocol import (
 )
 from scaler.rate_limit import LimitedLog
 from scaler.worker.actors import ActorHosting
-from scaler.worker.capture import OutputChunk
-from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
     AcceptDataKeys,
     AllowMemory,
@@ -113,7 +111,14 @@ from scaler.worker.instructions import (
 from scaler.worker.invariants import check_invariants
 from scaler.worker.objects import ObjectCache
 from scaler.worker.outbox import SuccessResults
-from scaler.worker.preload import preload_failure
+from scaler.worker.processor_messages import (
+    RESULT_DELAY_SECONDS,
+    OutputChunk,
+    ProcessorReport,
+    ProcessorResult,
+    ProcessorTask,
+    preload_failure,
+)
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.state import (
     ACTIVE,
