@@ -110,7 +110,6 @@ from scaler.worker.instructions import (
 )
 from scaler.worker.invariants import check_invariants
 from scaler.worker.objects import ObjectCache
-from scaler.worker.outbox import SuccessResults
 from scaler.worker.processor_messages import (
     RESULT_DELAY_SECONDS,
     OutputChunk,
@@ -138,6 +137,7 @@ from scaler.worker.state import (
     ProcessorState,
     WorkerTask,
 )
+from scaler.worker.success_results import SuccessResults
 from scaler.worker.task_output import TaskOutputBuffer
 from scaler.worker.task_queue import TaskQueue
 
