@@ -36,16 +36,11 @@ from scaler.protocol import (
     decode_frame,
     encode_many,
 )
-from scaler.worker.channel import (
-    ProcessorOrders,
-    ProcessorReport,
-    SharedProgress,
-    decode_message,
-    encode_message,
-)
+from scaler.worker.channel import SharedProgress, decode_message, encode_message
 from scaler.worker.core import WorkerCore
 from scaler.worker.instructions import HandTasks
 from scaler.worker.processor import TaskRunner
+from scaler.worker.processor_messages import ProcessorOrders, ProcessorReport
 from scaler.worker.settings import WorkerSettings
 
 FRAME_TASKS = 256

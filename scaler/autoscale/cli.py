@@ -258,7 +258,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     from scaler.autoscale.backends.base import BackendError
     from scaler.autoscale.policy import ScalingPolicy
     from scaler.autoscale.runner import Autoscaler
-    from scaler.io.curve import load_peer_keys
+    from scaler.io.curve_keys import load_peer_keys
     from scaler.io.sockets import check_resolvable, validate_address
     from scaler.logs import setup_logging
     from scaler.monitor.subscriber import StatusSubscriber

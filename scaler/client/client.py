@@ -35,7 +35,7 @@ from scaler.config import (
     TCP_KEEPALIVE_INTERVAL,
 )
 from scaler.errors import DisconnectedError, TaskPoliciesUnsupportedError
-from scaler.io.curve import CurvePeerKeys, load_peer_keys
+from scaler.io.curve_keys import CurvePeerKeys, load_peer_keys
 from scaler.io.sockets import TcpKeepalive, validate_address
 from scaler.protocol import ObjectKind
 from scaler.serializer import DefaultSerializer, SerializerLike

@@ -36,7 +36,7 @@ from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_
 from scaler.client.send_queue import SendQueue
 from scaler.config import DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS, DEFAULT_MAX_FRAME_BYTES
 from scaler.errors import AuthenticationError, DisconnectedError, ProtocolVersionError, ScalerError, SchedulerGoneError
-from scaler.io.curve import CurvePeerKeys, raw_key
+from scaler.io.curve_keys import CurvePeerKeys, raw_key
 from scaler.io.shared_bytes import SharedBytes
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, check_resolvable, make_identity
 from scaler.protocol import (

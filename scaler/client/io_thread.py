@@ -38,7 +38,8 @@ from scaler.config import (
 )
 from scaler.drop_streak import DropStreak
 from scaler.errors import FrameTooLargeError
-from scaler.io.curve import CurvePeerKeys, ZapResponder, refusal_log, z85_keys
+from scaler.io.curve import ZapResponder, refusal_log, z85_keys
+from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.data_fetch import DataFetcher
 from scaler.io.data_server import DataServer, data_host
 from scaler.io.limits import raise_open_files_limit

@@ -32,7 +32,7 @@ class Template:
     def __init__(self, constants: List[bytes], order: List[int]) -> None:
         # encode(values) -> bytes: constants[0], then each value in `order` followed by the next constant
         self.encode: Callable[[Sequence[bytes]], bytes] = _filler(constants, order)
-        # for a caller that joins many messages into one: their pieces, joined once (outbox.SuccessResults)
+        # for a caller that joins many messages into one: their pieces, joined once (success_results.SuccessResults)
         self.constants = tuple(constants)
         self.order = tuple(order)
 

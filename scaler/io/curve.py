@@ -1,7 +1,8 @@
 """Internal: curveZMQ: authenticated, encrypted connections between the scheduler and its clients, workers and monitors.
 
 Keys are pyzmq's certificate files, written by `scaler_keygen`: `NAME.key` holds the public key (safe to copy
-around), `NAME.key_secret` the key pair (keep it private). The scheduler is the CURVE server: it holds its own key pair
+around), `NAME.key_secret` the key pair (keep it private). They are read, without zmq, by scaler/io/curve_keys.py; this
+module puts them on sockets, for the shells and CLIs. The scheduler is the CURVE server: it holds its own key pair
 and a directory of the public keys it accepts; every other peer holds its own key pair and the scheduler's public key.
 
 Who may connect is decided by our ZAP handler (ZeroMQ's authentication protocol, RFC 27): libzmq asks it about every
@@ -18,13 +19,13 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 import zmq
 import zmq.auth
 from zmq.utils import z85
 
+from scaler.io.curve_keys import CurvePeerKeys, CurveServerKeys
 from scaler.rate_limit import LimitedLog
 
 logger = logging.getLogger(__name__)
@@ -33,53 +34,6 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"  # fixed by RFC 27: libzmq sends its req
 ZAP_DOMAIN = b"scaler"
 DATA_ZAP_DOMAIN = b"scaler-data"  # a data address's handshakes, as its holder's refusals name them
 _ZAP_VERSION = b"1.0"
-
-
-@dataclass(frozen=True)
-class CurvePeerKeys:
-    """A client's, worker's or monitor's keys: its own key pair and the scheduler's public key (all Z85)."""
-
-    public_key: bytes
-    secret_key: bytes
-    server_key: bytes
-
-
-@dataclass(frozen=True)
-class CurveServerKeys:
-    """The scheduler's key pair and the public keys it accepts (all Z85)."""
-
-    public_key: bytes
-    secret_key: bytes
-    authorized_keys: FrozenSet[bytes]
-
-
-def load_peer_keys(secret_key_file: Optional[str], server_key_file: Optional[str]) -> Optional[CurvePeerKeys]:
-    """Keys from the files named by a peer's --curve-secret-key and --curve-server-key; None if neither is given.
-
-    ValueError if only one is given or a file is not a certificate of the right kind."""
-    if secret_key_file is None and server_key_file is None:
-        return None
-    if secret_key_file is None or server_key_file is None:
-        raise ValueError("CurveZMQ needs both keys: this peer's secret key file and the scheduler's public key file")
-    public_key, secret_key = _load_key_pair(secret_key_file)
-    return CurvePeerKeys(public_key, secret_key, _load_public_key(server_key_file))
-
-
-def load_server_keys(secret_key_file: Optional[str], authorized_keys_dir: Optional[str]) -> Optional[CurveServerKeys]:
-    """The scheduler's keys from --curve-secret-key and --curve-authorized-keys; None if neither is given."""
-    if secret_key_file is None and authorized_keys_dir is None:
-        return None
-    if secret_key_file is None or authorized_keys_dir is None:
-        raise ValueError(
-            "CurveZMQ needs both the scheduler's secret key file and the directory of the public keys it accepts"
-        )
-    if not os.path.isdir(authorized_keys_dir):
-        raise ValueError(f"the authorized keys directory {authorized_keys_dir!r} does not exist")
-    public_key, secret_key = _load_key_pair(secret_key_file)
-    authorized = frozenset(zmq.auth.load_certificates(authorized_keys_dir))
-    if not authorized:
-        raise ValueError(f"no public key (*.key) in {authorized_keys_dir!r}: nobody could connect")
-    return CurveServerKeys(public_key, secret_key, authorized)
 
 
 def generate_key_pair(directory: str, name: str) -> Tuple[str, str]:
@@ -125,11 +79,6 @@ def apply_data_client_keys(socket: zmq.Socket, keys: CurvePeerKeys, holder_key: 
     socket.curve_publickey = keys.public_key
     socket.curve_secretkey = keys.secret_key
     socket.curve_serverkey = holder_key
-
-
-def raw_key(key: bytes) -> bytes:
-    """A Z85 public key (40 characters, as in certificate files) as its 32 bytes, as the protocol carries keys."""
-    return z85.decode(key) if len(key) == 40 else key
 
 
 def z85_keys(raw_keys: Iterable[bytes]) -> FrozenSet[bytes]:
@@ -211,26 +160,6 @@ def answer_zap_request(
             domain.decode(errors="replace"),
         )
     return [_ZAP_VERSION, request_id, b"400", b"public key not authorized", b"", b""]
-
-
-def _load_key_pair(path: str) -> Tuple[bytes, bytes]:
-    public_key, secret_key = _load_certificate(path)
-    if secret_key is None:
-        raise ValueError(f"{path} holds no secret key: pass the NAME.key_secret file written by scaler_keygen")
-    return public_key, secret_key
-
-
-def _load_public_key(path: str) -> bytes:
-    return _load_certificate(path)[0]
-
-
-def _load_certificate(path: str) -> Tuple[bytes, Optional[bytes]]:
-    if not os.path.isfile(path):
-        raise ValueError(f"key file {path!r} does not exist")
-    try:
-        return zmq.auth.load_certificate(path)
-    except (ValueError, OSError) as error:
-        raise ValueError(f"{path} is not a CurveZMQ certificate written by scaler_keygen: {error}") from None
 
 
 def prepare_local_keys(directory: str) -> Tuple[str, str, str, str]:

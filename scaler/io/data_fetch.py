@@ -27,7 +27,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import zmq
 
 from scaler.config import DEFAULT_MAX_FRAME_BYTES
-from scaler.io.curve import CurvePeerKeys, apply_data_client_keys, apply_peer_keys
+from scaler.io.curve import apply_data_client_keys, apply_peer_keys
+from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.local_data import LocalDataReader
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
 

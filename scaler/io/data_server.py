@@ -22,7 +22,8 @@ from typing import Any, Callable, List, Optional
 import zmq
 
 from scaler.config import DEFAULT_OBJECT_CHUNK_BYTES
-from scaler.io.curve import CurvePeerKeys, apply_data_server_keys
+from scaler.io.curve import apply_data_server_keys
+from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.shared_bytes import as_buffer
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
 

@@ -13,7 +13,8 @@ from typing import Any, Callable, Optional
 import zmq
 
 from scaler.config import object_chunk_bytes
-from scaler.io.curve import CurvePeerKeys, apply_peer_keys
+from scaler.io.curve import apply_peer_keys
+from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.data_server import send_held
 from scaler.protocol import DataRequest, ProtocolError, RelayHello, decode_frame, encode
 

@@ -25,7 +25,8 @@ from scaler.config import (
     TCP_KEEPALIVE_IDLE,
     TCP_KEEPALIVE_INTERVAL,
 )
-from scaler.io.curve import CurvePeerKeys, CurveServerKeys, apply_peer_keys, apply_server_keys
+from scaler.io.curve import apply_peer_keys, apply_server_keys
+from scaler.io.curve_keys import CurvePeerKeys, CurveServerKeys
 from scaler.io.limits import LISTEN_BACKLOG
 
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 import zmq
 
-from scaler.io.curve import CurvePeerKeys
+from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, check_resolvable, create_subscriber, validate_address
 from scaler.monitor.model import no_status_message
 from scaler.protocol import ProtocolError, SchedulerStatus, decode_frame

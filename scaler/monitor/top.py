@@ -303,7 +303,7 @@ def _print_once(subscriber, state: TopState) -> int:
 def main(argv: Optional[List[str]] = None) -> None:
     args = build_parser().parse_args(argv)
     # imported late so `-h` answers fast, without zmq
-    from scaler.io.curve import load_peer_keys
+    from scaler.io.curve_keys import load_peer_keys
     from scaler.io.sockets import TcpKeepalive
     from scaler.monitor.subscriber import StatusSubscriber
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import signal
 
-from scaler.io.curve import load_server_keys
+from scaler.io.curve_keys import load_server_keys
 from scaler.logs import setup_logging
 from scaler.relay.relay import run_relay
 

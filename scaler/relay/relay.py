@@ -21,7 +21,8 @@ from typing import Dict, Optional
 
 import zmq
 
-from scaler.io.curve import CurveServerKeys, ZapResponder, apply_server_keys
+from scaler.io.curve import ZapResponder, apply_server_keys
+from scaler.io.curve_keys import CurveServerKeys
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, RelayHello, decode_frame, encode
 
 logger = logging.getLogger(__name__)

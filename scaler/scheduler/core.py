@@ -18,7 +18,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optio
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
 from scaler.errors import MemoryLimitError, memory_stopped_by, where_failed
-from scaler.io.curve import raw_key
+from scaler.io.curve_keys import raw_key
 from scaler.protocol import (
     MESSAGE_TYPES,
     PROTOCOL_VERSION,

@@ -13,7 +13,7 @@ import signal
 import time
 from typing import Optional, Tuple
 
-from scaler.io.curve import CurveServerKeys
+from scaler.io.curve_keys import CurveServerKeys
 from scaler.io.shared_bytes import shared_fd
 from scaler.logs import flush_logs
 from scaler.relay.relay import COUNTERS, run_relay

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from scaler.config import SETTINGS, default_monitor_address
-from scaler.io.curve import CurveServerKeys, load_server_keys
+from scaler.io.curve_keys import CurveServerKeys, load_server_keys
 from scaler.settings_fields import SchedulerFields
 from scaler.settings_spec import SCHEDULER, DeclaredSettings
 
@@ -14,7 +14,8 @@ class SchedulerSettings(DeclaredSettings, SchedulerFields):
     """SchedulerSettings(address, **settings): every keyword is a scheduler setting of scaler.config, checked here.
 
     The monitor address defaults to one derived from `address`; `curve_keys` holds the CurveZMQ keys, loaded now so
-    that a missing or wrong key file is an error at start, not at the first connection."""
+    that a missing or wrong key file is an error at start, not at the first connection (read by scaler/io/curve_keys.py,
+    without zmq: the core holds these settings, and cores import no zmq)."""
 
     COMPONENT = SCHEDULER
     REGISTRY = SETTINGS

@@ -32,9 +32,9 @@ from typing import Any, Callable, Deque, Dict, List, Set, Tuple
 from scaler import config
 from scaler.protocol import ActorRelease, Task, TaskResult, TaskStatus
 from scaler.rate_limit import LimitedLog
-from scaler.worker.channel import ProcessorResult, ProcessorTask
 from scaler.worker.instructions import DropTasks, HandTasks
 from scaler.worker.objects import ObjectCache
+from scaler.worker.processor_messages import ProcessorResult, ProcessorTask
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.state import ACTOR_PROCESSOR, CANCELED, CONNECTED, HANDED, READY, WAITING, ProcessorState, WorkerTask
 

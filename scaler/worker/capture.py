@@ -19,7 +19,9 @@ from __future__ import annotations
 import io
 import os
 import sys
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
+
+from scaler.worker.processor_messages import OutputChunk
 
 STDOUT = 0  # OutputStream.stdout: the stream's index here too
 STDERR = 1
@@ -39,13 +41,6 @@ def marker_prefix(nonce: bytes) -> bytes:
 def make_pipes() -> Tuple[Tuple[int, int], Tuple[int, int], bytes]:
     """(stdout read, write), (stderr read, write) and a fresh nonce, for one processor."""
     return os.pipe(), os.pipe(), os.urandom(8)
-
-
-class OutputChunk(NamedTuple):
-    seq: int  # the processor's number for the task (ProcessorTask.seq)
-    stream: int  # STDOUT or STDERR
-    data: bytes  # what it wrote, in order; may end mid-line
-    dropped: int  # bytes of its output over the limit, dropped since its previous chunk of this kind
 
 
 # --- the processor's side ---------------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ import cloudpickle
 from scaler import config
 from scaler.drop_streak import DropStreak
 from scaler.errors import MemoryLimitError, ProcessorDiedError, ScalerError, where_failed
-from scaler.io.curve import raw_key
+from scaler.io.curve_keys import raw_key
 from scaler.io.shared_bytes import SharedBytes, as_buffer
 from scaler.protocol import (
     PROTOCOL_VERSION,
@@ -91,8 +91,6 @@ from scaler.protocol import (
 )
 from scaler.rate_limit import LimitedLog
 from scaler.worker.actors import ActorHosting
-from scaler.worker.capture import OutputChunk
-from scaler.worker.channel import RESULT_DELAY_SECONDS, ProcessorReport, ProcessorResult, ProcessorTask
 from scaler.worker.instructions import (
     AcceptDataKeys,
     AllowMemory,
@@ -112,8 +110,14 @@ from scaler.worker.instructions import (
 )
 from scaler.worker.invariants import check_invariants
 from scaler.worker.objects import ObjectCache
-from scaler.worker.outbox import SuccessResults
-from scaler.worker.preload import preload_failure
+from scaler.worker.processor_messages import (
+    RESULT_DELAY_SECONDS,
+    OutputChunk,
+    ProcessorReport,
+    ProcessorResult,
+    ProcessorTask,
+    preload_failure,
+)
 from scaler.worker.settings import WorkerSettings
 from scaler.worker.state import (
     ACTIVE,
@@ -133,6 +137,7 @@ from scaler.worker.state import (
     ProcessorState,
     WorkerTask,
 )
+from scaler.worker.success_results import SuccessResults
 from scaler.worker.task_output import TaskOutputBuffer
 from scaler.worker.task_queue import TaskQueue
 

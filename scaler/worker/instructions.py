@@ -7,7 +7,7 @@ from typing import FrozenSet, List, NamedTuple
 
 from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import WorkerHeartbeat
-from scaler.worker.channel import ProcessorTask
+from scaler.worker.processor_messages import ProcessorTask
 
 
 class Connect(NamedTuple):

@@ -27,7 +27,8 @@ from typing import Any, Callable, Optional
 
 from scaler.config import parse_preload
 from scaler.logs import flush_logs
-from scaler.worker.channel import ProcessorReport, ProcessorResult, encode_shared, send_encoded
+from scaler.worker.channel import encode_shared, send_encoded
+from scaler.worker.processor_messages import ProcessorReport, ProcessorResult
 
 # The processor's exit code after a preload that failed (it has reported the traceback by then).
 PRELOAD_FAILED_EXIT_CODE = 3
@@ -88,10 +89,3 @@ def _report(channel: socket.socket, report: ProcessorReport) -> None:
         send_encoded(channel, *encode_shared(report))
     except OSError:
         pass  # the agent is gone: so will this process be
-
-
-def preload_failure(report: ProcessorReport) -> Optional[str]:
-    """The traceback a preloading processor's first report carries, or None if its preload returned."""
-    if report.results and not report.results[0].task_id:
-        return report.results[0].error_text or "the preload failed"
-    return None

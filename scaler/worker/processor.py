@@ -25,20 +25,16 @@ from scaler.logs import flush_logs
 from scaler.serializer import DefaultSerializer, default_loads, dump_to_shared, known_large
 from scaler.tracebacks import SERIALIZER_FILES, task_traceback
 from scaler.worker.capture import OutputCapture
-from scaler.worker.channel import (
+from scaler.worker.channel import MessageReader, SharedProgress, encode_shared, send_encoded, split_for_descriptors
+from scaler.worker.lifetime import parent_alive
+from scaler.worker.processor_messages import (
     RESULT_DELAY_SECONDS,
-    MessageReader,
     ProcessorArgument,
     ProcessorOrders,
     ProcessorReport,
     ProcessorResult,
     ProcessorTask,
-    SharedProgress,
-    encode_shared,
-    send_encoded,
-    split_for_descriptors,
 )
-from scaler.worker.lifetime import parent_alive
 from scaler.worker.profiling import CallProfile
 
 # A result larger than this goes to the agent in shared memory (a SharedBytes): the agent holds results above the

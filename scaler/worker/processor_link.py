@@ -14,16 +14,9 @@ from typing import Deque, List, Optional, Sequence, Tuple
 import psutil
 
 from scaler.io.shared_bytes import SharedBytes
-from scaler.worker.capture import OutputChunk, OutputReader
-from scaler.worker.channel import (
-    MessageReader,
-    ProcessorOrders,
-    ProcessorTask,
-    encode_shared,
-    fd_message,
-    frame_encoded,
-    split_for_descriptors,
-)
+from scaler.worker.capture import OutputReader
+from scaler.worker.channel import MessageReader, encode_shared, fd_message, frame_encoded, split_for_descriptors
+from scaler.worker.processor_messages import OutputChunk, ProcessorOrders, ProcessorTask
 from scaler.worker.zygote import ForkedProcessor
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from scaler.config import SETTINGS
-from scaler.io.curve import CurvePeerKeys, load_peer_keys
+from scaler.io.curve_keys import CurvePeerKeys, load_peer_keys
 from scaler.settings_fields import WorkerFields
 from scaler.settings_spec import WORKER, DeclaredSettings
 
@@ -14,7 +14,7 @@ class WorkerSettings(DeclaredSettings, WorkerFields):
     """WorkerSettings(address, **settings): every keyword is a worker setting of scaler.config, checked here.
 
     `curve_keys` holds the CurveZMQ keys, loaded now so that a missing or wrong key file is an error at start, in the
-    caller."""
+    caller (read by scaler/io/curve_keys.py, without zmq: the core holds these settings, and cores import no zmq)."""
 
     COMPONENT = WORKER
     REGISTRY = SETTINGS

@@ -7,7 +7,7 @@ from typing import Callable, Dict, Optional
 
 import zmq
 
-from scaler.io.curve import CurvePeerKeys
+from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.sockets import create_subscriber
 from scaler.protocol import SchedulerStatus, decode_frame
 

@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 import zmq
 
-from scaler.io.curve import CurvePeerKeys, ZapResponder, raw_key, z85_keys
+from scaler.io.curve import ZapResponder, z85_keys
+from scaler.io.curve_keys import CurvePeerKeys, raw_key
 from scaler.io.data_fetch import DataFetcher
 from scaler.io.data_server import DataServer
 

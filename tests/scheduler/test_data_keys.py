@@ -10,7 +10,8 @@ from typing import List
 import pytest
 from zmq.utils import z85
 
-from scaler.io.curve import generate_key_pair, load_peer_keys
+from scaler.io.curve import generate_key_pair
+from scaler.io.curve_keys import load_peer_keys
 from scaler.protocol import (
     PROTOCOL_VERSION,
     DataKeys,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import pickle
 import shutil
 import subprocess
 import sys
@@ -10,12 +11,16 @@ from pathlib import Path
 
 import pytest
 import zmq
+import zmq.auth
 from zmq.utils import z85
 
 from scaler import Client, SchedulerClusterCombo
 from scaler.errors import AuthenticationError
-from scaler.io.curve import answer_zap_request, generate_key_pair, load_peer_keys, load_server_keys
+from scaler.io.curve import answer_zap_request, generate_key_pair
+from scaler.io.curve_keys import load_peer_keys, load_server_keys, raw_key, z85_decode
+from scaler.scheduler.settings import SchedulerSettings
 from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
+from scaler.worker.settings import WorkerSettings
 
 BIN = Path(sys.executable).parent
 
@@ -68,6 +73,68 @@ def test_key_files_are_checked_with_clear_errors(tmp_path: Path) -> None:
         load_server_keys(secret_file, str(empty))
     with pytest.raises(ValueError, match="key file"):
         Client("tcp://127.0.0.1:1", curve_secret_key_file=str(tmp_path / "missing"), curve_server_key_file=public_file)
+
+
+def test_key_files_are_read_as_pyzmq_reads_them_without_loading_zmq(tmp_path: Path) -> None:
+    """curve_keys.py reads certificates itself, so that settings (and the cores holding them) need no zmq: it must read
+    what zmq.auth reads, and decode Z85 as pyzmq does."""
+    public_file, secret_file = generate_key_pair(str(tmp_path), "alice")
+    generate_key_pair(str(tmp_path), "scheduler")
+    keys = load_peer_keys(secret_file, str(tmp_path / "scheduler.key"))
+    assert keys is not None
+    assert (keys.public_key, keys.secret_key) == zmq.auth.load_certificate(secret_file)
+    assert keys.server_key == zmq.auth.load_certificate(str(tmp_path / "scheduler.key"))[0]
+    assert raw_key(keys.public_key) == z85.decode(keys.public_key) and len(raw_key(keys.public_key)) == 32
+    assert raw_key(raw_key(keys.public_key)) == raw_key(keys.public_key)  # 32 bytes already: as they are
+    for raw in (bytes(32), b"\xff" * 32, bytes(range(32))):
+        assert z85_decode(z85.encode(raw)) == raw
+    for not_z85 in (b"abcd", b"abc d", b"#####"):  # length, alphabet, a group over 2**32 - 1
+        with pytest.raises(ValueError):
+            z85_decode(not_z85)
+    authorized = tmp_path / "authorized"
+    authorized.mkdir()
+    shutil.copy(public_file, authorized)
+    server = load_server_keys(str(tmp_path / "scheduler.key_secret"), str(authorized))
+    assert server is not None and server.authorized_keys == frozenset(zmq.auth.load_certificates(str(authorized)))
+    (tmp_path / "half.key").write_text("curve\n    public-key\n")
+    with pytest.raises(ValueError, match="not a CurveZMQ certificate"):
+        load_peer_keys(secret_file, str(tmp_path / "half.key"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; from scaler.io.curve_keys import load_peer_keys; "
+            f"load_peer_keys({secret_file!r}, {public_file!r}); assert 'zmq' not in sys.modules",
+        ],
+        cwd=Path(__file__).resolve().parents[2],  # this tree's scaler first on sys.path
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_settings_reject_bad_key_files_when_made(tmp_path: Path) -> None:
+    """The settings load their keys as they are made, so a wrong key file stops a scheduler or a cluster at start, in
+    the caller, with the loader's message."""
+    public_file, secret_file = generate_key_pair(str(tmp_path), "worker")
+    (tmp_path / "junk.key").write_text("not a certificate")
+    address = "tcp://127.0.0.1:1"
+    with pytest.raises(ValueError, match="does not exist"):
+        WorkerSettings(address, curve_secret_key_file=str(tmp_path / "nope"), curve_server_key_file=public_file)
+    with pytest.raises(ValueError, match="not a CurveZMQ certificate"):
+        WorkerSettings(address, curve_secret_key_file=secret_file, curve_server_key_file=str(tmp_path / "junk.key"))
+    with pytest.raises(ValueError, match="both keys"):
+        WorkerSettings(address, curve_secret_key_file=secret_file)
+    with pytest.raises(ValueError, match="no secret key"):
+        SchedulerSettings(address, curve_secret_key_file=public_file, curve_authorized_keys_dir=str(tmp_path))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="nobody could connect"):
+        SchedulerSettings(address, curve_secret_key_file=secret_file, curve_authorized_keys_dir=str(empty))
+    settings = WorkerSettings(address, curve_secret_key_file=secret_file, curve_server_key_file=public_file)
+    assert settings.curve_keys == load_peer_keys(secret_file, public_file)
+    assert pickle.loads(pickle.dumps(settings)).curve_keys == settings.curve_keys  # a worker process loads them again
 
 
 def test_keygen_cli_writes_pairs_and_never_overwrites(tmp_path: Path) -> None:

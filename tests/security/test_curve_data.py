@@ -18,7 +18,8 @@ import pytest
 import zmq
 
 from scaler import Client, SchedulerClusterCombo
-from scaler.io.curve import CurvePeerKeys, generate_key_pair, load_peer_keys
+from scaler.io.curve import generate_key_pair
+from scaler.io.curve_keys import CurvePeerKeys, load_peer_keys
 from scaler.protocol import DataRequest, DataResponse, decode_frame, encode
 from scaler.testing.processes import wait_for
 from tests.e2e.monitor import counters, wait_for_status

@@ -19,7 +19,8 @@ from typing import Callable, Dict, Iterator, List
 
 import pytest
 
-from scaler.io.curve import generate_key_pair, load_peer_keys
+from scaler.io.curve import generate_key_pair
+from scaler.io.curve_keys import load_peer_keys
 from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 from tests.e2e.monitor import counters, wait_for_status
 

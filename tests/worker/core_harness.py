@@ -25,16 +25,7 @@ from scaler.protocol import (
     decode_frame,
     encode_many,
 )
-from scaler.worker.capture import OutputChunk
-from scaler.worker.channel import (
-    ProcessorArgument,
-    ProcessorOrders,
-    ProcessorReport,
-    ProcessorResult,
-    ProcessorTask,
-    decode_message,
-    encode_message,
-)
+from scaler.worker.channel import decode_message, encode_message
 from scaler.worker.core import WorkerCore
 from scaler.worker.instructions import (
     AcceptDataKeys,
@@ -52,6 +43,14 @@ from scaler.worker.instructions import (
     SendHeartbeat,
     SpillHeld,
     StartProcessor,
+)
+from scaler.worker.processor_messages import (
+    OutputChunk,
+    ProcessorArgument,
+    ProcessorOrders,
+    ProcessorReport,
+    ProcessorResult,
+    ProcessorTask,
 )
 from scaler.worker.settings import WorkerSettings
 

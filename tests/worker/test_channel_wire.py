@@ -8,17 +8,13 @@ import socket
 
 import pytest
 
-from scaler.worker.channel import (
-    MessageReader,
+from scaler.worker.channel import MessageReader, SharedProgress, decode_message, encode_message, send_message
+from scaler.worker.processor_messages import (
     ProcessorArgument,
     ProcessorOrders,
     ProcessorReport,
     ProcessorResult,
     ProcessorTask,
-    SharedProgress,
-    decode_message,
-    encode_message,
-    send_message,
 )
 
 ORDERS = ProcessorOrders(

@@ -8,7 +8,8 @@ from pathlib import Path
 from zmq.utils import z85
 
 from scaler import config
-from scaler.io.curve import generate_key_pair, load_peer_keys
+from scaler.io.curve import generate_key_pair
+from scaler.io.curve_keys import load_peer_keys
 from scaler.protocol import (
     PROTOCOL_VERSION,
     DataKeys,

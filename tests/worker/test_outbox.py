@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from scaler.protocol import Encoded, TaskResult, TaskStatus, decode_frame, encode, encode_many
-from scaler.worker.outbox import SuccessResults
+from scaler.worker.success_results import SuccessResults
 
 
 def test_results_added_leave_as_one_run_of_messages_in_their_order_with_their_payload_bytes() -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import List, Optional
 
 from scaler.protocol import Hello, TaskResult, TaskStatus, WorkerDisconnect
-from scaler.worker.channel import ProcessorReport, ProcessorResult
 from scaler.worker.core import EXIT_BROKEN, EXIT_PRELOAD_FAILED
+from scaler.worker.processor_messages import ProcessorReport, ProcessorResult
 from tests.worker.core_harness import FUNCTION, Harness, of_type
 
 PRELOAD = "pricing.setup:load_curves"

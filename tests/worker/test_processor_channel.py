@@ -13,16 +13,15 @@ from typing import Iterator, List
 import cloudpickle
 import pytest
 
-from scaler.worker.channel import (
-    MessageReader,
+from scaler.worker.channel import MessageReader, send_message
+from scaler.worker.processor import TaskRunner, _Reporter
+from scaler.worker.processor_messages import (
     ProcessorArgument,
     ProcessorOrders,
     ProcessorReport,
     ProcessorResult,
     ProcessorTask,
-    send_message,
 )
-from scaler.worker.processor import TaskRunner, _Reporter
 from scaler.worker.zygote import ProcessorZygote
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -10,8 +10,8 @@ import cloudpickle
 import pytest
 
 from scaler.io.shared_bytes import SharedBytes
-from scaler.worker.channel import ProcessorArgument, ProcessorTask
 from scaler.worker.processor_link import ProcessorLink
+from scaler.worker.processor_messages import ProcessorArgument, ProcessorTask
 from scaler.worker.zygote import ProcessorZygote
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

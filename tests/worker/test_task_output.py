@@ -13,8 +13,8 @@ import pytest
 
 from scaler.protocol import OutputStream, TaskCancel, TaskOutput, TaskResult, TaskStatus
 from scaler.worker.capture import STDERR, STDOUT, OutputReader, make_pipes, marker_prefix
-from scaler.worker.channel import ProcessorArgument, ProcessorTask
 from scaler.worker.processor_link import ProcessorLink
+from scaler.worker.processor_messages import ProcessorArgument, ProcessorTask
 from scaler.worker.task_output import OUTPUT_BATCH_BYTES, OUTPUT_DELAY_SECONDS
 from scaler.worker.zygote import ProcessorZygote
 from tests.worker.core_harness import FUNCTION, Harness, of_type

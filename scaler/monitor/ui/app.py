@@ -21,7 +21,7 @@ from scaler.logs import setup_logging
 from scaler.settings_spec import MONITOR, HelpFormatter
 
 if TYPE_CHECKING:
-    from scaler.io.curve import CurvePeerKeys
+    from scaler.io.curve_keys import CurvePeerKeys
     from scaler.io.sockets import TcpKeepalive
 
 DEFAULT_HOST = "127.0.0.1"  # a monitor shows cluster internals: only this machine, unless asked otherwise
@@ -176,7 +176,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         except ImportError:
             sys.exit(METRICS_EXTRA_MESSAGE)
     try:
-        from scaler.io.curve import load_peer_keys
+        from scaler.io.curve_keys import load_peer_keys
         from scaler.io.sockets import TcpKeepalive
 
         curve = load_peer_keys(args.curve_secret_key_file, args.curve_server_key_file)
