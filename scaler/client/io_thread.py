@@ -56,6 +56,7 @@ from scaler.protocol import (
     encode,
     encode_many,
 )
+from scaler.protocol.dispatch import handler_table
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,8 @@ _HELLO_RETRY_SECONDS = 2.0  # while connected and not registered, Hello again th
 _REFUSALS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 _HEARTBEATS_PER_SILENCE_WINDOW = 4  # a short timeout_seconds makes heartbeats more frequent, never fewer than this
 
-Handlers = Dict[type, Callable[[Any], None]]
+Handlers = Dict[type, Callable[[Any], None]]  # by message class: made a table by kind (protocol/dispatch.py)
+_ECHO = HeartbeatEcho.WHICH
 
 
 class IOThread:
@@ -114,9 +116,9 @@ class IOThread:
         self._address = address
         self._hello = hello  # returns the Hello to send now
         self._take_outgoing = take_outgoing
-        self._handlers = handlers
-        # message type -> handler of a run of such messages in one frame (results: settled together)
-        self._batch_handlers = batch_handlers or {}
+        self._handlers = handler_table(handlers.items())
+        # by message kind: the handler of a run of such messages in one frame (results: settled together)
+        self._batch_handlers = handler_table((batch_handlers or {}).items())
         self._on_encode_failure = on_encode_failure
         self._on_silence = on_silence
         self._on_crash = on_crash
@@ -479,23 +481,23 @@ class IOThread:
         start = 0
         count = len(messages)
         while start < count:
-            kind = messages[start].__class__
-            batch_handler = batch_handlers.get(kind)
+            kind = messages[start].WHICH
+            batch_handler = batch_handlers[kind]
             if batch_handler is None:
                 self._handle(messages[start])
                 start += 1
                 continue
             end = start + 1
-            while end < count and messages[end].__class__ is kind:
+            while end < count and messages[end].WHICH == kind:
                 end += 1
             batch_handler(messages if start == 0 and end == count else messages[start:end])
             start = end
 
     def _handle(self, message: Any) -> None:
-        handler = self._handlers.get(message.__class__)
+        handler = self._handlers[message.WHICH]
         if handler is not None:
             handler(message)
-        elif message.__class__ is HeartbeatEcho:
+        elif message.WHICH == _ECHO:
             self.lag_us = max(0, int(time.monotonic() * 1_000_000) - message.sent_at_us)
             if message.heartbeat_interval_ms:  # the scheduler stretched or shrank the cadence (0: older one)
                 self.follow_cadence(message.heartbeat_interval_ms)

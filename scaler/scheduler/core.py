@@ -13,7 +13,7 @@ import heapq
 import logging
 import pickle
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
+from typing import Deque, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from scaler import config
 from scaler.config import DEFAULT_PEER_EVENTS_PER_INTERVAL
@@ -55,6 +55,7 @@ from scaler.protocol import (
     encode,
     heartbeat_flags,
 )
+from scaler.protocol.dispatch import handler_table
 from scaler.rate_limit import LimitedLog, RateLimiter
 from scaler.scheduler.actors import Actors
 from scaler.scheduler.cadence import Cadence
@@ -125,7 +126,6 @@ def _attempts(task: TaskState) -> int:
     return task.failures + task.retries + (task.worker is not None)
 
 
-Handler = Callable[..., None]
 Peer = Union[WorkerState, ClientState]
 
 
@@ -222,39 +222,37 @@ class SchedulerCore(HeldResults, Actors):
         self._data_keys: Optional[bytes] = None
         if curve is not None:
             self._data_keys = encode(DataKeys(authorized_keys=[raw_key(key) for key in sorted(curve.authorized_keys)]))
-        self._client_handlers: List[Optional[Handler]] = [None] * _N_TYPES
-        self._worker_handlers: List[Optional[Handler]] = [None] * _N_TYPES
-        message_type: Any  # a message class, with its WHICH
-        handler: Handler
-        for message_type, handler in (
-            (ClientHeartbeat, self._on_client_heartbeat),
-            (Task, self._on_task),
-            (TaskCancel, self._on_task_cancel),
-            (ObjectPut, self._on_object_put),
-            (ObjectRequest, self._on_object_request),
-            (ObjectDelete, self._on_object_delete),
-            (ObjectResponse, self._on_keeper_response),
-            (DataKeys, self._on_data_keys),
-            (ClientDisconnect, self._on_client_disconnect),
-            (ActorRelease, self._on_actor_release),
-            (Hello, self._on_hello_again),
-        ):
-            self._client_handlers[message_type.WHICH] = handler
-        for message_type, handler in (
-            (WorkerHeartbeat, self._on_worker_heartbeat),
-            (TaskResult, self._on_task_result),
-            (TaskOutput, self._on_task_output),
-            (ObjectPut, self._on_object_put),
-            (ObjectRequest, self._on_object_request),
-            (ObjectResponse, self._on_holder_response),
-            (DataKeys, self._on_data_keys),
-            (BalanceResponse, self._on_balance_response),
-            (WorkerDisconnect, self._on_worker_disconnect),
-            (WorkerRetire, self._on_worker_retire),
-            (ActorRelease, self._on_actor_release),
-            (Hello, self._on_hello_again),
-        ):
-            self._worker_handlers[message_type.WHICH] = handler
+        self._client_handlers = handler_table(
+            (
+                (ClientHeartbeat, self._on_client_heartbeat),
+                (Task, self._on_task),
+                (TaskCancel, self._on_task_cancel),
+                (ObjectPut, self._on_object_put),
+                (ObjectRequest, self._on_object_request),
+                (ObjectDelete, self._on_object_delete),
+                (ObjectResponse, self._on_keeper_response),
+                (DataKeys, self._on_data_keys),
+                (ClientDisconnect, self._on_client_disconnect),
+                (ActorRelease, self._on_actor_release),
+                (Hello, self._on_hello_again),
+            )
+        )
+        self._worker_handlers = handler_table(
+            (
+                (WorkerHeartbeat, self._on_worker_heartbeat),
+                (TaskResult, self._on_task_result),
+                (TaskOutput, self._on_task_output),
+                (ObjectPut, self._on_object_put),
+                (ObjectRequest, self._on_object_request),
+                (ObjectResponse, self._on_holder_response),
+                (DataKeys, self._on_data_keys),
+                (BalanceResponse, self._on_balance_response),
+                (WorkerDisconnect, self._on_worker_disconnect),
+                (WorkerRetire, self._on_worker_retire),
+                (ActorRelease, self._on_actor_release),
+                (Hello, self._on_hello_again),
+            )
+        )
 
     # ---- inputs ------------------------------------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ again.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import cloudpickle
 
@@ -89,6 +89,7 @@ from scaler.protocol import (
     WorkerRetire,
     heartbeat_flags,
 )
+from scaler.protocol.dispatch import handler_table
 from scaler.rate_limit import LimitedLog
 from scaler.worker.actors import ActorHosting
 from scaler.worker.instructions import (
@@ -171,7 +172,7 @@ PARK_HEARTBEAT_FLOOR_SECONDS = config.DEFAULT_HEARTBEAT_INTERVAL_SECONDS / 200
 # comes first: its own deadline only guards against a scheduler that stopped answering.
 RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 
-_BEFORE_CONNECTED = (HelloReply, Goodbye, DataKeys)  # what is read on a connection not accepted yet
+_BEFORE_CONNECTED = (HelloReply.WHICH, Goodbye.WHICH, DataKeys.WHICH)  # read on a connection not accepted yet
 MEMORY_SAMPLE_SECONDS = config.DEFAULT_MEMORY_SAMPLE_SECONDS  # with a memory limit, while a task runs
 MAX_PEAKS_PER_HEARTBEAT = 64  # function peaks a heartbeat carries at most; the rest go with the next ones
 SPILL_BYTES_AT_ONCE = 256 * 1024 * 1024  # held results moved to disk per sample at most: the agent's loop turns
@@ -279,19 +280,21 @@ class WorkerCore(ActorHosting):
         self._processor_count = 0
         self._init_actors()
         self.active = self._start_processor()
-        self._handlers: Dict[type, Callable] = {
-            HelloReply: self._on_hello_reply,
-            HeartbeatEcho: self._on_heartbeat_echo,
-            Task: self._on_task,
-            TaskCancel: self._on_task_cancel,
-            ObjectResponse: self._on_object_response,
-            DataKeys: self._on_data_keys,
-            ObjectDelete: self._on_object_delete,
-            ObjectRequest: self._on_object_request,
-            BalanceRequest: self._on_balance_request,
-            ActorRelease: self._on_actor_release,
-            Goodbye: self._on_goodbye,
-        }
+        self._handlers = handler_table(
+            (
+                (HelloReply, self._on_hello_reply),
+                (HeartbeatEcho, self._on_heartbeat_echo),
+                (Task, self._on_task),
+                (TaskCancel, self._on_task_cancel),
+                (ObjectResponse, self._on_object_response),
+                (DataKeys, self._on_data_keys),
+                (ObjectDelete, self._on_object_delete),
+                (ObjectRequest, self._on_object_request),
+                (BalanceRequest, self._on_balance_request),
+                (ActorRelease, self._on_actor_release),
+                (Goodbye, self._on_goodbye),
+            )
+        )
 
     # --- stimuli --------------------------------------------------------------------------------------------------
 
@@ -338,8 +341,8 @@ class WorkerCore(ActorHosting):
         for message in messages:
             if self.exit_code is not None:
                 return
-            handler = handlers.get(type(message))
-            if handler is None or not (self.connection == CONNECTED or type(message) in _BEFORE_CONNECTED):
+            handler = handlers[message.WHICH]
+            if handler is None or not (self.connection == CONNECTED or message.WHICH in _BEFORE_CONNECTED):
                 logger.debug("%s: ignored %s", self.name, type(message).__name__)
                 continue
             handler(message)

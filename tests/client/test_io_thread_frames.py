@@ -10,6 +10,7 @@ from scaler.config import DEFAULT_MAX_FRAME_BYTES, DEFAULT_TASKS_PER_FRAME
 from scaler.drop_streak import DropStreak
 from scaler.errors import FrameTooLargeError
 from scaler.protocol import Argument, Encoded, HeartbeatEcho, Task, TaskResult, encode
+from scaler.protocol.dispatch import handler_table
 
 
 class _Handlers:
@@ -17,7 +18,7 @@ class _Handlers:
 
     def __init__(self) -> None:
         self.calls: List[Any] = []
-        self._batch_handlers = {TaskResult: lambda messages: self.calls.append(("batch", messages))}
+        self._batch_handlers = handler_table([(TaskResult, lambda messages: self.calls.append(("batch", messages)))])
 
     def _handle(self, message: Any) -> None:
         self.calls.append(("one", message))
