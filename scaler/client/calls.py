@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from scaler.client.objects import ObjectReference
 from scaler.client.options import TaskOptions
+from scaler.client.task_message import task_message
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.protocol import Argument, Task, Template, make_template
 from scaler.tracebacks import note_unserializable_argument
@@ -88,17 +89,8 @@ class CallEncoder:
         options = self.options
 
         def build(values: Sequence[bytes]) -> Task:
-            task = Task(
-                task_id=values[0],
-                function_id=function_id,
-                args=[Argument(data=data) for data in values[1:]],
-                profiling=profiling,
-                parent_task_id=parent,
-                serializer_id=serializer_id,
-            )
-            if options.key is not None:
-                options.apply(task)
-            return task
+            arguments = [Argument(data=data) for data in values[1:]]
+            return task_message(values[0], function_id, arguments, options, profiling, parent, serializer_id)
 
         template = self._templates[key] = make_template(build, [len(task_id), *map(len, datas)])
         return template

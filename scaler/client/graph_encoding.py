@@ -20,6 +20,7 @@ from scaler.client.graph import Constant, Expression, GraphPlan, KeyRef, ObjectA
 from scaler.client.ledger import ObjectNeed
 from scaler.client.options import TaskOptions
 from scaler.client.resubmission import GraphRecord
+from scaler.client.task_message import shaped_like, task_message
 from scaler.client.tasks import OBJECT_REF, TaskFactory, check_reference
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.errors import FrameTooLargeError
@@ -67,18 +68,10 @@ def submit_plan(
             for name, expression in planned.kwargs.items():
                 arguments.append(_argument(connection, expression, name, task_ids, constants, dependencies))
         task_id = task_ids[planned.node]
-        task = Task(
-            task_id=task_id,
-            function_id=function_need[0],
-            args=arguments,
-            dependencies=list(dependencies),
-            profiling=profiling,
-            report_result=planned.requested,
-            parent_task_id=parent,
-            serializer_id=factory.serializer_id,
-        )
-        if options.key is not None:
-            options.apply(task)
+        task = task_message(
+            task_id, function_need[0], arguments, options, profiling, parent, factory.serializer_id, list(dependencies),
+            planned.requested,
+        )  # fmt: skip
         if factory.stream_output:
             factory.stream(connection, task)
         tasks.append(task)
@@ -217,21 +210,8 @@ def _node_builder(task: Task) -> Builder:
     count = len(arguments)
 
     def build(values: Sequence[bytes]) -> Task:
-        return Task(
-            task_id=values[0],
-            function_id=task.function_id,
-            args=[Argument(kind=kind, name=name, data=data) for (kind, name), data in zip(arguments, values[1:])],
-            dependencies=list(values[1 + count :]),
-            profiling=task.profiling,
-            report_result=task.report_result,
-            parent_task_id=task.parent_task_id,
-            serializer_id=task.serializer_id,
-            stream_output=task.stream_output,
-            resources=task.resources,
-            priority=task.priority,
-            retries=task.retries,
-            timeout_ms=task.timeout_ms,
-        )
+        args = [Argument(kind=kind, name=name, data=data) for (kind, name), data in zip(arguments, values[1:])]
+        return shaped_like(task, values[0], args, list(values[1 + count :]))
 
     return build
 

@@ -22,6 +22,7 @@ from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts, qualified_name
 from scaler.client.options import TaskOptions
 from scaler.client.signatures import CallShape, SignatureCache, anchor, identity_key
+from scaler.client.task_message import task_message
 from scaler.config import DEFAULT_CLIENT_FUNCTION_CACHE_SIZE, DEFAULT_INLINE_LIMIT_BYTES
 from scaler.errors import MissingObjectError
 from scaler.protocol import Argument, ArgumentKind, Encoded, ObjectKind, Task, encode
@@ -230,17 +231,26 @@ class TaskFactory:
         except Exception as error:
             note_unserializable_argument(error, which)
             raise
+        return self.task_of(connection, function_id, arguments, profiling, parent, options, held, inline_bytes)
+
+    def task_of(
+        self,
+        connection: Connection,
+        function_id: bytes,
+        arguments: List[Argument],
+        profiling: bool,
+        parent: bytes,
+        options: TaskOptions,
+        held: List[bytes],
+        inline_bytes: int,
+        dependencies: Sequence[bytes] = (),
+    ) -> Tuple[Any, ScalerFuture]:
+        """The Task of these arguments (`held`: the ids of those sent as objects for it; `inline_bytes`: the size of
+        the others) and its future."""
         task_id = connection.new_task_id()
-        task = Task(
-            task_id=task_id,
-            function_id=function_id,
-            args=arguments,
-            profiling=profiling,
-            parent_task_id=parent,
-            serializer_id=self.serializer_id,
-        )
-        if options.key is not None:
-            options.apply(task)
+        task = task_message(
+            task_id, function_id, arguments, options, profiling, parent, self.serializer_id, dependencies
+        )  # fmt: skip
         if self.stream_output:
             self.stream(connection, task)
         future = ScalerFuture(task_id, connection, profiling, self.deserialize)

@@ -124,3 +124,19 @@ def test_graph_nodes_encoded_by_template_are_the_tasks_themselves() -> None:
     ]
     tasks.append(Task(task_id=ids[5], function_id=b"f" * 16, args=[Argument(data=b"3")], report_result=False))
     assert _NodeEncoder().encode(tasks) == encode_many(tasks)
+
+
+def test_a_graph_node_template_copies_every_field_a_task_has() -> None:
+    """shaped_like builds a graph's nodes from their shape: no field may be left behind, whichever is added later."""
+    from scaler.client.task_message import shaped_like
+    from scaler.protocol import Argument, Resource, Task
+
+    full = Task(
+        task_id=b"t" * 16, function_id=b"f" * 16, args=[Argument(data=b"a")], dependencies=[b"d" * 16], profiling=True,
+        report_result=False, parent_task_id=b"p" * 16, serializer_id=b"s" * 16, stream_output=True,
+        resources=[Resource(name="gpu", amount=1.0)], priority=3, retries=2, timeout_ms=500, actor_id=b"x" * 16,
+        creates_actor=True,
+    )  # fmt: skip
+    assert all(getattr(full, name) != getattr(Task(), name) for name in Task.__slots__ if name != "raw")
+    shaped = shaped_like(full, full.task_id, list(full.args), list(full.dependencies))
+    assert shaped == full

@@ -11,14 +11,14 @@ The scheduler forgets a result nobody waits for once the client has it, so a cal
 before the call reached the scheduler is answered TaskNotFoundError without running: the reference sends it again
 once its dependencies are settled here, with their values (ObjectRef.current_future).
 
-Client.submit takes no futures as arguments; this uses the client's internals (its TaskFactory and Connection), the
-way its graphs do, rather than change them.
+Client.submit takes no futures as arguments; this builds its arguments as a graph's nodes are, and its Task as every
+client path does (TaskFactory.task_of, scaler/client/task_message.py).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from scaler import task_context
 from scaler.client import Client, ScalerFuture
@@ -26,8 +26,7 @@ from scaler.client.ledger import ObjectNeed
 from scaler.compat.ray.calls import CallWithRefs, Lifted
 from scaler.compat.ray.exceptions import ObjectLostError
 from scaler.compat.ray.refs import _NO_VALUE, ObjectRef
-from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
-from scaler.protocol import Argument, ArgumentKind, Task, encode
+from scaler.protocol import Argument, ArgumentKind
 
 _TASK_REF = int(ArgumentKind.task_ref)
 _INLINE = int(ArgumentKind.inline)
@@ -83,26 +82,12 @@ def _submit(client: Client, function: CallWithRefs, lifted: Lifted) -> ScalerFut
             return settled
         arguments.append(factory.argument(connection, future.result(), "", needs, held))
     function_need = factory.function_need(connection, function)
-    task = Task(
-        task_id=connection.new_task_id(),
-        function_id=function_need[0],
-        args=arguments,
-        dependencies=list(dependencies),
-        profiling=client._profiling,
-        parent_task_id=task_context.current_task_id or b"",
-        serializer_id=factory.serializer_id,
-    )
-    if options.key is not None:
-        options.apply(task)
-    if factory.stream_output:
-        factory.stream(connection, task)
-    future = ScalerFuture(task.task_id, connection, client._profiling, factory.deserialize)
-    future._retries = options.retries
-    future._held_objects = held or None
     inline_bytes = sum(len(argument.data) for argument in arguments if argument.kind == _INLINE)
-    # Many inline bytes would make a batched frame huge: such a task travels as a frame of its own, as tasks.py does.
-    message: Any = task if inline_bytes <= DEFAULT_INLINE_LIMIT_BYTES else encode(task)
-    future._message = message  # kept while unanswered, to resubmit it to a restarted scheduler
+    parent = task_context.current_task_id or b""
+    message, future = factory.task_of(
+        connection, function_need[0], arguments, client._profiling, parent, options, held, inline_bytes,
+        list(dependencies),
+    )  # fmt: skip
     factory.send(connection, ((function, function_need),), needs, [message], (future,))
     return future
 
