@@ -15,7 +15,6 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
-from scaler.client import Client
 from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 
 EXAMPLES = Path(ROOT) / "examples"
@@ -162,8 +161,6 @@ def test_every_ray_example_is_checked() -> None:
 
 @pytest.mark.parametrize("name", sorted(RAY_EXPECTED_OUTPUT))
 def test_ray_example_runs_with_only_its_import_changed(name: str) -> None:
-    if name == "counter_actor.py" and not hasattr(Client, "actor"):
-        pytest.skip("scaler.client.Client has no actor(): native actors (issue 32) are not in this tree yet")
     source = (EXAMPLES / "ray" / name).read_text()
     assert RAY_IMPORT in source and source.count("scaler") == 1, f"{name}: Ray code, only its import changed"
     completed = subprocess.run(

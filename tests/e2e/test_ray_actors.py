@@ -1,7 +1,5 @@
-"""Actors through scaler.compat.ray (`Cls.remote(...)`, `actor.method.remote(...)`, `ray.kill`) on a real cluster.
-
-They are built on Scaler's native actors (`Client.actor`, issue 32): until those are in this tree, every test here but
-the first is skipped, saying so."""
+"""Actors through scaler.compat.ray (`Cls.remote(...)`, `actor.method.remote(...)`, `ray.kill`) on a real cluster,
+built on Scaler's native actors (`Client.actor`)."""
 
 from __future__ import annotations
 
@@ -11,16 +9,11 @@ import cloudpickle
 import pytest
 
 import scaler.compat.ray as ray
-from scaler.client import Client
 from scaler.compat.ray.exceptions import RayActorError, RayTaskError
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 WAIT = 60
-NATIVE_ACTORS = hasattr(Client, "actor")
-needs_native_actors = pytest.mark.skipif(
-    not NATIVE_ACTORS, reason="scaler.client.Client has no actor(): native actors (issue 32) are not in this tree yet"
-)
 
 
 @ray.remote
@@ -38,21 +31,30 @@ class Counter:
     def fail(self):
         raise KeyError("no such entry")
 
+    @ray.method(num_returns=1)
+    def holdings(self, items):
+        return [type(item).__name__ for item in items], [
+            ray.get(i) if isinstance(i, ray.ObjectRef) else i for i in items
+        ]
+
 
 @ray.remote
 def double(x):
     return 2 * x
 
 
-def test_actor_classes_refuse_direct_use_and_say_when_actors_are_missing() -> None:
+def test_actor_classes_refuse_direct_use() -> None:
     with pytest.raises(TypeError, match="remote"):
         Counter()
-    if not NATIVE_ACTORS:
-        with pytest.raises(NotImplementedError, match="native actors"):
-            Counter.remote()
 
 
-@needs_native_actors
+def test_nested_references_reach_methods_as_references_and_options_apply(ray_connected) -> None:
+    counter = Counter.options(num_cpus=1).remote(ray.put(3))  # num_cpus=1 asks for nothing a worker lacks
+    kinds, values = ray.get(counter.holdings.remote([ray.put(1), double.remote(1), 2]), timeout=WAIT)
+    assert kinds == ["ObjectRef", "ObjectRef", "int"] and values == [1, 2, 2]
+    assert ray.get(counter.read.remote(), timeout=WAIT) == 3
+
+
 def test_an_actor_keeps_its_state_across_calls_in_order(ray_connected) -> None:
     counter = Counter.remote(10)
     refs = [counter.increment.remote() for _ in range(5)]
@@ -62,14 +64,12 @@ def test_an_actor_keeps_its_state_across_calls_in_order(ray_connected) -> None:
     assert ray.get([other.increment.remote() for other in others], timeout=WAIT) == [1, 1]
 
 
-@needs_native_actors
 def test_actor_methods_take_references(ray_connected) -> None:
     counter = Counter.remote(start=ray.put(100))
     assert ray.get(counter.increment.remote(double.remote(5)), timeout=WAIT) == 110
     assert ray.get(counter.increment.remote(by=ray.put(1)), timeout=WAIT) == 111
 
 
-@needs_native_actors
 def test_actor_method_errors_are_ray_task_errors(ray_connected) -> None:
     counter = Counter.remote()
     with pytest.raises(KeyError) as raised:
@@ -81,7 +81,6 @@ def test_actor_method_errors_are_ray_task_errors(ray_connected) -> None:
         counter.read()
 
 
-@needs_native_actors
 def test_a_killed_actor_raises_ray_actor_error(ray_connected) -> None:
     counter = Counter.remote()
     assert ray.get(counter.increment.remote(), timeout=WAIT) == 1
@@ -90,7 +89,6 @@ def test_a_killed_actor_raises_ray_actor_error(ray_connected) -> None:
         ray.get(counter.increment.remote(), timeout=WAIT)
 
 
-@needs_native_actors
 def test_an_actor_whose_worker_dies_raises_ray_actor_error(ray_connected) -> None:
     counter = Counter.remote()
     assert ray.get(counter.increment.remote(), timeout=WAIT) == 1

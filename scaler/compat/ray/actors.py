@@ -8,9 +8,9 @@ handle takes values), nested ones (in a list or dict) as references holding thei
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple, cast
+from typing import Any, Dict, Tuple
 
-from scaler.client import Client, ScalerFuture
+from scaler.client import ScalerFuture
 from scaler.compat.ray import session
 from scaler.compat.ray.calls import fill_slots, lift_refs
 from scaler.compat.ray.exceptions import ActorDiedError
@@ -41,13 +41,11 @@ class ActorClass:
         return ActorClass(self._cls, {**self._options, **options})
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
-        if not hasattr(Client, "actor"):
-            raise NotImplementedError("actors need a Scaler with native actors (Client.actor), which this one lacks")
         client = session.current().client
         if self._policies:
             client = client.options(**self._policies)
         args, kwargs = _values(args, kwargs)
-        native = cast(Any, client).actor(self._cls, *args, **kwargs)  # Client.actor: native actors (issue 32)
+        native = client.actor(self._cls, *args, **kwargs)
         return ActorHandle(native, self._cls)
 
 
