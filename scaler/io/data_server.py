@@ -22,6 +22,7 @@ from typing import Any, Callable, List, Optional
 import zmq
 
 from scaler.config import DEFAULT_OBJECT_CHUNK_BYTES
+from scaler.io.addresses import bare_host, tcp_host_port
 from scaler.io.curve import apply_data_server_keys
 from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.shared_bytes import as_buffer
@@ -36,10 +37,10 @@ _REQUESTS_PER_TURN = 256  # then the server's loop runs once before reading on, 
 def data_host(scheduler_address: str) -> Optional[str]:
     """The IP address this host reaches the scheduler from, to serve data on; None for an ipc:// scheduler (no data
     address: results go through the scheduler) or a host name that does not resolve."""
-    if not scheduler_address.startswith("tcp://"):
+    parts = tcp_host_port(scheduler_address)
+    if parts is None:
         return None
-    host, _, port = scheduler_address[len("tcp://") :].rpartition(":")
-    host = host.strip("[]")
+    host, port = bare_host(parts[0]), parts[1]
     try:
         family, _, _, _, target = socket.getaddrinfo(host, int(port), type=socket.SOCK_DGRAM)[0]
     except (OSError, ValueError):

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 import zmq
 
 from scaler.config import object_chunk_bytes
+from scaler.io.addresses import tcp_host_port
 from scaler.io.curve import apply_peer_keys
 from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.data_server import send_held
@@ -23,10 +24,10 @@ logger = logging.getLogger(__name__)
 _REQUESTS_PER_TURN = 256
 
 
-def relay_address(scheduler_address: str, port: int) -> str:
+def relay_address(scheduler_address: str, port: int) -> Optional[str]:
     """The relay's address: the scheduler's host, as this peer reaches it, and the relay's port."""
-    host = scheduler_address[len("tcp://") :].rpartition(":")[0]
-    return f"tcp://{host}:{port}"
+    parts = tcp_host_port(scheduler_address)
+    return f"tcp://{parts[0]}:{port}" if parts is not None else None  # none beside an ipc:// scheduler
 
 
 class RelayLink:

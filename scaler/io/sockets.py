@@ -25,6 +25,7 @@ from scaler.config import (
     TCP_KEEPALIVE_IDLE,
     TCP_KEEPALIVE_INTERVAL,
 )
+from scaler.io.addresses import bare_host, tcp_host_port
 from scaler.io.curve import apply_peer_keys, apply_server_keys
 from scaler.io.curve_keys import CurvePeerKeys, CurveServerKeys
 from scaler.io.limits import LISTEN_BACKLOG
@@ -96,12 +97,10 @@ def check_resolvable(address: str) -> str:
     """`address`, if its host needs no lookup (ipc://, an IP address, *) or resolves; ValueError naming the host if
     the resolver says there is no such host. ZeroMQ would retry such a host quietly until the caller's timeout; a
     host that resolves but does not answer yet is left to wait, as a scheduler may start later."""
-    if not address.startswith("tcp://"):
+    parts = tcp_host_port(address)
+    if parts is None:
         return address
-    destination = address[len("tcp://") :].rpartition(";")[2]  # ZeroMQ's "source;destination" form
-    host = destination.rpartition(":")[0]
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
+    host = bare_host(parts[0])
     if host in ("", "*"):
         return address
     try:
@@ -199,7 +198,8 @@ def create_subscriber(
 
 def is_loopback(address: str) -> bool:
     """Whether a bind address is reachable from this machine only (ipc, or a tcp loopback address)."""
-    if address.startswith("ipc://"):
+    parts = tcp_host_port(address)
+    if parts is None:
         return True
-    host = address[len("tcp://") :].rpartition(":")[0].strip("[]")
+    host = bare_host(parts[0])
     return host in ("localhost", "::1") or host.startswith("127.")

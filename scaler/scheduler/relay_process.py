@@ -13,6 +13,7 @@ import signal
 import time
 from typing import Optional, Tuple
 
+from scaler.io.addresses import tcp_host_port
 from scaler.io.curve_keys import CurveServerKeys
 from scaler.io.shared_bytes import shared_fd
 from scaler.logs import flush_logs
@@ -27,10 +28,8 @@ _STOP_SECONDS = 5.0
 def relay_host(scheduler_address: str) -> Optional[str]:
     """The interface the relay binds: the scheduler's own; None for an ipc:// scheduler (peers on one host reach each
     other anyway)."""
-    if not scheduler_address.startswith("tcp://"):
-        return None
-    host = scheduler_address[len("tcp://") :].rpartition(":")[0]
-    return host or None
+    parts = tcp_host_port(scheduler_address)
+    return (parts[0] or None) if parts is not None else None
 
 
 class RelayProcess:
