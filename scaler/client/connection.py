@@ -649,8 +649,8 @@ class Connection:
         fetch = self._fetches.pop(object_id)
         self._queue(ObjectDelete(object_ids=[object_id]))
         self._release(fetch.held_objects)
-        if type(payload) is SharedBytes:  # from a holder on this host: its memory, mapped copy-on-write
-            payload = payload.private_view() if fetch.future._deserialize is default_loads else bytes(payload.view())
+        if type(payload) is SharedBytes:  # from a holder on this host: its memory, mapped
+            payload = payload.to_read(fetch.future._deserialize is default_loads)
         elif type(payload) is not bytes and fetch.future._deserialize is not default_loads:
             payload = bytes(payload)
         self._settle_success(fetch.future, fetch.result, payload)

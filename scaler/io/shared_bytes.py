@@ -53,6 +53,11 @@ class SharedBytes:
             return memoryview(bytearray())
         return memoryview(mmap.mmap(self.fd, self.size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE))
 
+    def to_read(self, by_default_loads: bool) -> Any:
+        """What a deserializer is given of these bytes: the default one (serializer.default_loads) a copy-on-write
+        view, whose arrays it maps in place for a reader that may modify them; a custom one `bytes`, as promised."""
+        return self.private_view() if by_default_loads else bytes(self.view())
+
     def move_to(self, fd: int) -> None:
         """From now on the bytes are those of `fd` (a file holding the same bytes: a worker spilling a held result to
         disk, or reading it back), under this object's descriptor number; `fd` is closed. Views taken before keep the

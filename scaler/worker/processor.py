@@ -509,10 +509,10 @@ class TaskRunner:
                 if made is not None:  # made here: the very object
                     value = made[0]
                     self._made_bytes -= made[1]
-                elif serializer is _CLOUDPICKLE:  # copy on write: the task may modify an array read from it in place
-                    value = default_loads(payload.private_view())
+                elif serializer is _CLOUDPICKLE:
+                    value = default_loads(payload.to_read(True))
                 else:
-                    value = deserialize(bytes(payload.view()))
+                    value = deserialize(payload.to_read(False))
             elif serializer is _CLOUDPICKLE and len(payload) > _SHARED_RESULT_BYTES:  # relayed whole: maybe laid out
                 value = default_loads(payload)
             else:  # inline data, or a graph result used by one task or a few: not worth keeping
@@ -537,8 +537,8 @@ class TaskRunner:
             raise RuntimeError(f"object {object_id.hex()} was never sent to this processor")
         if type(value) is _Serialized:
             payload = value.payload
-            if type(payload) is SharedBytes:  # a large object, in the memory its holder handed over: copy on write
-                payload = payload.private_view() if serializer is _CLOUDPICKLE else bytes(payload.view())
+            if type(payload) is SharedBytes:  # a large object, in the memory its holder handed over
+                payload = payload.to_read(serializer is _CLOUDPICKLE)
             try:
                 value = default_loads(payload) if serializer is _CLOUDPICKLE else serializer.deserialize(payload)
             except Exception as error:
