@@ -7,13 +7,16 @@ reaches `ray.get` as a `RayTaskError` that is also an instance of the exception'
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, Optional
 
-from scaler import errors
-from scaler.errors import MemoryLimitError, MissingObjectError, ProcessorDiedError, ScalerError, WorkerDiedError
-
-# Actors come with scaler.errors.ActorLostError; until then RayActorError derives from ScalerError alone.
-_ActorLostError: Type[ScalerError] = getattr(errors, "ActorLostError", ScalerError)
+from scaler.errors import (
+    ActorLostError,
+    MemoryLimitError,
+    MissingObjectError,
+    ProcessorDiedError,
+    ScalerError,
+    WorkerDiedError,
+)
 
 __all__ = [
     "RayError",
@@ -88,7 +91,7 @@ class TaskCancelledError(RayError, concurrent.futures.CancelledError):
     """The task was cancelled (`ray.cancel`), or a task it depended on was."""
 
 
-class RayActorError(RayError, _ActorLostError):  # type: ignore[valid-type,misc]
+class RayActorError(RayError, ActorLostError):
     """An actor could not run a method: it died, or was killed."""
 
 
