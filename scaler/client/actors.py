@@ -14,18 +14,29 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Optional
+from typing import Any, Dict, FrozenSet, Optional, Protocol, Sequence
 
 from scaler.actor_calls import ActorConstructor, ActorMethod
 from scaler.client.future import ScalerFuture
 from scaler.client.options import TaskOptions
 from scaler.errors import ActorLostError, ScalerError
 
-if TYPE_CHECKING:
-    from scaler.client.client import Client
+
+class ActorClient(Protocol):
+    """What actors use of a Client (client.py, which imports this module: named here by what it does)."""
+
+    _options: TaskOptions
+
+    def _open_connection(self) -> Any: ...
+
+    def _check_policies(self, connection: Any, options: TaskOptions) -> None: ...
+
+    def _submit_options(
+        self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any], options: TaskOptions
+    ) -> ScalerFuture: ...
 
 
-def create_actor(client: Client, cls: Any, args: tuple, kwargs: Dict[str, Any]) -> ActorHandle:
+def create_actor(client: ActorClient, cls: Any, args: tuple, kwargs: Dict[str, Any]) -> ActorHandle:
     """client.actor: submit the actor's creation, return its owning handle at once."""
     if not isinstance(cls, type):
         raise TypeError(f"client.actor takes a class, got {cls!r}")
@@ -64,7 +75,7 @@ class ActorHandle:
 
     def __init__(
         self,
-        client: Client,
+        client: ActorClient,
         actor_id: bytes,
         class_name: str,
         methods: FrozenSet[str],
@@ -131,7 +142,7 @@ class ActorMethodCaller:
         return f"<method {self._name} of {self._handle!r}>"
 
 
-def _borrowed(client: Client, actor_id: bytes, class_name: str, methods: FrozenSet[str]) -> ActorHandle:
+def _borrowed(client: ActorClient, actor_id: bytes, class_name: str, methods: FrozenSet[str]) -> ActorHandle:
     return ActorHandle(client, actor_id, class_name, methods)
 
 
