@@ -99,7 +99,7 @@ class ActorHandle:
         function = self._functions.get(name)
         if function is None:
             function = self._functions[name] = ActorMethod(self.actor_id, name, self.class_name)
-        return ActorMethodCaller(self, name, function)
+        return ActorMethodCaller(self, function)
 
     def close(self) -> None:
         """Free the actor once the calls made before have run; later calls raise ActorLostError. Only the handle
@@ -108,7 +108,7 @@ class ActorHandle:
         if self._finalizer is not None:
             self._finalizer()
 
-    def _call(self, name: str, args: tuple, kwargs: Dict[str, Any], function: ActorMethod) -> ScalerFuture:
+    def _call(self, function: ActorMethod, args: tuple, kwargs: Dict[str, Any]) -> ScalerFuture:
         if self._closed:
             raise ActorLostError(f"actor {self.class_name} ({self.actor_id.hex()}) was closed")
         options = self._options
@@ -128,18 +128,17 @@ class ActorHandle:
 class ActorMethodCaller:
     """`handle.name`: calling it submits the call."""
 
-    __slots__ = ("_handle", "_name", "_function")
+    __slots__ = ("_handle", "_function")
 
-    def __init__(self, handle: ActorHandle, name: str, function: ActorMethod) -> None:
+    def __init__(self, handle: ActorHandle, function: ActorMethod) -> None:
         self._handle = handle
-        self._name = name
         self._function = function
 
     def __call__(self, *args: Any, **kwargs: Any) -> ScalerFuture:
-        return self._handle._call(self._name, args, kwargs, self._function)
+        return self._handle._call(self._function, args, kwargs)
 
     def __repr__(self) -> str:
-        return f"<method {self._name} of {self._handle!r}>"
+        return f"<method {self._function.name} of {self._handle!r}>"
 
 
 def _borrowed(client: ActorClient, actor_id: bytes, class_name: str, methods: FrozenSet[str]) -> ActorHandle:

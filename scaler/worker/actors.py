@@ -52,7 +52,7 @@ _NONE = pickle.dumps(None)  # what a constructor call returns (actor_calls.Actor
 class WorkerActor:
     """An actor hosted here: its process, its calls waiting to be handed, its recent answers."""
 
-    __slots__ = ("actor_id", "processor", "waiting", "answered", "answered_bytes", "releasing", "broken", "calls")
+    __slots__ = ("actor_id", "processor", "waiting", "answered", "answered_bytes", "releasing", "broken")
 
     def __init__(self, actor_id: bytes, processor: ProcessorState) -> None:
         self.actor_id = actor_id
@@ -62,7 +62,6 @@ class WorkerActor:
         self.answered_bytes = 0
         self.releasing = False  # the scheduler freed it: it ends once the calls before have run
         self.broken = ""  # why it cannot go on (its constructor raised): it ends with the report that said so
-        self.calls = 0  # answered
 
 
 class ActorHosting:
@@ -186,7 +185,6 @@ class ActorHosting:
         """Keep an actor call's answer for a resubmission; True when it must not be sent now (no scheduler)."""
         actor = self.actors.get(task.task.actor_id)
         if actor is not None:
-            actor.calls += 1
             answered = actor.answered
             answered[task.task_id] = (result, size)
             actor.answered_bytes += size

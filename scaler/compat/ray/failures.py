@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 
-from scaler import errors
 from scaler.compat.ray.exceptions import (
     ActorDiedError,
     ObjectLostError,
@@ -14,9 +13,14 @@ from scaler.compat.ray.exceptions import (
     TaskCancelledError,
     WorkerCrashedError,
 )
-from scaler.errors import MemoryLimitError, MissingObjectError, ProcessorDiedError, ScalerError, WorkerDiedError
-
-_ActorLostError = getattr(errors, "ActorLostError", None)
+from scaler.errors import (
+    ActorLostError,
+    MemoryLimitError,
+    MissingObjectError,
+    ProcessorDiedError,
+    ScalerError,
+    WorkerDiedError,
+)
 
 
 def ray_error(error: BaseException, function_name: str) -> BaseException:
@@ -26,7 +30,7 @@ def ray_error(error: BaseException, function_name: str) -> BaseException:
         return error  # already translated: a task that ray.get a failed reference re-raised it
     if isinstance(error, concurrent.futures.CancelledError):
         return _with_cause(TaskCancelledError(f"{function_name} was cancelled"), error)
-    if _ActorLostError is not None and isinstance(error, _ActorLostError):
+    if isinstance(error, ActorLostError):
         return _with_cause(ActorDiedError(str(error)), error)
     if isinstance(error, MemoryLimitError):
         oom = OutOfMemoryError(error.limit_bytes, error.peak_bytes, error.how, error.worker, error.detail)
