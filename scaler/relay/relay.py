@@ -17,7 +17,7 @@ import logging
 import mmap
 import os
 import struct
-from typing import Dict, Optional
+from typing import Container, Dict, List, Optional, Tuple
 
 import zmq
 
@@ -42,9 +42,11 @@ class Relay:
         max_frame_bytes: int,
         counters: Optional[mmap.mmap],
         curve: Optional[CurveServerKeys] = None,
+        avoid_ports: Tuple[int, ...] = (),
     ) -> None:
         """`curve`: the scheduler's keys, with CurveZMQ: the relay serves under its key pair and lets in the keys it
-        accepts (a ZapResponder on `context`, bound before the socket, or libzmq would let any key in)."""
+        accepts (a ZapResponder on `context`, bound before the socket, or libzmq would let any key in).
+        `avoid_ports`: the scheduler's own, which it binds only after the relay started."""
         self.zap = ZapResponder(context, curve.authorized_keys) if curve is not None else None
         self.sock = context.socket(zmq.ROUTER)
         if curve is not None:
@@ -54,7 +56,7 @@ class Relay:
         self.sock.setsockopt(zmq.RCVHWM, 0)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 0)  # a peer that left: what was for it is dropped
         self.sock.setsockopt(zmq.MAXMSGSIZE, max(max_frame_bytes, _MAX_REQUEST_BYTES))
-        self.port = self.sock.bind_to_random_port(f"tcp://{host}")
+        self.port = bind_avoiding(self.sock, f"tcp://{host}", avoid_ports)
         # with CurveZMQ, its ZAP requests are answered in the same wait as the requests (made once, not per turn)
         self._poller: Optional[zmq.Poller] = None
         if self.zap is not None:
@@ -126,16 +128,31 @@ class Relay:
             self.zap.close()
 
 
+def bind_avoiding(sock: zmq.Socket, endpoint: str, avoid_ports: Container[int]) -> int:
+    """Bind `sock` to a port the kernel picks, never one of `avoid_ports`: a port the scheduler was told to use may be
+    free now (a caller that picked it by binding port 0 released it) and the kernel may hand it out again. The ports to
+    avoid are held while binding again, so the kernel cannot pick them twice."""
+    held: List[str] = []
+    port = sock.bind_to_random_port(endpoint)
+    while port in avoid_ports:
+        held.append(sock.getsockopt_string(zmq.LAST_ENDPOINT))
+        port = sock.bind_to_random_port(endpoint)
+    for taken in held:
+        sock.unbind(taken)
+    return port
+
+
 def run_relay(
     host: str,
     max_frame_bytes: int,
     counters: Optional[mmap.mmap],
     parent_pid: Optional[int],
     curve: Optional[CurveServerKeys] = None,
+    avoid_ports: Tuple[int, ...] = (),
 ) -> None:
     """Serve until the parent (the scheduler) is gone or a SIGTERM comes (raising KeyboardInterrupt)."""
     context = zmq.Context(io_threads=1)
-    relay = Relay(context, host, max_frame_bytes, counters, curve)
+    relay = Relay(context, host, max_frame_bytes, counters, curve, avoid_ports)
     logger.info("relay: listening on tcp://%s:%d", host, relay.port)
     try:
         while parent_pid is None or os.getppid() == parent_pid:

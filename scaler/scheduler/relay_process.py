@@ -25,6 +25,16 @@ _START_SECONDS = 10.0
 _STOP_SECONDS = 5.0
 
 
+def tcp_ports(*addresses: str) -> Tuple[int, ...]:
+    """The ports of the tcp:// addresses among `addresses` (a port that is not a number, as `*`, is left out)."""
+    ports = []
+    for address in addresses:
+        parts = tcp_host_port(address)
+        if parts is not None and parts[1].isdigit():
+            ports.append(int(parts[1]))
+    return tuple(ports)
+
+
 def relay_host(scheduler_address: str) -> Optional[str]:
     """The interface the relay binds: the scheduler's own; None for an ipc:// scheduler (peers on one host reach each
     other anyway)."""
@@ -33,8 +43,15 @@ def relay_host(scheduler_address: str) -> Optional[str]:
 
 
 class RelayProcess:
-    def __init__(self, host: str, max_frame_bytes: int, curve: Optional[CurveServerKeys] = None) -> None:
-        """`curve`: the scheduler's keys, with CurveZMQ: the relay serves under them."""
+    def __init__(
+        self,
+        host: str,
+        max_frame_bytes: int,
+        curve: Optional[CurveServerKeys] = None,
+        avoid_ports: Tuple[int, ...] = (),
+    ) -> None:
+        """`curve`: the scheduler's keys, with CurveZMQ: the relay serves under them. `avoid_ports`: the ports the
+        scheduler binds after this starts."""
         fd = shared_fd("scaler-relay-counters")
         os.ftruncate(fd, COUNTERS.size)
         self._counters = mmap.mmap(fd, COUNTERS.size)
@@ -47,7 +64,7 @@ class RelayProcess:
             try:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, signal.default_int_handler)  # a KeyboardInterrupt: it closes its socket
-                run_relay(host, max_frame_bytes, self._counters, parent, curve)
+                run_relay(host, max_frame_bytes, self._counters, parent, curve, avoid_ports)
             except BaseException:  # noqa: B036 - the child must never return into the scheduler's code
                 logger.exception("relay: failed")
                 code = 1

@@ -33,7 +33,7 @@ from scaler.protocol import (
 )
 from scaler.scheduler.connections import ConnectionWatch
 from scaler.scheduler.core import FINISHED_NAMES, SchedulerCore
-from scaler.scheduler.relay_process import RelayProcess, relay_host
+from scaler.scheduler.relay_process import RelayProcess, relay_host, tcp_ports
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import STATE_NAMES
 from scaler.scheduler.warmup import should_warm_up, warm_up
@@ -421,4 +421,5 @@ def _start_relay(settings: SchedulerSettings) -> Optional[RelayProcess]:
     host = relay_host(settings.address)
     if not settings.relay or host is None:
         return None
-    return RelayProcess(host, settings.max_frame_bytes, settings.curve_keys)
+    avoid = tcp_ports(settings.address, settings.monitor_address)
+    return RelayProcess(host, settings.max_frame_bytes, settings.curve_keys, avoid)

@@ -12,8 +12,8 @@ import zmq
 
 from scaler.io.data_fetch import FETCH_TIMEOUT_SECONDS, DataFetcher
 from scaler.io.relay_link import RelayLink
-from scaler.relay.relay import Relay
-from scaler.testing.processes import free_tcp_address
+from scaler.relay.relay import Relay, bind_avoiding
+from scaler.testing.processes import free_tcp_address, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -93,3 +93,37 @@ def test_garbage_sent_to_the_relay_is_dropped_and_counted() -> None:
     finally:
         rogue.close(linger=0)
         world.close()
+
+
+class _FirstPortTaken:
+    """Says the first port asked about is to be avoided, as the scheduler's is when the kernel hands it out again."""
+
+    def __init__(self) -> None:
+        self.asked: List[int] = []
+
+    def __contains__(self, port: object) -> bool:
+        assert isinstance(port, int)
+        self.asked.append(port)
+        return len(self.asked) == 1
+
+
+def test_the_relay_binds_again_rather_than_take_a_port_the_scheduler_will_bind() -> None:
+    context = zmq.Context()
+    avoid = _FirstPortTaken()
+    try:
+        sock = context.socket(zmq.ROUTER)
+        port = bind_avoiding(sock, "tcp://127.0.0.1", avoid)
+        assert avoid.asked == [avoid.asked[0], port] and port != avoid.asked[0]
+        assert sock.getsockopt(zmq.LAST_ENDPOINT) == f"tcp://127.0.0.1:{port}".encode()
+        probe = context.socket(zmq.ROUTER)  # the avoided port is let go (libzmq unbinds in its I/O thread)
+        wait_for(lambda: _binds(probe, f"tcp://127.0.0.1:{avoid.asked[0]}"), 10, "the avoided port to be free")
+    finally:
+        context.destroy(linger=0)
+
+
+def _binds(sock: zmq.Socket, endpoint: str) -> bool:
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError:
+        return False
+    return True
