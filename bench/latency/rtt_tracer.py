@@ -132,7 +132,7 @@ def install(directory: str) -> None:
     _recorder = _Recorder(directory)
     import zmq
 
-    from scaler.client.connection import Connection
+    from scaler.client.core import ClientCore
     from scaler.client.io_thread import IOThread
     from scaler.scheduler.core import SchedulerCore
     from scaler.scheduler.shell import SchedulerShell
@@ -156,8 +156,8 @@ def install(directory: str) -> None:
 
     # the client
     _wrap(IOThread, "wake", before=CODES["c.queued"])  # before: the IO thread may stamp before it returns
-    _wrap(IOThread, "_frame", after=CODES["c.flushed"])  # every frame of queued messages, encoded or joined
-    _wrap(Connection, "_on_task_results", before=CODES["c.results"], after=CODES["c.settled"])
+    _wrap(IOThread, "_send_frame", after=CODES["c.flushed"])  # every frame of queued messages, encoded or joined
+    _wrap(ClientCore, "_on_task_results", before=CODES["c.results"], after=CODES["c.settled"])
 
     # the scheduler
     _wrap(SchedulerShell, "_on_readable", before=CODES["s.drain"])

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, Hashable, Iterable, List, Optional,
 from scaler import task_context
 from scaler.client.actors import ActorHandle, create_actor
 from scaler.client.connection import Connection
+from scaler.client.core import TaskRecord
 from scaler.client.dask_graph import (
     dask_available,
     flatten_keys,
@@ -372,9 +373,10 @@ class Client:
                 needs: List[ObjectNeed] = []
                 messages: List[Any] = []
                 encoded_tasks: List[bytes] = []  # joined into one frame
-                batch: List[ScalerFuture] = []
+                batch: List[TaskRecord] = []
                 for args in all_args[start : start + DEFAULT_TASKS_PER_FRAME]:
-                    message, future, encoded = factory.call(connection, encoder, args, no_kwargs, needs)
+                    record, encoded = factory.call(connection, encoder, args, no_kwargs, needs)
+                    future, message = record[0], record[1]
                     future._latch = latch
                     if encoded:
                         encoded_tasks.append(message)
@@ -383,11 +385,11 @@ class Client:
                             messages.append(b"".join(encoded_tasks))
                             encoded_tasks = []
                         messages.append(message)
-                    batch.append(future)
+                    batch.append(record)
                 if encoded_tasks:
                     messages.append(b"".join(encoded_tasks))
                 factory.send(connection, ((fn, function_need),), needs, messages, batch)
-                futures.extend(batch)
+                futures.extend(record[0] for record in batch)
         except BaseException:
             _cancel(connection, futures)  # an argument failed to serialize: no half map left running
             raise
@@ -571,9 +573,4 @@ def _results(
 
 
 def _cancel(connection: Connection, futures: List[ScalerFuture]) -> None:
-    task_ids: Dict[bytes, None] = {}
-    for future in futures:
-        if future._cancel_locally():
-            task_ids[future.task_id] = None
-        task_ids.update(dict.fromkeys(future._graph_task_ids or ()))
-    connection.cancel_tasks(list(task_ids))
+    connection.core.cancel_futures(futures)

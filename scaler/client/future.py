@@ -86,12 +86,7 @@ class ScalerFuture(concurrent.futures.Future):
         "_profiling",
         "_deserialize",
         "_profiling_info",
-        "_held_objects",
-        "_graph_task_ids",
         "_latch",
-        "_message",
-        "_graph",
-        "_retries",
     )
     _condition = _LOCK  # type: ignore[assignment]  # what the base class and concurrent.futures.wait() lock
 
@@ -114,14 +109,7 @@ class ScalerFuture(concurrent.futures.Future):
         self._profiling = profiling
         self._deserialize = deserialize  # the submitting client's serializer reads the result
         self._profiling_info: Optional[ProfilingInfo] = None
-        self._held_objects: Optional[List[bytes]] = None  # objects the task needs; released when it is answered
-        self._graph_task_ids: Optional[List[bytes]] = None  # unreported nodes of its graph, canceled by clear()
         self._latch: Optional[FailureLatch] = None
-        # What a restarted scheduler needs to run the task again, kept until it is answered (see connection.py): its
-        # Task message as built for sending (a reference, not a copy), or, for a graph's key, the graph's record.
-        self._message: Any = None
-        self._graph: Any = None
-        self._retries = 0  # its retries option, for the note on its exception
 
     @property
     def task_id(self) -> bytes:

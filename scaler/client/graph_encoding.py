@@ -76,8 +76,7 @@ def submit_plan(
             factory.stream(connection, task)
         tasks.append(task)
         if planned.requested:
-            future = futures[planned.node] = ScalerFuture(task_id, connection, profiling, factory.deserialize)
-            future._retries = options.retries
+            futures[planned.node] = ScalerFuture(task_id, connection, profiling, factory.deserialize)
         else:
             unreported.append(task_id)
     frame = _NodeEncoder().encode(tasks)
@@ -86,15 +85,13 @@ def submit_plan(
             f"graph encodes to {len(frame)} bytes, over the scheduler's frame limit of {connection.max_frame_bytes}"
             " bytes (scaler_scheduler --max-frame-bytes): send large constants with send_object or split the graph"
         )
-    graph_objects = constants.objects
-    record = GraphRecord(tasks, {future.task_id: future for future in futures.values()})
+    record = GraphRecord(tasks, {future.task_id: future for future in futures.values()}, unreported)
     for future in futures.values():
-        future._held_objects = graph_objects or None  # every requested key holds the graph's objects
-        future._graph_task_ids = unreported or None
         future._latch = latch
-        future._graph = record  # what a restarted scheduler needs of the graph, while this key is unanswered
-    needs = constants.needs
-    factory.send(connection, list(functions.values()), needs, [frame] if frame else [], list(futures.values()))
+    # every requested key holds the graph's objects, and its record while unanswered
+    factory.send_graph(
+        connection, list(functions.values()), constants.needs, frame, record, options.retries, constants.objects or None
+    )
     return [
         futures[plan.task_of_key[key]] if key in plan.task_of_key else _done(plan.constant_of_key[key]) for key in keys
     ]

@@ -5,15 +5,14 @@ ZeroMQ sockets are not thread safe, so user threads never touch the DEALER: they
 and, when it says so (send_queue.py: not during a burst), call wake(), which writes a byte to a socket pair polled
 together with the DEALER. A turn that took messages from the queue polls at most LOOK_AGAIN_MS next. The loop
 packs the queue into frames of DEFAULT_TASKS_PER_FRAME messages (Encoded ones among them; plain bytes, already
-encoded, travel as frames of their own, and so do submit's runs of encoded tasks), drains incoming frames without
-blocking and hands each decoded message to its handler.
+encoded, travel as frames of their own, and so do submit's runs of encoded tasks), and drains incoming frames without
+blocking. What it reads and sees goes to its owner (IOOwner: the connection), which hands it to the client's core.
 
-It also tells when the scheduler is lost. The DEALER's monitor reports a closed connection at once (a scheduler
-killed or restarted: ZeroMQ reconnects the socket by itself); the connection then decides (on_lost), and to wait for
+It also tells when the scheduler is lost. The DEALER's monitor reports a closed connection at once (a scheduler killed
+or restarted: ZeroMQ reconnects the socket by itself); the connection then decides (its core's `lost`), and to wait for
 a scheduler it calls register_again(). Until it takes a HelloReply (`registered = True`) the queue is held, not sent,
-and no heartbeat goes out; the Hello sent at once waits in the socket and leaves when ZeroMQ connects again, and is
-sent again while connected and unanswered. Nothing heard for `silence_limit_seconds` fails the connection
-(on_silence).
+and no heartbeat goes out; the Hello sent at once waits in the socket and leaves when ZeroMQ connects again, and is sent
+again while connected and unanswered. Nothing heard for `silence_limit_seconds` fails the connection (`silent`).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple, cast
+from typing import Any, Dict, List, Optional, Protocol, Tuple, cast
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -46,17 +45,7 @@ from scaler.io.limits import raise_open_files_limit
 from scaler.io.local_data import LocalDataServer
 from scaler.io.relay_link import RelayLink, follow_relay, relay_address
 from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
-from scaler.protocol import (
-    ClientHeartbeat,
-    Encoded,
-    HeartbeatEcho,
-    ObjectDelete,
-    ProtocolError,
-    decode_frame,
-    encode,
-    encode_many,
-)
-from scaler.protocol.dispatch import handler_table
+from scaler.protocol import ClientHeartbeat, Encoded, ObjectDelete, ProtocolError, decode_frame, encode, encode_many
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +57,27 @@ _HELLO_RETRY_SECONDS = 2.0  # while connected and not registered, Hello again th
 _REFUSALS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 _HEARTBEATS_PER_SILENCE_WINDOW = 4  # a short timeout_seconds makes heartbeats more frequent, never fewer than this
 
-Handlers = Dict[type, Callable[[Any], None]]  # by message class: made a table by kind (protocol/dispatch.py)
-_ECHO = HeartbeatEcho.WHICH
+
+class IOOwner(Protocol):
+    """What the IO thread hands on: the connection, which passes it to the client's core."""
+
+    def hello(self) -> bytes: ...  # the Hello to send now, encoded
+
+    def take_outgoing(self) -> List[Outgoing]: ...  # everything queued, to send
+
+    def receive(self, messages: List[Any], now: float) -> None: ...  # a frame's messages, in order
+
+    def fetched(self, object_id: bytes, payload: Any, timed_out: bool) -> None: ...  # a fetch from a holder ended
+
+    def not_sent(self, message: Any, error: Exception) -> None: ...  # did not encode, or over the frame limit
+
+    def lost(self, reason: str) -> None: ...  # the connection to the scheduler closed
+
+    def silent(self, reason: str) -> None: ...  # nothing heard for too long: the connection is over
+
+    def crashed(self, error: Exception) -> None: ...  # this thread failed
+
+    def refused(self, reason: str) -> None: ...  # the CurveZMQ handshake failed
 
 
 class IOThread:
@@ -77,21 +85,12 @@ class IOThread:
         self,
         address: str,
         identity: bytes,
-        hello: Callable[[], bytes],
-        take_outgoing: Callable[[], List[Outgoing]],
-        handlers: Handlers,
-        on_encode_failure: Callable[[Any, Exception], None],
-        on_silence: Callable[[str], None],
-        on_crash: Callable[[Exception], None],
+        owner: IOOwner,
         curve: Optional[CurvePeerKeys] = None,
-        on_refused: Optional[Callable[[str], None]] = None,
-        on_lost: Optional[Callable[[str], None]] = None,
         keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
-        batch_handlers: Optional[Dict[type, Callable[[List[Any]], None]]] = None,
     ) -> None:
         self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
         self.silence_limit_seconds = 0.0  # set with heartbeat_seconds: see Connection.scheduler_gone_after_seconds
-        self.lag_us = 0  # last heartbeat round trip
         # True while the scheduler knows this client; set by the connection (HelloReply, a lost scheduler), read here
         self.registered = False
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
@@ -111,17 +110,8 @@ class IOThread:
         self._local_data: Optional[LocalDataServer] = None
         self._relay_link: Optional[RelayLink] = None  # to the data relay, for workers that cannot reach this client
         self._poller: Optional[zmq.Poller] = None
-        # the connection's handler of a fetch that ended: (object id, its bytes or None, whether it timed out)
-        self.on_data: Optional[Callable[[bytes, Optional[bytes], bool], None]] = None
         self._address = address
-        self._hello = hello  # returns the Hello to send now
-        self._take_outgoing = take_outgoing
-        self._handlers = handler_table(handlers.items())
-        # by message kind: the handler of a run of such messages in one frame (results: settled together)
-        self._batch_handlers = handler_table((batch_handlers or {}).items())
-        self._on_encode_failure = on_encode_failure
-        self._on_silence = on_silence
-        self._on_crash = on_crash
+        self._owner = owner
         self._stopping = False
         self._last_heard = time.monotonic()
         self._process = _this_process()
@@ -133,8 +123,7 @@ class IOThread:
             raise ValueError(f"cannot connect to {address!r}: {error}") from None
         # The socket's own events: a connection that closed (the scheduler died or restarted) or completed (say Hello
         # again), and, with CurveZMQ, a refused key, which shows nowhere else.
-        self._on_refused = on_refused
-        self._on_lost = on_lost
+        self._watch_refusals = curve is not None
         self._events = self._socket.get_monitor_socket(
             zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | (_REFUSALS if curve is not None else 0)
         )
@@ -230,7 +219,7 @@ class IOThread:
                 self._flush()
         except Exception as error:  # a bug here must not leave futures waiting forever
             logger.exception("client IO thread failed")
-            self._on_crash(error)
+            self._owner.crashed(error)
         finally:
             if self.data is not None:
                 self.data.close()
@@ -312,10 +301,9 @@ class IOThread:
 
     def _receive_data(self, data: DataFetcher, ready: Dict[Any, int]) -> None:
         """What holders sent, and the fetches that heard nothing for too long."""
-        on_data = self.on_data
-        assert on_data is not None  # set by the connection before any fetch
+        fetched = self._owner.fetched
         for object_id, payload, timed_out in data.ready(ready, time.monotonic()):
-            on_data(object_id, payload, timed_out)
+            fetched(object_id, payload, timed_out)
 
     def register_again(self) -> None:
         """From the IO thread (a handler, an event): the scheduler was lost; Hello until one answers."""
@@ -325,7 +313,7 @@ class IOThread:
 
     def _send_hello(self, now: float) -> None:
         self._next_hello = now + _HELLO_RETRY_SECONDS
-        self._socket.send(self._hello())
+        self._socket.send(self._owner.hello())
 
     def _read_events(self) -> None:
         events = self._events
@@ -335,16 +323,16 @@ class IOThread:
                 self._connected = False
                 stop = self.drops.dropped(time.monotonic(), self._address)
                 if stop is not None:
-                    self._on_silence(stop)
+                    self._owner.silent(stop)
                     self._stopping = True
                     return
-                if self.registered and self._on_lost is not None:
-                    self._on_lost(f"the connection to the scheduler at {self._address} closed")
+                if self.registered:
+                    self._owner.lost(f"the connection to the scheduler at {self._address} closed")
             elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._connected = True
                 # the waiting Hello leaves now and is answered at once: another only if it was not
                 self._next_hello = time.monotonic() + _HELLO_RETRY_SECONDS / 2
-            elif event & _REFUSALS and self._on_refused is not None:
+            elif event & _REFUSALS and self._watch_refusals:
                 self._handshake_failed(event)
 
     def _handshake_failed(self, event: int) -> None:
@@ -352,8 +340,7 @@ class IOThread:
             reason = "the scheduler refused this client's CurveZMQ key: is its public key among the authorized ones?"
         else:
             reason = "the CurveZMQ handshake failed: is curve_server_key_file the public key of this scheduler?"
-        assert self._on_refused is not None
-        self._on_refused(reason)
+        self._owner.refused(reason)
 
     def _drain_wake(self) -> None:
         try:
@@ -364,7 +351,7 @@ class IOThread:
 
     def _flush(self) -> bool:
         """Send what is queued; whether there was anything."""
-        items = self._take_outgoing()
+        items = self._owner.take_outgoing()
         if not items:
             return False
         batch: List[Any] = []
@@ -441,7 +428,7 @@ class IOThread:
         except ProtocolError:
             refused = []
         for message in refused:
-            self._on_encode_failure(message, error)
+            self._owner.not_sent(message, error)
 
     def _encode_batch(self, batch: List[Any]) -> bytes:
         try:
@@ -454,55 +441,24 @@ class IOThread:
                     parts.append(encode(message))
                 except Exception as error:
                     logger.exception("dropped a message that does not encode: %r", message)
-                    self._on_encode_failure(message, error)
+                    self._owner.not_sent(message, error)
             return b"".join(parts)
 
     def _receive(self) -> None:
         recv = self._socket.recv
+        receive = self._owner.receive
         for _ in range(_FRAMES_PER_TURN):
             try:
                 frame = recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            self._last_heard = time.monotonic()
+            self._last_heard = now = time.monotonic()
             try:
                 messages = decode_frame(frame)
             except ProtocolError as error:
                 logger.warning("dropped a malformed frame from the scheduler: %s", error)
                 continue
-            self._dispatch(messages)
-
-    def _dispatch(self, messages: List[Any]) -> None:
-        """A frame's messages, in order; each run of messages of a kind with a batch handler goes to it whole (the
-        common frame, results only, is one run: the list itself). A heartbeat's echo sharing a frame with 10,000
-        results must not send them one by one through the handler of a single result (a tenth of the seed example's
-        results did, at twice their CPU cost)."""
-        batch_handlers = self._batch_handlers
-        start = 0
-        count = len(messages)
-        while start < count:
-            kind = messages[start].WHICH
-            batch_handler = batch_handlers[kind]
-            if batch_handler is None:
-                self._handle(messages[start])
-                start += 1
-                continue
-            end = start + 1
-            while end < count and messages[end].WHICH == kind:
-                end += 1
-            batch_handler(messages if start == 0 and end == count else messages[start:end])
-            start = end
-
-    def _handle(self, message: Any) -> None:
-        handler = self._handlers[message.WHICH]
-        if handler is not None:
-            handler(message)
-        elif message.WHICH == _ECHO:
-            self.lag_us = max(0, int(time.monotonic() * 1_000_000) - message.sent_at_us)
-            if message.heartbeat_interval_ms:  # the scheduler stretched or shrank the cadence (0: older one)
-                self.follow_cadence(message.heartbeat_interval_ms)
-        else:
-            logger.debug("ignored unexpected %s from the scheduler", type(message).__name__)
+            receive(messages, now)
 
     # ---- liveness ----------------------------------------------------------------------------------------------------
 
@@ -522,7 +478,7 @@ class IOThread:
     def _scheduler_silent(self, now: float) -> bool:
         if not self.silence_limit_seconds or now - self._last_heard < self.silence_limit_seconds:
             return False
-        self._on_silence(
+        self._owner.silent(
             f"no message from the scheduler at {self._address} for {now - self._last_heard:.1f}s "
             f"(a client waits {self.silence_limit_seconds:g}s for one: its reconnect_seconds, or its timeout_seconds "
             "if that is 0)"

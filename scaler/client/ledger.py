@@ -82,6 +82,10 @@ class ObjectLedger:
                 deleted.append(object_id)
         return deleted
 
+    def uses(self) -> Dict[bytes, int]:
+        """Argument object -> how many unanswered tasks hold it (a copy, for checks)."""
+        return dict(self._uses)
+
     def clear(self) -> List[bytes]:
         """Forget everything; the ids to delete at the scheduler."""
         object_ids = list(self._sent)

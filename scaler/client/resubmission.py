@@ -1,13 +1,12 @@
 """Internal: what a client sends a scheduler that lost its session (it restarted), so that nothing unanswered is lost.
 
-The connection keeps, for every unanswered task, the message it was sent as (ScalerFuture._message: the Task object,
-or the bytes already built by a template or for a frame of its own; a reference, not a copy), and the ledger keeps the
-ObjectPuts of every object the scheduler should hold. A graph is kept as a GraphRecord, shared by the futures of its
-keys: its Task messages in the order they were sent (dependencies first), and the results of keys other nodes of the
-graph depend on. On a new session `resubmission` rebuilds, under the same task ids: every object, every unanswered
-task, and of each graph the nodes its unanswered keys still need, in one frame, with the results received since sent
-back as result objects (the scheduler links a node to a result object as to a finished dependency) instead of being
-computed again.
+The client's core (core.py) keeps, for every unanswered task, the message it was sent as (the Task object, or the bytes
+already built by a template or for a frame of its own; a reference, not a copy), and the ledger keeps the ObjectPuts of
+every object the scheduler should hold. A graph is kept as a GraphRecord, shared by its keys: its Task messages in the
+order they were sent (dependencies first), and the results of keys other nodes of the graph depend on. On a new session
+`resubmission` rebuilds, under the same task ids: every object, every unanswered task, and of each graph the nodes its
+unanswered keys still need, in one frame, with the results received since sent back as result objects (the scheduler
+links a node to a result object as to a finished dependency) instead of being computed again.
 """
 
 from __future__ import annotations
@@ -25,11 +24,12 @@ _KIND_RESULT = int(ObjectKind.result)
 class GraphRecord:
     """One submitted graph, kept while one of its keys is unanswered (the futures of its keys reference it)."""
 
-    __slots__ = ("tasks", "futures", "kept_results", "results")
+    __slots__ = ("tasks", "futures", "unreported", "kept_results", "results")
 
-    def __init__(self, tasks: List[Any], futures: Dict[bytes, ScalerFuture]) -> None:
+    def __init__(self, tasks: List[Any], futures: Dict[bytes, ScalerFuture], unreported: List[bytes]) -> None:
         self.tasks = tasks  # Task messages, dependencies first, exactly as sent
         self.futures = futures  # task id -> future, for the requested keys
+        self.unreported = unreported  # the task ids of the nodes not requested: cancelled with the graph
         # keys that other nodes depend on: their results are kept until the graph is answered, to send back
         self.kept_results: Set[bytes] = {
             dependency for task in tasks for dependency in task.dependencies if dependency in futures
@@ -41,13 +41,14 @@ class GraphRecord:
         if task_id in self.kept_results:
             self.results[task_id] = payload
 
-    def resubmission(self) -> List[Outgoing]:
-        """The nodes the unanswered keys still need, as one frame behind the result objects they use."""
+    def resubmission(self, fetching: Set[bytes]) -> List[Outgoing]:
+        """The nodes the unanswered keys still need, as one frame behind the result objects they use; keys in
+        `fetching` (their results are held, being fetched) are not made again."""
         by_id = {task.task_id: task for task in self.tasks}
         needed: Set[bytes] = set()
         results: List[Outgoing] = []
         sent_results: Set[bytes] = set()
-        stack = [task_id for task_id, future in self.futures.items() if not future.done()]
+        stack = [task_id for task_id, future in self.futures.items() if not future.done() and task_id not in fetching]
         while stack:
             task_id = stack.pop()
             if task_id in needed:
@@ -70,19 +71,27 @@ class GraphRecord:
         return out
 
 
-def resubmission(ledger_puts: List[Outgoing], futures: Iterable[ScalerFuture]) -> List[Outgoing]:
-    """Objects first, then every unanswered task in submission order, then the graphs' frames."""
+def resubmission(
+    ledger_puts: List[Outgoing],
+    unanswered: Iterable[bytes],
+    messages: Dict[bytes, Any],
+    graphs: Dict[bytes, GraphRecord],
+    fetching: Set[bytes],
+) -> List[Outgoing]:
+    """Objects first, then every unanswered task in submission order (`messages`: as sent), then the graphs' frames
+    (`graphs`: the record of each graph key; keys in `fetching` are not made again)."""
     out = list(ledger_puts)
-    graphs: Dict[int, GraphRecord] = {}
-    for future in futures:
-        graph = future._graph
+    records: Dict[int, GraphRecord] = {}
+    for task_id in unanswered:
+        graph = graphs.get(task_id)
         if graph is not None:
-            graphs.setdefault(id(graph), graph)
-        elif future._message is not None:
-            message = future._message
+            records.setdefault(id(graph), graph)
+            continue
+        message = messages.get(task_id)
+        if message is not None:
             if type(message) is bytes and len(message) <= DEFAULT_INLINE_LIMIT_BYTES:
                 message = Encoded(message)  # a call encoded by template: batched with the others, as when first sent
             out.append(message)
-    for graph in graphs.values():
-        out.extend(graph.resubmission())
+    for graph in records.values():
+        out.extend(graph.resubmission(fetching))
     return out

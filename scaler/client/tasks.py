@@ -17,10 +17,12 @@ from scaler.client import output
 from scaler.client.caches import put_bounded
 from scaler.client.calls import CallEncoder
 from scaler.client.connection import Connection
+from scaler.client.core import TaskRecord
 from scaler.client.future import ScalerFuture
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts, qualified_name
 from scaler.client.options import TaskOptions
+from scaler.client.resubmission import GraphRecord
 from scaler.client.signatures import CallShape, SignatureCache, anchor, identity_key
 from scaler.client.task_message import task_message
 from scaler.config import DEFAULT_CLIENT_FUNCTION_CACHE_SIZE, DEFAULT_INLINE_LIMIT_BYTES
@@ -120,12 +122,15 @@ class TaskFactory:
             site.shape.check(args, kwargs)
         encoder = site.encoder
         needs: List[ObjectNeed] = []
-        message, future, encoded = self.call(connection, encoder, args, kwargs, needs)
+        record, encoded = self.call(connection, encoder, args, kwargs, needs)
+        future, message = record[0], record[1]
         if function_need is None:
-            if encoded and connection.send_task(site.object_ids, message, future):
+            if encoded and connection.core.send_task(site.object_ids, message, future, encoder.retries):
                 return future
             function_need = (encoder.function_id, None)
-        self.send(connection, ((fn, function_need),), needs, [Encoded(message) if encoded else message], (future,))
+        if encoded:
+            message = Encoded(message)
+        self.send(connection, ((fn, function_need),), needs, [message], (record,))
         return future
 
     def _new_site(
@@ -168,9 +173,9 @@ class TaskFactory:
         args: Sequence[Any],
         kwargs: Dict[str, Any],
         needs: List[ObjectNeed],
-    ) -> Tuple[Any, ScalerFuture, bool]:
-        """(the call's Task, its future, whether that Task is already encoded bytes): a call of positional arguments
-        that travel inline is encoded by template here; any other one is a Task message built by task()."""
+    ) -> Tuple[TaskRecord, bool]:
+        """(the call's record: its future and Task; whether that Task is already encoded bytes): a call of positional
+        arguments that travel inline is encoded by template here; any other one is a Task message built by task()."""
         datas: Sequence[bytes] = ()
         if not kwargs and not self.stream_output:  # a streamed task is labeled and flagged: a Task message
             datas, plain = encoder.serialize_args(args)
@@ -179,14 +184,12 @@ class TaskFactory:
                 encoded = encoder.encode(task_id, datas)
                 if encoded is not None:
                     future = ScalerFuture(task_id, connection, encoder.profiling, self.deserialize)
-                    future._retries = encoder.retries
-                    future._message = encoded  # kept while unanswered, to resubmit it to a restarted scheduler
-                    return encoded, future, True
-        message, future = self.task(
+                    return (future, encoded, encoder.retries, None), True
+        record = self.task(
             connection, encoder.function_id, args, kwargs, encoder.profiling, encoder.parent, encoder.options, needs,
             datas,
         )  # fmt: skip
-        return message, future, False
+        return record, False
 
     def task(
         self,
@@ -199,9 +202,10 @@ class TaskFactory:
         options: TaskOptions,
         needs: List[ObjectNeed],
         datas: Sequence[bytes] = (),
-    ) -> Tuple[Any, ScalerFuture]:
-        """One task and its future; arguments too large to travel inline are added to `needs` as objects.
-        `datas`: the bytes of the first arguments, already serialized (CallEncoder.serialize_args)."""
+    ) -> TaskRecord:
+        """One task's record (its future, message, retries and held objects); arguments too large to travel inline are
+        added to `needs` as objects. `datas`: the bytes of the first arguments, already serialized
+        (CallEncoder.serialize_args)."""
         serialize = self.serialize
         arguments = []
         held: List[bytes] = []
@@ -244,9 +248,10 @@ class TaskFactory:
         held: List[bytes],
         inline_bytes: int,
         dependencies: Sequence[bytes] = (),
-    ) -> Tuple[Any, ScalerFuture]:
-        """The Task of these arguments (`held`: the ids of those sent as objects for it; `inline_bytes`: the size of
-        the others) and its future."""
+    ) -> TaskRecord:
+        """The record of the Task of these arguments (`held`: the ids of those sent as objects for it; `inline_bytes`:
+        the size of the others): its future, the message to send (kept while unanswered, to resubmit it to a scheduler
+        that lost it), its retries and held objects."""
         task_id = connection.new_task_id()
         task = task_message(
             task_id, function_id, arguments, options, profiling, parent, self.serializer_id, dependencies
@@ -254,13 +259,9 @@ class TaskFactory:
         if self.stream_output:
             self.stream(connection, task)
         future = ScalerFuture(task_id, connection, profiling, self.deserialize)
-        future._retries = options.retries
-        if held:
-            future._held_objects = held
         # Many inline arguments could make one batched frame huge: such a task travels as a frame of its own.
         message = task if inline_bytes <= DEFAULT_INLINE_LIMIT_BYTES else encode(task)
-        future._message = message  # kept while unanswered, to resubmit it to a restarted scheduler
-        return message, future
+        return future, message, options.retries, held or None
 
     def argument(
         self, connection: Connection, arg: Any, name: str, needs: List[ObjectNeed], held: List[bytes]
@@ -289,16 +290,38 @@ class TaskFactory:
         functions: Sequence[Tuple[Any, ObjectNeed]],
         needs: List[ObjectNeed],
         messages: List[Any],
-        futures: Sequence[ScalerFuture],
+        tasks: Sequence[TaskRecord],
         pin: Optional[bytes] = None,
     ) -> None:
         """Queue messages after the serializer, functions and objects they need that the scheduler lacks."""
-        if connection.send(self._with_serializer([need for _, need in functions] + needs), messages, futures, pin):
+        if connection.core.send(self._with_serializer([need for _, need in functions] + needs), messages, tasks, pin):
             return
-        # A function's id was cached but clear() deleted it since: serialize the functions again, under the ids the
-        # messages already carry.
-        fresh = [self.serialize_function(connection, function, need[0]) for function, need in functions]
-        connection.send(self._with_serializer(fresh + needs), messages, futures, pin)
+        connection.core.send(self._with_serializer(self._fresh(connection, functions) + needs), messages, tasks, pin)
+
+    def send_graph(
+        self,
+        connection: Connection,
+        functions: Sequence[Tuple[Any, ObjectNeed]],
+        needs: List[ObjectNeed],
+        frame: bytes,
+        record: GraphRecord,
+        retries: int,
+        objects: Optional[List[bytes]],
+    ) -> None:
+        """send() of a graph's frame, each of its keys holding `objects` and the graph's record."""
+        core = connection.core
+        if core.send_graph(
+            self._with_serializer([need for _, need in functions] + needs), frame, record, retries, objects
+        ):
+            return
+        core.send_graph(
+            self._with_serializer(self._fresh(connection, functions) + needs), frame, record, retries, objects
+        )
+
+    def _fresh(self, connection: Connection, functions: Sequence[Tuple[Any, ObjectNeed]]) -> List[ObjectNeed]:
+        """A function's id was cached but clear() deleted it since: the functions serialized again, under the ids the
+        messages already carry."""
+        return [self.serialize_function(connection, function, need[0]) for function, need in functions]
 
     def _with_serializer(self, needs: List[ObjectNeed]) -> List[ObjectNeed]:
         if self._serializer_need is not None:

@@ -1,41 +1,42 @@
-"""How the client's IO thread hands a decoded frame to its handlers (runs of a kind with a batch handler go whole),
-and how it joins what is queued into frames under the scheduler's limit."""
+"""How the client's core takes a decoded frame (runs of results go to the batch handler whole), and how the IO thread
+joins what is queued into frames under the scheduler's limit."""
 
 from __future__ import annotations
 
 from typing import Any, List, Tuple
 
+from scaler.client.core import ClientCore
 from scaler.client.io_thread import IOThread
 from scaler.config import DEFAULT_MAX_FRAME_BYTES, DEFAULT_TASKS_PER_FRAME
 from scaler.drop_streak import DropStreak
 from scaler.errors import FrameTooLargeError
 from scaler.protocol import Argument, Encoded, HeartbeatEcho, Task, TaskResult, encode
-from scaler.protocol.dispatch import handler_table
 
 
-class _Handlers:
-    """What _dispatch uses of an IOThread, recording the order of the calls."""
+class _Handlers(ClientCore):
+    """A core recording the order in which its handlers are called."""
 
     def __init__(self) -> None:
+        super().__init__(b"C" * 16, "tcp://127.0.0.1:1", "here", 1, b"p" * 8, 0.0, lambda: None)
         self.calls: List[Any] = []
-        self._batch_handlers = handler_table([(TaskResult, lambda messages: self.calls.append(("batch", messages)))])
+        self._handlers[HeartbeatEcho.WHICH] = lambda message: self.calls.append(("one", message))
 
-    def _handle(self, message: Any) -> None:
-        self.calls.append(("one", message))
+    def _on_task_results(self, results: List[TaskResult]) -> None:
+        self.calls.append(("batch", results))
 
 
 def test_a_mixed_frame_hands_each_run_of_results_to_the_batch_handler_in_order() -> None:
     first, second, third = (TaskResult(task_id=bytes([number]) * 16) for number in range(3))
     echo = HeartbeatEcho(sent_at_us=1)
     handlers = _Handlers()
-    IOThread._dispatch(handlers, [first, second, echo, third])  # type: ignore[arg-type]
+    handlers.receive([first, second, echo, third], 0.0)
     assert handlers.calls == [("batch", [first, second]), ("one", echo), ("batch", [third])]
 
 
 def test_a_frame_of_results_only_goes_to_the_batch_handler_whole() -> None:
     results = [TaskResult(task_id=bytes([number]) * 16) for number in range(3)]
     handlers = _Handlers()
-    IOThread._dispatch(handlers, results)  # type: ignore[arg-type]
+    handlers.receive(results, 0.0)
     assert len(handlers.calls) == 1 and handlers.calls[0][0] == "batch"
     assert handlers.calls[0][1] is results, "the common frame is handed on as decoded, not copied"
 
@@ -43,7 +44,7 @@ def test_a_frame_of_results_only_goes_to_the_batch_handler_whole() -> None:
 def test_messages_without_a_batch_handler_go_one_by_one() -> None:
     echoes = [HeartbeatEcho(sent_at_us=number) for number in range(3)]
     handlers = _Handlers()
-    IOThread._dispatch(handlers, echoes)  # type: ignore[arg-type]
+    handlers.receive(echoes, 0.0)
     assert handlers.calls == [("one", echo) for echo in echoes]
 
 
@@ -55,17 +56,18 @@ class _Sender:
         self.refused: List[Tuple[Any, Exception]] = []
         self._items = items
         self._socket = self
+        self._owner = self
         self.max_frame_bytes = max_frame_bytes
         self.drops = DropStreak()
 
-    def _take_outgoing(self) -> List[Any]:
+    def take_outgoing(self) -> List[Any]:
         items, self._items = self._items, []
         return items
 
     def send(self, frame: bytes, flags: int = 0, copy: bool = True) -> None:
         self.frames.append(bytes(frame))
 
-    def _on_encode_failure(self, message: Any, error: Exception) -> None:
+    def not_sent(self, message: Any, error: Exception) -> None:
         self.refused.append((message, error))
 
     _send_batch = IOThread._send_batch

@@ -84,12 +84,12 @@ def _submit(client: Client, function: CallWithRefs, lifted: Lifted) -> ScalerFut
     function_need = factory.function_need(connection, function)
     inline_bytes = sum(len(argument.data) for argument in arguments if argument.kind == _INLINE)
     parent = task_context.current_task_id or b""
-    message, future = factory.task_of(
+    record = factory.task_of(
         connection, function_need[0], arguments, client._profiling, parent, options, held, inline_bytes,
         list(dependencies),
     )  # fmt: skip
-    factory.send(connection, ((function, function_need),), needs, [message], (future,))
-    return future
+    factory.send(connection, ((function, function_need),), needs, [record[1]], (record,))
+    return record[0]
 
 
 def _settled_like(dependency: ScalerFuture) -> Optional[ScalerFuture]:
