@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Dict, Hashable, Iterable, List, Optional,
 from scaler import task_context
 from scaler.client.actors import ActorHandle, create_actor
 from scaler.client.connection import Connection
-from scaler.client.core import TaskRecord
 from scaler.client.dask_graph import (
     dask_available,
     flatten_keys,
@@ -373,10 +372,11 @@ class Client:
                 needs: List[ObjectNeed] = []
                 messages: List[Any] = []
                 encoded_tasks: List[bytes] = []  # joined into one frame
-                batch: List[TaskRecord] = []
+                batch: List[ScalerFuture] = []
+                kept: List[Any] = []  # each task's message as sent
+                held: Dict[bytes, List[bytes]] = {}
                 for args in all_args[start : start + DEFAULT_TASKS_PER_FRAME]:
-                    record, encoded = factory.call(connection, encoder, args, no_kwargs, needs)
-                    future, message = record[0], record[1]
+                    message, future, encoded, objects = factory.call(connection, encoder, args, no_kwargs, needs)
                     future._latch = latch
                     if encoded:
                         encoded_tasks.append(message)
@@ -385,11 +385,16 @@ class Client:
                             messages.append(b"".join(encoded_tasks))
                             encoded_tasks = []
                         messages.append(message)
-                    batch.append(record)
+                    batch.append(future)
+                    kept.append(message)
+                    if objects:
+                        held[future.task_id] = objects
                 if encoded_tasks:
                     messages.append(b"".join(encoded_tasks))
-                factory.send(connection, ((fn, function_need),), needs, messages, batch)
-                futures.extend(record[0] for record in batch)
+                factory.send(
+                    connection, ((fn, function_need),), needs, messages, batch, kept, encoder.retries, held or None
+                )
+                futures.extend(batch)
         except BaseException:
             _cancel(connection, futures)  # an argument failed to serialize: no half map left running
             raise

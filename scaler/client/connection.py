@@ -65,6 +65,7 @@ class Connection:
         self.core = core = ClientCore(
             self.identity, self.address, socket.gethostname(), self.pid, os.urandom(8), reconnect, self._wake
         )
+        self.check_open = core.check_open
         self.new_task_id = core.new_task_id
         self.task_number = core.task_number
         self.holds_object = core.holds_object
@@ -114,9 +115,6 @@ class Connection:
     def lag_us(self) -> int:
         """The last heartbeat round trip to the scheduler."""
         return self.core.lag_us
-
-    def check_open(self) -> None:
-        self.core._check_open()
 
     def cancel_task(self, task_id: bytes) -> None:
         """A future's cancel(): tell the scheduler."""

@@ -93,11 +93,6 @@ class ResultFetch:
         self.held_objects = held_objects
 
 
-# What a submission hands the core for one task: its future, the message to send again to a scheduler that lost it
-# (a reference, not a copy), its retries option (for the note on its exception), and the objects it holds (or None).
-TaskRecord = Tuple[ScalerFuture, Any, int, Optional[List[bytes]]]
-
-
 class ClientCore:
     def __init__(
         self,
@@ -165,22 +160,40 @@ class ClientCore:
         self,
         needs: Iterable[ObjectNeed],
         messages: Sequence[Outgoing],
-        tasks: Sequence[TaskRecord] = (),
+        futures: Sequence[ScalerFuture] = (),
+        kept: Sequence[Any] = (),
+        retries: int = 0,
+        held: Optional[Dict[bytes, List[bytes]]] = None,
         pin: Optional[bytes] = None,
     ) -> bool:
-        """Queue `messages`, preceded by the objects in `needs` the scheduler lacks, and track `tasks`.
+        """Queue `messages`, preceded by the objects in `needs` the scheduler lacks, and track the tasks of `futures`:
+        `kept[i]` is the message of futures[i]'s task as sent (a reference, not a copy), to send again to a scheduler
+        that lost it; `retries`, their option (for the note on an exception); `held`, task id -> the objects a task
+        holds, for those that hold any. Parallel lists, not a record per task: map() sends 1,000 at a time, and a
+        tuple each, alive until sent, was as many more objects for the garbage collector.
 
         False, with nothing queued, if an object the scheduler lacks came without its ObjectPut (clear() deleted it
         since the caller cached its id): the caller serializes it again and retries. DisconnectedError if closed."""
         with self.lock:
-            self._check_open()
+            if self.closed_reason is not None:
+                self.check_open()
             puts = self.ledger.puts_for(needs)
             if puts is None:
                 return False
             if pin is not None:
                 self.ledger.pin(pin)
-            for future, message, retries, held in tasks:
-                self._track(future.task_id, future, message, retries, held)
+            pending, messages_kept = self.pending, self.messages
+            for future, message in zip(futures, kept):
+                task_id = future._task_id
+                pending[task_id] = future
+                messages_kept[task_id] = message
+            if retries:
+                for future in futures:
+                    self.retries[future._task_id] = retries
+            if held:
+                for task_id, objects in held.items():
+                    self.held[task_id] = objects
+                    self.ledger.hold(objects)
             send_queue = self.send_queue
             wake = send_queue.add(puts) if puts else False
             wake = send_queue.add(messages) or wake
@@ -193,7 +206,8 @@ class ClientCore:
         in `object_ids` (its function, a serializer): nothing to work out. False, with nothing queued, if it lacks
         one: use send()."""
         with self.lock:
-            self._check_open()
+            if self.closed_reason is not None:
+                self.check_open()
             if not self.ledger.holds_all(object_ids):
                 return False
             task_id = future._task_id
@@ -217,32 +231,24 @@ class ClientCore:
         """send() of a graph: its nodes in one frame; each of its keys (`record.futures`) holds the graph's objects
         and, while unanswered, the record (what a scheduler that lost it needs)."""
         with self.lock:
-            self._check_open()
+            self.check_open()
             puts = self.ledger.puts_for(needs)
             if puts is None:
                 return False
-            graphs = self.graphs
             for task_id, future in record.futures.items():
-                self._track(task_id, future, None, retries, objects)
-                graphs[task_id] = record
+                self.pending[task_id] = future
+                self.graphs[task_id] = record
+                if retries:
+                    self.retries[task_id] = retries
+                if objects:
+                    self.held[task_id] = objects
+                    self.ledger.hold(objects)
             send_queue = self.send_queue
             wake = send_queue.add(puts) if puts else False
             wake = send_queue.add([frame] if frame else []) or wake
         if wake:
             self._wake()
         return True
-
-    def _track(
-        self, task_id: bytes, future: ScalerFuture, message: Any, retries: int, held: Optional[List[bytes]]
-    ) -> None:
-        self.pending[task_id] = future
-        if message is not None:
-            self.messages[task_id] = message
-        if retries:
-            self.retries[task_id] = retries
-        if held:
-            self.held[task_id] = held
-            self.ledger.hold(held)
 
     def holds_object(self, object_id: bytes) -> bool:
         """Whether an object sent with send_object is still held for this connection (clear() drops them all)."""
@@ -282,7 +288,7 @@ class ClientCore:
     def clear(self) -> None:
         """Cancel every unanswered task and delete every object of this connection."""
         with self.lock:
-            self._check_open()
+            self.check_open()
             futures = list(self.pending.values())
             futures.extend([fetch.future for fetch in list(self.fetches.values())])  # unanswered too: cancelled here
             task_ids = list(self.pending)
@@ -309,7 +315,8 @@ class ClientCore:
         """The closing thread stopped waiting: a new scheduler need not hear the disconnect again."""
         self.disconnecting = None
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """DisconnectedError once the connection is closed."""
         if self.closed_reason is not None:
             raise DisconnectedError(f"the client is disconnected ({self.closed_reason}): create a new Client")
 

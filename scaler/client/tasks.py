@@ -17,7 +17,6 @@ from scaler.client import output
 from scaler.client.caches import put_bounded
 from scaler.client.calls import CallEncoder
 from scaler.client.connection import Connection
-from scaler.client.core import TaskRecord
 from scaler.client.future import ScalerFuture
 from scaler.client.ledger import ObjectNeed
 from scaler.client.objects import ObjectReference, object_puts, qualified_name
@@ -122,15 +121,15 @@ class TaskFactory:
             site.shape.check(args, kwargs)
         encoder = site.encoder
         needs: List[ObjectNeed] = []
-        record, encoded = self.call(connection, encoder, args, kwargs, needs)
-        future, message = record[0], record[1]
+        message, future, encoded, held = self.call(connection, encoder, args, kwargs, needs)
         if function_need is None:
             if encoded and connection.core.send_task(site.object_ids, message, future, encoder.retries):
                 return future
             function_need = (encoder.function_id, None)
-        if encoded:
-            message = Encoded(message)
-        self.send(connection, ((fn, function_need),), needs, [message], (record,))
+        self.send(
+            connection, ((fn, function_need),), needs, [Encoded(message) if encoded else message], [future],
+            [message], encoder.retries, {future.task_id: held} if held else None,
+        )  # fmt: skip
         return future
 
     def _new_site(
@@ -173,9 +172,10 @@ class TaskFactory:
         args: Sequence[Any],
         kwargs: Dict[str, Any],
         needs: List[ObjectNeed],
-    ) -> Tuple[TaskRecord, bool]:
-        """(the call's record: its future and Task; whether that Task is already encoded bytes): a call of positional
-        arguments that travel inline is encoded by template here; any other one is a Task message built by task()."""
+    ) -> Tuple[Any, ScalerFuture, bool, Optional[List[bytes]]]:
+        """(the call's Task, its future, whether that Task is already encoded bytes, the objects it holds): a call of
+        positional arguments that travel inline is encoded by template here; any other one is a Task message built by
+        task()."""
         datas: Sequence[bytes] = ()
         if not kwargs and not self.stream_output:  # a streamed task is labeled and flagged: a Task message
             datas, plain = encoder.serialize_args(args)
@@ -184,12 +184,12 @@ class TaskFactory:
                 encoded = encoder.encode(task_id, datas)
                 if encoded is not None:
                     future = ScalerFuture(task_id, connection, encoder.profiling, self.deserialize)
-                    return (future, encoded, encoder.retries, None), True
-        record = self.task(
+                    return encoded, future, True, None
+        message, future, held = self.task(
             connection, encoder.function_id, args, kwargs, encoder.profiling, encoder.parent, encoder.options, needs,
             datas,
         )  # fmt: skip
-        return record, False
+        return message, future, False, held
 
     def task(
         self,
@@ -202,8 +202,8 @@ class TaskFactory:
         options: TaskOptions,
         needs: List[ObjectNeed],
         datas: Sequence[bytes] = (),
-    ) -> TaskRecord:
-        """One task's record (its future, message, retries and held objects); arguments too large to travel inline are
+    ) -> Tuple[Any, ScalerFuture, Optional[List[bytes]]]:
+        """One task: its message, its future, the objects it holds (or None); arguments too large to travel inline are
         added to `needs` as objects. `datas`: the bytes of the first arguments, already serialized
         (CallEncoder.serialize_args)."""
         serialize = self.serialize
@@ -248,10 +248,10 @@ class TaskFactory:
         held: List[bytes],
         inline_bytes: int,
         dependencies: Sequence[bytes] = (),
-    ) -> TaskRecord:
-        """The record of the Task of these arguments (`held`: the ids of those sent as objects for it; `inline_bytes`:
-        the size of the others): its future, the message to send (kept while unanswered, to resubmit it to a scheduler
-        that lost it), its retries and held objects."""
+    ) -> Tuple[Any, ScalerFuture, Optional[List[bytes]]]:
+        """The Task of these arguments (`held`: the ids of those sent as objects for it; `inline_bytes`: the size of
+        the others) as the message to send (kept while unanswered, to send again to a scheduler that lost it), its
+        future, and the objects it holds (or None)."""
         task_id = connection.new_task_id()
         task = task_message(
             task_id, function_id, arguments, options, profiling, parent, self.serializer_id, dependencies
@@ -261,7 +261,7 @@ class TaskFactory:
         future = ScalerFuture(task_id, connection, profiling, self.deserialize)
         # Many inline arguments could make one batched frame huge: such a task travels as a frame of its own.
         message = task if inline_bytes <= DEFAULT_INLINE_LIMIT_BYTES else encode(task)
-        return future, message, options.retries, held or None
+        return message, future, held or None
 
     def argument(
         self, connection: Connection, arg: Any, name: str, needs: List[ObjectNeed], held: List[bytes]
@@ -290,13 +290,20 @@ class TaskFactory:
         functions: Sequence[Tuple[Any, ObjectNeed]],
         needs: List[ObjectNeed],
         messages: List[Any],
-        tasks: Sequence[TaskRecord],
+        futures: Sequence[ScalerFuture] = (),
+        kept: Sequence[Any] = (),
+        retries: int = 0,
+        held: Optional[Dict[bytes, List[bytes]]] = None,
         pin: Optional[bytes] = None,
     ) -> None:
-        """Queue messages after the serializer, functions and objects they need that the scheduler lacks."""
-        if connection.core.send(self._with_serializer([need for _, need in functions] + needs), messages, tasks, pin):
+        """Queue messages after the serializer, functions and objects they need that the scheduler lacks, and track
+        the tasks of `futures` (ClientCore.send)."""
+        core = connection.core
+        first = self._with_serializer([need for _, need in functions] + needs)
+        if core.send(first, messages, futures, kept, retries, held, pin):
             return
-        connection.core.send(self._with_serializer(self._fresh(connection, functions) + needs), messages, tasks, pin)
+        fresh = self._with_serializer(self._fresh(connection, functions) + needs)
+        core.send(fresh, messages, futures, kept, retries, held, pin)
 
     def send_graph(
         self,

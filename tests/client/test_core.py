@@ -181,10 +181,10 @@ class Harness:
     def submit(self, held: Sequence[bytes] = (), parent: bytes = b"", retries: int = 0) -> ScalerFuture:
         """The general path: the function's id as cached first, its ObjectPuts again if clear() deleted it."""
         future, task, needs = self.task(held, parent)
-        record = (future, task, retries, list(held) or None)
-        if not self.core.send([(FUNCTION, None), *needs], [task], [record]):
+        held_by = {future.task_id: list(held)} if held else None
+        if not self.core.send([(FUNCTION, None), *needs], [task], [future], [task], retries, held_by):
             self.step()
-            assert self.core.send([(FUNCTION, function_puts()), *needs], [task], [record])
+            assert self.core.send([(FUNCTION, function_puts()), *needs], [task], [future], [task], retries, held_by)
         self.step()
         return future
 
@@ -195,8 +195,7 @@ class Harness:
         encoded = encode(task)
         if not self.core.send_task([FUNCTION], encoded, future, 0):
             self.step()
-            record = (future, encoded, 0, None)
-            assert self.core.send([(FUNCTION, function_puts())], [encoded], [record])
+            assert self.core.send([(FUNCTION, function_puts())], [encoded], [future], [encoded])
         self.step()
         return future
 
@@ -305,7 +304,7 @@ def test_send_task_is_refused_until_the_function_was_sent() -> None:
     assert not core.send_task([FUNCTION], encoded, future, 0)
     harness.step()
     assert not core.pending and not core.send_queue.items, "nothing tracked or queued"
-    assert not core.send([(FUNCTION, None)], [encoded], [(future, encoded, 0, None)]), "no puts for a missing object"
+    assert not core.send([(FUNCTION, None)], [encoded], [future], [encoded]), "no puts for a missing object"
     harness.step()
     assert not core.pending and not core.send_queue.items
     first = harness.submit()

@@ -84,12 +84,15 @@ def _submit(client: Client, function: CallWithRefs, lifted: Lifted) -> ScalerFut
     function_need = factory.function_need(connection, function)
     inline_bytes = sum(len(argument.data) for argument in arguments if argument.kind == _INLINE)
     parent = task_context.current_task_id or b""
-    record = factory.task_of(
+    message, future, objects = factory.task_of(
         connection, function_need[0], arguments, client._profiling, parent, options, held, inline_bytes,
         list(dependencies),
     )  # fmt: skip
-    factory.send(connection, ((function, function_need),), needs, [record[1]], (record,))
-    return record[0]
+    factory.send(
+        connection, ((function, function_need),), needs, [message], [future], [message], options.retries,
+        {future.task_id: objects} if objects else None,
+    )  # fmt: skip
+    return future
 
 
 def _settled_like(dependency: ScalerFuture) -> Optional[ScalerFuture]:
