@@ -570,12 +570,12 @@ def _results(
             bar.update_to(latch.settled)
         return values
     except BaseException:
-        _cancel(connection, futures)
+        _cancel(connection, futures, latch)
         raise
     finally:
         if bar is not None:
             bar.close()
 
 
-def _cancel(connection: Connection, futures: List[ScalerFuture]) -> None:
-    connection.core.cancel_futures(futures)
+def _cancel(connection: Connection, futures: List[ScalerFuture], latch: Optional[FailureLatch] = None) -> None:
+    connection.core.cancel_futures(futures, latch.graph_nodes if latch is not None else ())

@@ -273,16 +273,14 @@ class ClientCore:
                 if self.closed_reason is None:
                     self._queue_locked(TaskCancel(task_ids=task_ids))
 
-    def cancel_futures(self, futures: Iterable[ScalerFuture]) -> None:
-        """Cancel these futures here and their tasks at the scheduler, with the unreported nodes of their graphs."""
+    def cancel_futures(self, futures: Iterable[ScalerFuture], nodes: Sequence[bytes] = ()) -> None:
+        """Cancel these futures here and their tasks at the scheduler, with `nodes` (their graph's unreported nodes,
+        which may run on after every key was answered: a key failed with a dependency while another ran)."""
         task_ids: Dict[bytes, None] = {}
-        graphs = self.graphs
         for future in futures:
-            graph = graphs.get(future.task_id)
             if future._cancel_locally():
-                task_ids[future.task_id] = None
-            if graph is not None:
-                task_ids.update(dict.fromkeys(graph.unreported))
+                task_ids[future._task_id] = None
+        task_ids.update(dict.fromkeys(nodes))
         self.cancel_tasks(list(task_ids))
 
     def clear(self) -> None:
@@ -290,15 +288,17 @@ class ClientCore:
         with self.lock:
             self.check_open()
             futures = list(self.pending.values())
-            futures.extend([fetch.future for fetch in list(self.fetches.values())])  # unanswered too: cancelled here
+            fetches = list(self.fetches.values())  # changed under the lock only
+            futures.extend([fetch.future for fetch in fetches])  # unanswered too: cancelled here
             task_ids = list(self.pending)
-            for graph in {id(graph): graph for graph in self.graphs.values()}.values():
+            graphs = list(self.graphs.values())  # a copy made at once: the IO thread drops answered keys unlocked
+            for graph in {id(graph): graph for graph in graphs}.values():
                 task_ids.extend(graph.unreported)
             if task_ids:
                 self._queue_locked(TaskCancel(task_ids=task_ids))
             object_ids = self.ledger.clear()
             self.held.clear()  # the ledger forgot what each task held: nothing is released twice
-            for fetch in self.fetches.values():
+            for fetch in fetches:
                 fetch.held_objects = None
             if object_ids:
                 self._queue_locked(ObjectDelete(object_ids=object_ids))
@@ -439,11 +439,16 @@ class ClientCore:
         task_id = result.task_id
         if output.labels:
             output.forget_task(task_id)
-        fetching = result.in_object and result.status == SUCCESS
-        with self.lock:
+        with self.lock:  # a fetch is made, and what the task held released, where clear() cannot come between
             future = self.pending.pop(task_id, None)
             held = self.held.pop(task_id, None)
-            if held and not fetching:
+            fetch = result.in_object and result.status == SUCCESS and future is not None and not future.done()
+            if fetch:
+                assert future is not None  # fetch says so
+                self.fetches[task_id] = ResultFetch(future, result, held)  # it keeps what the task held
+                self._queue_locked(ObjectRequest(object_ids=[task_id]))
+                return
+            if held:
                 self._release_locked(held)
         if future is None:
             if result.in_object:
@@ -453,13 +458,9 @@ class ClientCore:
         if status == SUCCESS:
             if not result.in_object:
                 self._settle_success(future, result, result.payload)
-            elif future.done():
+            else:  # cancelled by the user: not fetched
                 self._answered(task_id)
                 self._queue(ObjectDelete(object_ids=[task_id]))
-                self._release(held)
-            else:
-                self.fetches[task_id] = ResultFetch(future, result, held)
-                self._queue(ObjectRequest(object_ids=[task_id]))
         elif status == CANCELED:
             self._answered(task_id)
             future._cancel_locally()
@@ -506,11 +507,13 @@ class ClientCore:
         self.commands.append((UPLOAD, list(request.object_ids)))
 
     def upload(self, object_id: bytes, payload: Any) -> None:
-        """The bytes of a kept object the scheduler asked for (None: deleted meanwhile), as ObjectPut chunks."""
-        if payload is None:
-            self._queue(ObjectResponse(object_id=object_id, found=False))
-        else:
-            self._queue(LargeObject(object_id, 0, "", payload, upload=True))
+        """The bytes of a kept object the scheduler asked for (None: deleted meanwhile), as ObjectPut chunks; not if
+        its delete is queued already (its last task was answered in the same frame): the upload would make it again."""
+        with self.lock:
+            if payload is None or not self.ledger.holds_all((object_id,)):
+                self._queue_locked(ObjectResponse(object_id=object_id, found=False))
+            else:
+                self._queue_locked(LargeObject(object_id, 0, "", payload, upload=True))
 
     def _on_heartbeat_echo(self, echo: HeartbeatEcho) -> None:
         self.lag_us = max(0, int(self._now * 1_000_000) - echo.sent_at_us)
@@ -648,9 +651,7 @@ class ClientCore:
 
     def _fetched(self, object_id: bytes, payload: Any) -> None:
         """`payload`: bytes-like (a view of a received message); a custom deserializer is given bytes, as promised."""
-        fetch = self.fetches.pop(object_id)
-        self._queue(ObjectDelete(object_ids=[object_id]))
-        self._release(fetch.held_objects)
+        fetch = self._end_fetch(object_id, True)
         if type(payload) is SharedBytes:  # from a holder on this host: its memory, mapped
             payload = payload.to_read(fetch.future._deserialize is default_loads)
         elif type(payload) is not bytes and fetch.future._deserialize is not default_loads:
@@ -658,15 +659,21 @@ class ClientCore:
         self._settle_success(fetch.future, fetch.result, payload)
 
     def _fetch_failed(self, object_id: bytes, reason: str) -> None:
-        fetch = self.fetches.pop(object_id)
-        self._release(fetch.held_objects)
+        fetch = self._end_fetch(object_id, False)
         self._answered(object_id)
         fetch.future._settle(ScalerError(reason), True, None)
 
-    def _release(self, object_ids: Optional[List[bytes]]) -> None:
-        if object_ids:
-            with self.lock:
-                self._release_locked(object_ids)
+    def _end_fetch(self, object_id: bytes, fetched: bool) -> ResultFetch:
+        """A fetch is over: the result, if `fetched`, is freed on its holder, and what its task held is released (under
+        the lock, as clear() forgets it)."""
+        with self.lock:
+            fetch = self.fetches.pop(object_id)
+            if fetched:
+                self._queue_locked(ObjectDelete(object_ids=[object_id]))
+            if fetch.held_objects:
+                self._release_locked(fetch.held_objects)
+                fetch.held_objects = None
+        return fetch
 
     def _release_locked(self, object_ids: List[bytes]) -> None:
         """The objects a task read are no longer needed by it: those no other task needs are deleted."""

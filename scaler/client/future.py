@@ -52,12 +52,14 @@ class FailureLatch:
     another of them, so that a failure is raised at once rather than after every earlier task finished. It also
     counts the futures that settled, in any order, for a progress bar."""
 
-    __slots__ = ("failed", "waiting", "settled")
+    __slots__ = ("failed", "waiting", "settled", "graph_nodes")
 
     def __init__(self) -> None:
         self.failed = False
         self.waiting: Optional[ScalerFuture] = None
         self.settled = 0  # only changed with _LOCK held
+        # a graph's nodes without a future, cancelled with its keys: they may run on after every key was answered
+        self.graph_nodes: List[bytes] = []
 
 
 _DONE = (CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED)

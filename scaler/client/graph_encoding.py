@@ -88,6 +88,8 @@ def submit_plan(
     record = GraphRecord(tasks, {future.task_id: future for future in futures.values()}, unreported)
     for future in futures.values():
         future._latch = latch
+    if latch is not None:
+        latch.graph_nodes = unreported
     # every requested key holds the graph's objects, and its record while unanswered
     factory.send_graph(
         connection, list(functions.values()), constants.needs, frame, record, options.retries, constants.objects or None

@@ -20,6 +20,7 @@ from scaler.client.core import (
     REGISTER_AGAIN,
     REGISTERED,
     STOP,
+    UPLOAD,
     ClientCore,
     Command,
 )
@@ -658,6 +659,36 @@ def test_a_heartbeat_echo_gives_the_lag_and_the_cadence_it_names() -> None:
     harness.now = 3.0
     assert harness.receive(HeartbeatEcho(sent_at_us=2_999_000, heartbeat_interval_ms=250)) == [(CADENCE, 250)]
     assert harness.core.lag_us == 1000
+
+
+def test_a_failed_graph_cancels_the_nodes_without_a_future_after_its_keys_were_answered() -> None:
+    harness = connected()
+    core = harness.core
+    (failing, running, key), record = harness.graph([[], [], [0, 1]], [False, False, True])
+    assert failing is None and running is None and key is not None
+    harness.take()
+    harness.answer(key.task_id, WORKER_DIED)  # a dependency failed: the scheduler fails the key at once
+    assert key.done() and not core.graphs, "the key was answered: its graph record is dropped"
+    core.cancel_futures([key], record.unreported)  # what Client.get does when a key raised
+    harness.step()
+    (cancel,) = harness.take()
+    assert cancel == TaskCancel(task_ids=record.unreported), "the node still running is stopped, as before"
+
+
+def test_an_upload_asked_for_in_the_frame_that_answered_the_objects_last_task_is_refused() -> None:
+    harness = connected()
+    core = harness.core
+    future = harness.submit(held=[LARGE[0]])
+    harness.take()
+    result = TaskResult(task_id=future.task_id, status=SUCCESS, payload=payload_of(future.task_id))
+    commands = harness.receive(result, ObjectRequest(object_ids=[LARGE[0]]))
+    assert commands == [(UPLOAD, [LARGE[0]])]
+    core.upload(LARGE[0], large_payload(LARGE[0]))  # the shell still serves it: its delete is queued, not yet sent
+    harness.step()
+    assert harness.take() == [
+        ObjectDelete(object_ids=[LARGE[0]]),
+        ObjectResponse(object_id=LARGE[0], found=False),
+    ], "not uploaded after its delete: the scheduler would hold it again, owned by nobody"
 
 
 def test_clear_cancels_every_task_with_the_graphs_unreported_nodes_and_deletes_every_object() -> None:
