@@ -63,7 +63,14 @@ class Connection:
         self.content_ids = ContentIds(os.urandom(32))
         self.pid = os.getpid()
         self.core = core = ClientCore(
-            self.identity, self.address, socket.gethostname(), self.pid, os.urandom(8), reconnect, self._wake
+            self.identity,
+            self.address,
+            socket.gethostname(),
+            self.pid,
+            os.urandom(8),
+            reconnect,
+            self._wake,
+            self.scheduler_gone_after_seconds,
         )
         self.check_open = core.check_open
         self.new_task_id = core.new_task_id
@@ -210,6 +217,12 @@ class Connection:
         if core.commands:
             self._carry_out()
 
+    def tick(self, now: float) -> float:
+        deadline = self.core.tick(now)
+        if self.core.commands:
+            self._carry_out()
+        return deadline
+
     def fetched(self, object_id: bytes, payload: Any, timed_out: bool) -> None:
         self.core.fetched(object_id, payload, timed_out)
 
@@ -255,8 +268,6 @@ class Connection:
             elif kind == REGISTERED:
                 reply = command[1]
                 io.registered = True
-                io.silence_limit_seconds = self.scheduler_gone_after_seconds
-                io.follow_cadence(reply.heartbeat_interval_ms)
                 io.use_frame_limit(core.max_frame_bytes)
                 # an older scheduler is put large objects whole; with CurveZMQ, so is one that sent no DataKeys
                 io.holds_on_clients = reply.holds_on_clients and (io.curve is None or io.data_keys)
@@ -266,7 +277,7 @@ class Connection:
                 if not self._hello_reply.done():
                     self._hello_reply.set_result(command[1])
             elif kind == CADENCE:
-                io.follow_cadence(command[1])
+                io.heartbeat_seconds = command[1]
             elif kind == DATA_KEYS:
                 if io.accept_data_keys(command[1]):
                     assert io.curve is not None  # accept_data_keys says so

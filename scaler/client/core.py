@@ -2,12 +2,13 @@
 or clock of its own (docs/contributing.md, "Cores and shells"; the shell is connection.py with io_thread.py).
 
 In: submissions from user threads (`send`, `send_task`, `cancel_tasks`, `clear`, actors), the scheduler's decoded
-messages (`receive(messages, now)`), and what the shell saw (`lost`, `silent`, `fetched`, a frame that could not be
-sent). Out: messages to send, in the send queue the shell takes (`take_outgoing`), a wake-up when the queue goes from
-idle to busy (the `wake` callable the shell gives), and commands (`commands`, drained by the shell after each call
-from its thread): fetch a result from its holder, say Hello again, follow a new registration's settings, answer a
-relay's upload, stop. Futures are settled here: they hold their result state, the core holds each unanswered task's
-record (the message to send again, its retries, the objects it holds, its graph).
+messages (`receive(messages, now)`), the time (`tick(now)`: a scheduler silent for too long fails the connection), and
+what the shell saw (`lost`, `fetched`, a frame that could not be sent). Out: messages to send, in the send queue the
+shell takes (`take_outgoing`), a wake-up when the queue goes from idle to busy (the `wake` callable the shell gives),
+and commands (`commands`, drained by the shell after each call from its thread): fetch a result from its holder, say
+Hello again, follow a new registration's settings, answer a relay's upload, stop. Futures are settled here: they hold
+their result state, the core holds each unanswered task's record (the message to send again, its retries, the objects it
+holds, its graph).
 
 Threads: user threads call the submitting methods concurrently; they take `lock`, which guards the queue, the ledger,
 the task records and the registration. The shell's IO thread calls the rest. A plain success leaves `pending` without
@@ -35,7 +36,7 @@ from scaler.client.objects import LargeObject, Outgoing
 from scaler.client.resubmission import GraphRecord, resubmission
 from scaler.client.results import CANCELED, SUCCESS, failure_of, profiling_info_of, settle_successes
 from scaler.client.send_queue import SendQueue
-from scaler.config import DEFAULT_MAX_FRAME_BYTES
+from scaler.config import DEFAULT_HEARTBEAT_INTERVAL_SECONDS, DEFAULT_MAX_FRAME_BYTES
 from scaler.errors import DisconnectedError, ScalerError, SchedulerGoneError
 from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import (
@@ -66,7 +67,7 @@ FETCH = 0  # (FETCH, object id, holder's data address, holder's public key): fet
 REGISTER_AGAIN = 1  # (REGISTER_AGAIN,): the scheduler was lost: say Hello until one answers
 REGISTERED = 2  # (REGISTERED, HelloReply): a scheduler took us: follow its heartbeat, frame limit and relay
 HANDSHAKE = 3  # (HANDSHAKE, HelloReply or exception): the first answer, which the creating thread waits for
-CADENCE = 4  # (CADENCE, interval ms): heartbeat at the interval the scheduler names (0: none named)
+CADENCE = 4  # (CADENCE, seconds): heartbeat this often
 DATA_KEYS = 5  # (DATA_KEYS, keys): let these keys fetch at our data address; answer with data_key() if it serves
 UPLOAD = 6  # (UPLOAD, object ids): the scheduler relays objects we keep: queue upload() of each we still serve
 DISCONNECTED = 7  # (DISCONNECTED, DisconnectReply): the answer the closing thread waits for
@@ -74,6 +75,10 @@ STOP = 8  # (STOP,): the connection is over; the IO thread ends after this turn
 Command = Tuple[Any, ...]
 
 # What a new scheduler is sent again of the queue, and what the same scheduler is (the rest is in the resubmission).
+# Heartbeats go out at the interval the scheduler names, and at least this many times per silence window, so that a
+# live scheduler (which echoes each) is never taken for gone.
+_HEARTBEATS_PER_SILENCE_WINDOW = 4
+
 # A disconnect is always sent again, last.
 _KEPT_FOR_NEW = (ActorRelease,)
 _KEPT_FOR_SAME = (TaskCancel, ObjectDelete, ActorRelease)
@@ -103,12 +108,18 @@ class ClientCore:
         task_prefix: bytes,
         reconnect_seconds: float,
         wake: Callable[[], None],
+        gone_after_seconds: float = 0.0,
     ) -> None:
+        """`gone_after_seconds`: how long no scheduler may be heard, once one took us, before every unanswered task
+        fails (SchedulerGoneError); by default `reconnect_seconds`."""
         self.identity = identity
         self.address = address  # for what the logs and errors say
         self.hostname = hostname
         self.pid = pid
         self.reconnect_seconds = reconnect_seconds  # 0: a lost scheduler fails everything at once
+        self.gone_after_seconds = gone_after_seconds or reconnect_seconds
+        self.silence_limit = 0.0  # gone_after_seconds from the first registration on; 0: not timed
+        self.last_heard = 0.0  # when the scheduler's last frame came
         self.lock = threading.Lock()
         self.registered = False  # a scheduler knows us: the queue may be sent
         self.handshaken = False  # the first HelloReply was taken
@@ -359,7 +370,7 @@ class ClientCore:
         """A frame's messages, in order. A run of TaskResults goes to `_on_task_results` whole (the common frame,
         results only, is one run: the list itself): a heartbeat's echo sharing a frame with 10,000 results must not
         send them one by one through the handler of a single result."""
-        self._now = now
+        self._now = self.last_heard = now
         handlers = self._handlers
         result_kind = TaskResult.WHICH
         start = 0
@@ -518,14 +529,36 @@ class ClientCore:
     def _on_heartbeat_echo(self, echo: HeartbeatEcho) -> None:
         self.lag_us = max(0, int(self._now * 1_000_000) - echo.sent_at_us)
         if echo.heartbeat_interval_ms:  # the scheduler stretched or shrank the cadence (0: an older one)
-            self.commands.append((CADENCE, echo.heartbeat_interval_ms))
+            self.commands.append((CADENCE, self._heartbeat_seconds(echo.heartbeat_interval_ms)))
+
+    def _heartbeat_seconds(self, interval_ms: int) -> float:
+        """The heartbeat interval the scheduler names (0: none named: the default), within the silence window."""
+        interval = interval_ms / 1000 if interval_ms else DEFAULT_HEARTBEAT_INTERVAL_SECONDS
+        return min(interval, self.silence_limit / _HEARTBEATS_PER_SILENCE_WINDOW)
+
+    def tick(self, now: float) -> float:
+        """When the scheduler must next be heard from (0: no limit yet: before the first registration); once that
+        has passed, every unanswered task fails and the connection stops (STOP)."""
+        limit = self.silence_limit
+        if not limit or self.closed_reason is not None:
+            return 0.0
+        deadline = self.last_heard + limit
+        if now >= deadline:
+            self.silent(
+                f"no message from the scheduler at {self.address} for {now - self.last_heard:.1f}s (a client waits "
+                f"{limit:g}s for one: its reconnect_seconds, or its timeout_seconds if that is 0)"
+            )
+            self.commands.append((STOP,))
+        return deadline
 
     def _on_hello_reply(self, reply: HelloReply) -> None:
         if self.registered:
             return  # the answer to a Hello sent again meanwhile
         if reply.accepted:
             self.max_frame_bytes = reply.max_frame_bytes or DEFAULT_MAX_FRAME_BYTES  # 0: an older scheduler's default
+            self.silence_limit = self.gone_after_seconds
             self.commands.append((REGISTERED, reply))
+            self.commands.append((CADENCE, self._heartbeat_seconds(reply.heartbeat_interval_ms)))
         if not self.handshaken:  # the first handshake, which the creating thread waits for
             self.handshaken = True
             if reply.accepted:

@@ -12,7 +12,8 @@ It also tells when the scheduler is lost. The DEALER's monitor reports a closed 
 or restarted: ZeroMQ reconnects the socket by itself); the connection then decides (its core's `lost`), and to wait for
 a scheduler it calls register_again(). Until it takes a HelloReply (`registered = True`) the queue is held, not sent,
 and no heartbeat goes out; the Hello sent at once waits in the socket and leaves when ZeroMQ connects again, and is sent
-again while connected and unanswered. Nothing heard for `silence_limit_seconds` fails the connection (`silent`).
+again while connected and unanswered. Its owner's `tick` says by when the scheduler must be heard from (the core
+decides what a silence means).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from scaler.client.objects import LargeObject, Outgoing
 from scaler.client.send_queue import LOOK_AGAIN_MS
 from scaler.config import (
     DEFAULT_CLIENT_DISCONNECT_TIMEOUT_SECONDS,
-    DEFAULT_HEARTBEAT_INTERVAL_SECONDS,
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_TASKS_PER_FRAME,
     object_chunk_bytes,
@@ -55,7 +55,6 @@ _COPY_THRESHOLD = 64 * 1024  # ZeroMQ copies smaller frames; larger ones are sen
 _CLOSE_LINGER_MS = 100  # a last ClientDisconnect gets this long to leave; an unreachable scheduler costs no more
 _HELLO_RETRY_SECONDS = 2.0  # while connected and not registered, Hello again this often
 _REFUSALS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-_HEARTBEATS_PER_SILENCE_WINDOW = 4  # a short timeout_seconds makes heartbeats more frequent, never fewer than this
 
 
 class IOOwner(Protocol):
@@ -67,13 +66,15 @@ class IOOwner(Protocol):
 
     def receive(self, messages: List[Any], now: float) -> None: ...  # a frame's messages, in order
 
+    def tick(self, now: float) -> float: ...  # when the scheduler must be heard from next (0: not timed)
+
     def fetched(self, object_id: bytes, payload: Any, timed_out: bool) -> None: ...  # a fetch from a holder ended
 
     def not_sent(self, message: Any, error: Exception) -> None: ...  # did not encode, or over the frame limit
 
     def lost(self, reason: str) -> None: ...  # the connection to the scheduler closed
 
-    def silent(self, reason: str) -> None: ...  # nothing heard for too long: the connection is over
+    def silent(self, reason: str) -> None: ...  # the same frame keeps dropping the connection: it is over
 
     def crashed(self, error: Exception) -> None: ...  # this thread failed
 
@@ -90,7 +91,6 @@ class IOThread:
         keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
     ) -> None:
         self.heartbeat_seconds = 0.0  # 0 until the handshake says otherwise
-        self.silence_limit_seconds = 0.0  # set with heartbeat_seconds: see Connection.scheduler_gone_after_seconds
         # True while the scheduler knows this client; set by the connection (HelloReply, a lost scheduler), read here
         self.registered = False
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
@@ -113,7 +113,6 @@ class IOThread:
         self._address = address
         self._owner = owner
         self._stopping = False
-        self._last_heard = time.monotonic()
         self._process = _this_process()
         self._context = zmq.Context(io_threads=1)
         try:
@@ -176,10 +175,10 @@ class IOThread:
             while not self._stopping:
                 now = time.monotonic()
                 timeout_ms = _IDLE_POLL_MS
-                if self.silence_limit_seconds:
-                    if self._scheduler_silent(now):
-                        break
-                    wake_at = self._last_heard + self.silence_limit_seconds  # when the silence would be too long
+                wake_at = self._owner.tick(now)  # when the silence would be too long
+                if self._stopping:
+                    break
+                if wake_at:
                     if not self.registered:
                         if self._connected:  # a Hello sent while disconnected waits in the socket: one is enough
                             if now >= self._next_hello:
@@ -452,21 +451,15 @@ class IOThread:
                 frame = recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            self._last_heard = now = time.monotonic()
+            now = time.monotonic()
             try:
                 messages = decode_frame(frame)
             except ProtocolError as error:
                 logger.warning("dropped a malformed frame from the scheduler: %s", error)
-                continue
+                messages = []  # heard all the same
             receive(messages, now)
 
     # ---- liveness ----------------------------------------------------------------------------------------------------
-
-    def follow_cadence(self, interval_ms: int) -> None:
-        """Heartbeat at the interval the scheduler names (0: none named), set `silence_limit_seconds` first. The
-        scheduler echoes every heartbeat: several per silence window, so a live scheduler is never taken for gone."""
-        interval = interval_ms / 1000 if interval_ms else DEFAULT_HEARTBEAT_INTERVAL_SECONDS
-        self.heartbeat_seconds = min(interval, self.silence_limit_seconds / _HEARTBEATS_PER_SILENCE_WINDOW)
 
     def _send_heartbeat(self, now: float) -> None:
         cpu, rss = _process_usage(self._process)
@@ -474,16 +467,6 @@ class IOThread:
         self._socket.send(
             encode(ClientHeartbeat(sent_at_us=int(now * 1_000_000), cpu=cpu, rss=rss, interval_ms=interval_ms))
         )
-
-    def _scheduler_silent(self, now: float) -> bool:
-        if not self.silence_limit_seconds or now - self._last_heard < self.silence_limit_seconds:
-            return False
-        self._owner.silent(
-            f"no message from the scheduler at {self._address} for {now - self._last_heard:.1f}s "
-            f"(a client waits {self.silence_limit_seconds:g}s for one: its reconnect_seconds, or its timeout_seconds "
-            "if that is 0)"
-        )
-        return True
 
 
 def _this_process() -> Optional[Any]:

@@ -134,7 +134,7 @@ class Harness:
         self.step()
         if handshake:
             self.receive(HelloReply(protocol_version=PROTOCOL_VERSION, accepted=True, heartbeat_interval_ms=1000))
-            assert [command[0] for command in self.commands] == [REGISTERED, HANDSHAKE]
+            assert [command[0] for command in self.commands] == [REGISTERED, CADENCE, HANDSHAKE]
 
     def _wake(self) -> None:
         self.wakes += 1
@@ -253,7 +253,7 @@ class Harness:
         assert hello.previous_registrations == self.core.registrations
         reply = HelloReply(protocol_version=PROTOCOL_VERSION, accepted=True, resumed=resumed, **settings)
         commands = self.receive(reply)
-        assert [command[0] for command in commands] == [REGISTERED] and self.core.registered
+        assert [command[0] for command in commands] == [REGISTERED, CADENCE] and self.core.registered
         return commands
 
 
@@ -282,8 +282,8 @@ def test_handshake_registers_and_takes_the_schedulers_settings() -> None:
         protocol_version=PROTOCOL_VERSION, accepted=True, task_policies=True, actors=True, max_frame_bytes=123_456
     )
     commands = harness.receive(reply)
-    assert [command[0] for command in commands] == [REGISTERED, HANDSHAKE]
-    assert commands[0][1] == reply and commands[1][1] == reply
+    assert [command[0] for command in commands] == [REGISTERED, CADENCE, HANDSHAKE]
+    assert commands[0][1] == reply and commands[1][1] == 1.0 and commands[2][1] == reply  # 5 s window: 1 s at most
     assert core.registered and core.handshaken and core.registrations == 1
     assert core.task_policies and core.actors and core.max_frame_bytes == 123_456
     assert harness.receive(reply) == [], "a second answer to a Hello sent again changes nothing"
@@ -657,8 +657,33 @@ def test_a_heartbeat_echo_gives_the_lag_and_the_cadence_it_names() -> None:
     assert harness.receive(HeartbeatEcho(sent_at_us=1_500_000)) == []
     assert harness.core.lag_us == 500_000
     harness.now = 3.0
-    assert harness.receive(HeartbeatEcho(sent_at_us=2_999_000, heartbeat_interval_ms=250)) == [(CADENCE, 250)]
+    assert harness.receive(HeartbeatEcho(sent_at_us=2_999_000, heartbeat_interval_ms=250)) == [(CADENCE, 0.25)]
     assert harness.core.lag_us == 1000
+
+
+def test_heartbeats_go_out_at_least_four_times_per_silence_window() -> None:
+    harness = Harness(reconnect_seconds=2.0, handshake=False)
+    reply = HelloReply(protocol_version=PROTOCOL_VERSION, accepted=True, heartbeat_interval_ms=3000)
+    assert (CADENCE, 0.5) in harness.receive(reply), "the scheduler's 3 s would let a 2 s window pass unheard"
+
+
+def test_a_scheduler_silent_for_the_window_fails_every_future_and_stops() -> None:
+    harness = Harness(reconnect_seconds=5.0, handshake=False)
+    core = harness.core
+    assert core.tick(harness.now + 100) == 0.0 and harness.step() == [], "not timed before the first registration"
+    harness.receive(HelloReply(protocol_version=PROTOCOL_VERSION, accepted=True))
+    future = harness.submit()
+    assert core.tick(harness.now + 4) == harness.now + 5 and harness.step() == []
+    harness.now += 4.5
+    harness.receive(HeartbeatEcho(sent_at_us=0))  # heard: the window starts again
+    harness.lose()  # waiting for a scheduler to come back is timed the same way
+    assert core.tick(harness.now + 4.9) == harness.now + 5 and harness.step() == []
+    core.tick(harness.now + 5)
+    assert harness.step() == [(STOP,)]
+    assert isinstance(future.exception(0), SchedulerGoneError)
+    assert "no message from the scheduler" in str(future.exception(0)) and core.closed_reason is not None
+    assert harness.calls[future.task_id] == 1 and not core.pending
+    assert core.tick(harness.now + 60) == 0.0 and harness.step() == [], "closed: nothing more to time"
 
 
 def test_a_failed_graph_cancels_the_nodes_without_a_future_after_its_keys_were_answered() -> None:
@@ -1020,7 +1045,7 @@ class Simulation(Harness):
             HeartbeatEcho(sent_at_us=int(self.now * 1_000_000) - 700, heartbeat_interval_ms=interval)
         )
         assert self.core.lag_us == 700
-        assert commands == ([(CADENCE, interval)] if interval else [])
+        assert commands == ([(CADENCE, interval / 1000)] if interval else [])
 
     # ---- the run -----------------------------------------------------------------------------------------------------
 
