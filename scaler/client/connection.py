@@ -58,7 +58,7 @@ class Connection:
         # The one place that decides how long no scheduler may be heard (killed and not back, host lost, network cut)
         # before every pending future fails with SchedulerGoneError, a TimeoutError: the reconnect window, or
         # timeout_seconds when recovery is off; never the scheduler's own client timeout.
-        self.scheduler_gone_after_seconds = reconnect or timeout_seconds
+        gone_after_seconds = reconnect or timeout_seconds
         self.identity = make_identity("C")
         self.content_ids = ContentIds(os.urandom(32))
         self.pid = os.getpid()
@@ -70,7 +70,7 @@ class Connection:
             os.urandom(8),
             reconnect,
             self._wake,
-            self.scheduler_gone_after_seconds,
+            gone_after_seconds,
         )
         self.check_open = core.check_open
         self.new_task_id = core.new_task_id
@@ -108,10 +108,6 @@ class Connection:
     @property
     def actors(self) -> bool:
         return self.core.actors
-
-    @property
-    def registrations(self) -> int:
-        return self.core.registrations
 
     @property
     def max_frame_bytes(self) -> int:

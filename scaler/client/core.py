@@ -66,7 +66,7 @@ logger = logging.getLogger(__name__)
 FETCH = 0  # (FETCH, object id, holder's data address, holder's public key): fetch a result; fetch_unreachable if not
 REGISTER_AGAIN = 1  # (REGISTER_AGAIN,): the scheduler was lost: say Hello until one answers
 REGISTERED = 2  # (REGISTERED, HelloReply): a scheduler took us: follow its heartbeat, frame limit and relay
-HANDSHAKE = 3  # (HANDSHAKE, HelloReply or exception): the first answer, which the creating thread waits for
+HANDSHAKE = 3  # (HANDSHAKE, HelloReply): the first answer, which the creating thread waits for
 CADENCE = 4  # (CADENCE, seconds): heartbeat this often
 DATA_KEYS = 5  # (DATA_KEYS, keys): let these keys fetch at our data address; answer with data_key() if it serves
 UPLOAD = 6  # (UPLOAD, object ids): the scheduler relays objects we keep: queue upload() of each we still serve
@@ -74,12 +74,12 @@ DISCONNECTED = 7  # (DISCONNECTED, DisconnectReply): the answer the closing thre
 STOP = 8  # (STOP,): the connection is over; the IO thread ends after this turn
 Command = Tuple[Any, ...]
 
-# What a new scheduler is sent again of the queue, and what the same scheduler is (the rest is in the resubmission).
 # Heartbeats go out at the interval the scheduler names, and at least this many times per silence window, so that a
 # live scheduler (which echoes each) is never taken for gone.
 _HEARTBEATS_PER_SILENCE_WINDOW = 4
 
-# A disconnect is always sent again, last.
+# What a new scheduler is sent again of the queue, and what the same scheduler is (the rest is in the resubmission). A
+# disconnect is always sent again, last.
 _KEPT_FOR_NEW = (ActorRelease,)
 _KEPT_FOR_SAME = (TaskCancel, ObjectDelete, ActorRelease)
 
@@ -88,7 +88,7 @@ class ResultFetch:
     """A result the worker stored as an object, or holds: its chunks, arriving in ObjectResponses (relayed by the
     scheduler), or its bytes from its holder (the shell's fetch)."""
 
-    __slots__ = ("future", "result", "chunks", "held_objects", "retries")
+    __slots__ = ("future", "result", "chunks", "held_objects")
 
     def __init__(self, future: ScalerFuture, result: TaskResult, held_objects: Optional[List[bytes]]) -> None:
         self.future = future
@@ -119,7 +119,7 @@ class ClientCore:
         self.reconnect_seconds = reconnect_seconds  # 0: a lost scheduler fails everything at once
         self.gone_after_seconds = gone_after_seconds or reconnect_seconds
         self.silence_limit = 0.0  # gone_after_seconds from the first registration on; 0: not timed
-        self.last_heard = 0.0  # when the scheduler's last frame came
+        self.last_heard = 0.0  # when the scheduler's last frame came: the `now` of the last receive()
         self.lock = threading.Lock()
         self.registered = False  # a scheduler knows us: the queue may be sent
         self.handshaken = False  # the first HelloReply was taken
@@ -159,7 +159,6 @@ class ClientCore:
                 (HeartbeatEcho, self._on_heartbeat_echo),
             ]
         )
-        self._now = 0.0
 
     # ---- user threads ------------------------------------------------------------------------------------------------
 
@@ -203,8 +202,7 @@ class ClientCore:
                     self.retries[future._task_id] = retries
             if held:
                 for task_id, objects in held.items():
-                    self.held[task_id] = objects
-                    self.ledger.hold(objects)
+                    self._hold_locked(task_id, objects)
             send_queue = self.send_queue
             wake = send_queue.add(puts) if puts else False
             wake = send_queue.add(messages) or wake
@@ -252,14 +250,18 @@ class ClientCore:
                 if retries:
                     self.retries[task_id] = retries
                 if objects:
-                    self.held[task_id] = objects
-                    self.ledger.hold(objects)
+                    self._hold_locked(task_id, objects)
             send_queue = self.send_queue
             wake = send_queue.add(puts) if puts else False
             wake = send_queue.add([frame] if frame else []) or wake
         if wake:
             self._wake()
         return True
+
+    def _hold_locked(self, task_id: bytes, objects: List[bytes]) -> None:
+        """The task needs these objects until it is answered (released by _release_locked)."""
+        self.held[task_id] = objects
+        self.ledger.hold(objects)
 
     def holds_object(self, object_id: bytes) -> bool:
         """Whether an object sent with send_object is still held for this connection (clear() drops them all)."""
@@ -370,7 +372,7 @@ class ClientCore:
         """A frame's messages, in order. A run of TaskResults goes to `_on_task_results` whole (the common frame,
         results only, is one run: the list itself): a heartbeat's echo sharing a frame with 10,000 results must not
         send them one by one through the handler of a single result."""
-        self._now = self.last_heard = now
+        self.last_heard = now
         handlers = self._handlers
         result_kind = TaskResult.WHICH
         start = 0
@@ -420,7 +422,7 @@ class ClientCore:
         forget = self.messages.pop
         graphs = self.graphs
         retries = self.retries
-        for result in plain:
+        for result in plain:  # _answered, inline, its pops skipped where there is nothing to pop
             task_id = result.task_id
             forget(task_id, None)
             if graphs:
@@ -527,7 +529,7 @@ class ClientCore:
                 self._queue_locked(LargeObject(object_id, 0, "", payload, upload=True))
 
     def _on_heartbeat_echo(self, echo: HeartbeatEcho) -> None:
-        self.lag_us = max(0, int(self._now * 1_000_000) - echo.sent_at_us)
+        self.lag_us = max(0, int(self.last_heard * 1_000_000) - echo.sent_at_us)
         if echo.heartbeat_interval_ms:  # the scheduler stretched or shrank the cadence (0: an older one)
             self.commands.append((CADENCE, self._heartbeat_seconds(echo.heartbeat_interval_ms)))
 
