@@ -15,6 +15,16 @@ def tcp_host_port(address: str) -> Optional[Tuple[str, str]]:
     return host, port
 
 
+def tcp_ports(*addresses: str) -> Tuple[int, ...]:
+    """The ports of the tcp:// addresses among `addresses` (a port that is not a number, as `*`, is left out)."""
+    ports = []
+    for address in addresses:
+        parts = tcp_host_port(address)
+        if parts is not None and parts[1].isdigit():
+            ports.append(int(parts[1]))
+    return tuple(ports)
+
+
 def bare_host(host: str) -> str:
     """A host without the brackets an IPv6 address has in an address."""
     return host[1:-1] if host.startswith("[") and host.endswith("]") else host

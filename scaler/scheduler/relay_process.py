@@ -25,16 +25,6 @@ _START_SECONDS = 10.0
 _STOP_SECONDS = 5.0
 
 
-def tcp_ports(*addresses: str) -> Tuple[int, ...]:
-    """The ports of the tcp:// addresses among `addresses` (a port that is not a number, as `*`, is left out)."""
-    ports = []
-    for address in addresses:
-        parts = tcp_host_port(address)
-        if parts is not None and parts[1].isdigit():
-            ports.append(int(parts[1]))
-    return tuple(ports)
-
-
 def relay_host(scheduler_address: str) -> Optional[str]:
     """The interface the relay binds: the scheduler's own; None for an ipc:// scheduler (peers on one host reach each
     other anyway)."""

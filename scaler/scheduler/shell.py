@@ -18,6 +18,7 @@ from typing import Callable, List, Optional, Tuple
 import psutil
 import zmq
 
+from scaler.io.addresses import tcp_ports
 from scaler.io.ipc_files import BoundIpcFile
 from scaler.io.limits import budget_for, listen_backlog, raise_open_files_limit, size_context
 from scaler.io.sockets import TcpKeepalive, create_publisher, create_router, is_loopback
@@ -33,7 +34,7 @@ from scaler.protocol import (
 )
 from scaler.scheduler.connections import ConnectionWatch
 from scaler.scheduler.core import FINISHED_NAMES, SchedulerCore
-from scaler.scheduler.relay_process import RelayProcess, relay_host, tcp_ports
+from scaler.scheduler.relay_process import RelayProcess, relay_host
 from scaler.scheduler.settings import SchedulerSettings
 from scaler.scheduler.state import STATE_NAMES
 from scaler.scheduler.warmup import should_warm_up, warm_up

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaler.io.addresses import bare_host, tcp_host_port
+from scaler.io.addresses import bare_host, tcp_host_port, tcp_ports
 from scaler.io.data_server import data_host
 from scaler.io.relay_link import relay_address
 from scaler.io.sockets import is_loopback
@@ -32,3 +32,4 @@ def test_users_of_the_split_agree() -> None:
     assert relay_host("tcp://0.0.0.0:2345") == "0.0.0.0" and relay_host("ipc:///tmp/s") is None
     assert data_host("tcp://127.0.0.1:2345") == "127.0.0.1" and data_host("ipc:///tmp/s") is None
     assert is_loopback("tcp://[::1]:1") and is_loopback("ipc:///tmp/s") and not is_loopback("tcp://10.1.2.3:1")
+    assert tcp_ports("tcp://127.0.0.1:2345", "ipc:///tmp/s", "tcp://*:*", "tcp://[::1]:7") == (2345, 7)
