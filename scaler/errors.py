@@ -73,6 +73,11 @@ class ActorLostError(ScalerError):
     Actor calls are never retried and an actor is never created again behind its handle's back."""
 
 
+class ActorAnswerLostError(ScalerError):
+    """An actor call ran before a scheduler restart, and its answer was lost with the scheduler: the actor's worker no
+    longer kept it. The call is not run again (an actor call never runs twice); the actor lives on."""
+
+
 class TaskPoliciesUnsupportedError(ScalerError, RuntimeError):
     """Tasks were submitted with options (resources, priority, retries, timeout) that the scheduler does not
     implement (an older version): rather than have them ignored, nothing was submitted."""

@@ -78,6 +78,7 @@ class Connection:
         self.holds_object = core.holds_object
         self.own_actor = core.own_actor
         self.release_actor = core.release_actor
+        self.actor_calls = core.actor_calls
         self.cancel_tasks = core.cancel_tasks
         self._hello_reply: concurrent.futures.Future = concurrent.futures.Future()
         self._disconnect_reply: Optional[concurrent.futures.Future] = None

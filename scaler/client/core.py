@@ -129,6 +129,9 @@ class ClientCore:
         self.task_policies = False  # the scheduler honours Task.resources, priority, retries (client.options())
         self.actors = False  # the scheduler places actors (HelloReply.actors)
         self.owned_actors: Set[bytes] = set()  # actors created here and not released: a new scheduler hears of them
+        # Held by an actor call from taking its task id until it is queued: a connection's actor calls are sent in the
+        # order of their ids, which workers read as sequence numbers (docs/protocol.md, "Actors").
+        self.actor_calls = threading.Lock()
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, from its HelloReply
         self.data_address = ""  # where workers fetch the large objects we keep: set by the shell before the Hello
         self.lag_us = 0  # the last heartbeat round trip

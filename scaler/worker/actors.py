@@ -16,8 +16,11 @@ actorLost, and the scheduler is told (ActorRelease, with the reason).
 A lost scheduler does not end an actor. Calls handed to its process run on; calls not handed yet are forgotten (they
 never ran: their clients resubmit them). Each actor keeps its last ACTOR_ANSWERS_KEPT answers (at most
 ANSWER_BYTES_KEPT of them), so that a call resubmitted to a restarted scheduler after it ran here is answered again,
-not run twice; one still running is answered once it ends. That covers every call handed to its process when the
-scheduler was lost, and as many answered before, whose answers may have been lost with it.
+not run twice; one still running is answered once it ends. A call that ran and whose answer is no longer kept is
+not run again either: an actor call's task id names its caller (its first CALLER_BYTES) and carries its sequence
+number (the rest, little-endian), increasing in the order that caller sends calls to the actor (docs/protocol.md,
+"Actors"). Each actor keeps, for its CALLERS_KEPT most recent callers, the highest number it ran, and answers a call
+at or below it with ActorAnswerLostError.
 
 ActorHosting is a part of WorkerCore (a base class of it): the attributes it reads are the core's, declared below.
 """
@@ -30,6 +33,7 @@ from collections import OrderedDict, deque
 from typing import Any, Callable, Deque, Dict, List, Set, Tuple
 
 from scaler import config
+from scaler.errors import ActorAnswerLostError
 from scaler.protocol import ActorRelease, Task, TaskResult, TaskStatus
 from scaler.rate_limit import LimitedLog
 from scaler.worker.instructions import DropTasks, HandTasks
@@ -44,15 +48,18 @@ ACTOR_PIPE = config.DEFAULT_PREFETCH_TASKS  # calls handed ahead to an actor's p
 ACTOR_ANSWERS_KEPT = 4 * ACTOR_PIPE  # answers each actor keeps for calls resubmitted after a scheduler restart...
 ANSWER_BYTES_KEPT = 64 * 1024 * 1024  # ...and their bytes at most (inline answers, each under the inline limit)
 ENDED_ACTORS_KEPT = 1024  # why recent actors ended, for calls that arrive after
+CALLER_BYTES = 8  # an actor call's task id: its caller, then its sequence number (little-endian)
+CALLERS_KEPT = 4096  # callers whose highest call run each actor keeps (a task's client is a caller of its own)
 _ACTOR_LOST = TaskStatus.actor_lost
 _SUCCESS = TaskStatus.success
+_FAILED = TaskStatus.failed
 _NONE = pickle.dumps(None)  # what a constructor call returns (actor_calls.ActorConstructor)
 
 
 class WorkerActor:
     """An actor hosted here: its process, its calls waiting to be handed, its recent answers."""
 
-    __slots__ = ("actor_id", "processor", "waiting", "answered", "answered_bytes", "releasing", "broken")
+    __slots__ = ("actor_id", "processor", "waiting", "answered", "answered_bytes", "ran", "releasing", "broken")
 
     def __init__(self, actor_id: bytes, processor: ProcessorState) -> None:
         self.actor_id = actor_id
@@ -60,6 +67,7 @@ class WorkerActor:
         self.waiting: Deque[WorkerTask] = deque()  # received, not handed yet, in arrival order
         self.answered: OrderedDict[bytes, Tuple[TaskResult, int]] = OrderedDict()  # task id -> (answer, its bytes)
         self.answered_bytes = 0
+        self.ran: OrderedDict[bytes, int] = OrderedDict()  # caller -> the highest sequence number run, recent last
         self.releasing = False  # the scheduler freed it: it ends once the calls before have run
         self.broken = ""  # why it cannot go on (its constructor raised): it ends with the report that said so
 
@@ -101,6 +109,11 @@ class ActorHosting:
                 return
         if task_id in self.tasks:
             return  # resubmitted while it runs: answered when it ends
+        if actor is not None and not message.creates_actor and len(task_id) > CALLER_BYTES:
+            ran = actor.ran.get(task_id[:CALLER_BYTES])
+            if ran is not None and int.from_bytes(task_id[CALLER_BYTES:], "little") <= ran:
+                self._answer_lost(task_id)  # it ran before the restart (calls of a caller run in its order)
+                return
         if message.creates_actor:
             if actor is not None:  # its creation resubmitted after a restart, its answer no longer kept: it was made
                 self._outgoing.append((TaskResult(task_id=task_id, status=_SUCCESS, payload=_NONE), len(_NONE)))
@@ -121,6 +134,25 @@ class ActorHosting:
 
     def _lost(self, task_id: bytes, text: str) -> None:
         self._outgoing.append((TaskResult(task_id=task_id, status=_ACTOR_LOST, error_text=text), len(text)))
+
+    def _answer_lost(self, task_id: bytes) -> None:
+        text = (
+            f"actor call {task_id.hex()} ran before the scheduler restarted, and its answer was lost with it (this "
+            "worker no longer keeps it): an actor call is never run twice"
+        )
+        payload = pickle.dumps(ActorAnswerLostError(text))
+        answer = TaskResult(task_id=task_id, status=_FAILED, payload=payload, error_text=text)
+        self._outgoing.append((answer, len(payload)))
+
+    def _ran(self, actor: WorkerActor, task_id: bytes) -> None:
+        """An actor's process ran this call: its caller's calls up to it never run again."""
+        if len(task_id) <= CALLER_BYTES:
+            return
+        ran = actor.ran
+        caller = task_id[:CALLER_BYTES]
+        ran[caller] = max(ran.pop(caller, 0), int.from_bytes(task_id[CALLER_BYTES:], "little"))
+        if len(ran) > CALLERS_KEPT:
+            ran.popitem(last=False)
 
     def _dispatch_actors(self) -> None:
         """Hand each actor's calls to its process, in order, up to ACTOR_PIPE ahead; end those freed and idle."""
@@ -166,6 +198,7 @@ class ActorHosting:
             task = pipe.pop(task_id, None)
             if task is None:
                 continue
+            self._ran(actor, task_id)
             task.processor = None
             if task.state == CANCELED:
                 processor.canceled -= 1
@@ -177,7 +210,7 @@ class ActorHosting:
             if task.task.creates_actor and not succeeded:
                 first_line = (error_text.strip().splitlines() or ["an exception"])[-1]
                 actor.broken = f"its constructor raised {first_line}"
-            self._answer(task, "result", _SUCCESS if succeeded else TaskStatus.failed, payload, error_text, result)
+            self._answer(task, "result", _SUCCESS if succeeded else _FAILED, payload, error_text, result)
         if actor.broken:
             self._end_actor(actor, actor.broken)
 
@@ -267,6 +300,7 @@ class ActorHosting:
             assert self.actor_processors[processor.number] is actor
             assert len(actor.answered) <= ACTOR_ANSWERS_KEPT
             assert actor.answered_bytes == sum(size for _, size in actor.answered.values()) <= ANSWER_BYTES_KEPT
+            assert len(actor.ran) <= CALLERS_KEPT
             for task in actor.waiting:
                 assert self.tasks.get(task.task_id) is task and task.task_id not in queued_ids
                 assert task.state in (WAITING, READY) and task.processor is None, task.stimuli()

@@ -9,6 +9,7 @@ from typing import Dict, List
 import cloudpickle
 import pytest
 
+from scaler.errors import ActorAnswerLostError
 from scaler.protocol import ActorRelease, Goodbye, Hello, TaskCancel, TaskResult, TaskStatus
 from scaler.worker.actors import ACTOR_PIPE
 from tests.worker.core_harness import FUNCTION, Harness, of_type
@@ -195,3 +196,116 @@ def test_a_creation_resubmitted_after_its_answer_was_dropped_succeeds_without_ru
     (again,) = of_type(harness.send(made), TaskResult)
     assert again.status == TaskStatus.success and cloudpickle.loads(again.payload) is None
     assert harness.processors[number].ran.count(made.task_id) == 1
+
+
+def call_of(harness: Harness, caller: bytes, number: int) -> object:
+    """Call `number` of `caller`: its task id is the caller's prefix and the number, as clients make them."""
+    call = harness.task(actor_id=ACTOR)
+    call.task_id = caller + number.to_bytes(8, "little")
+    return call
+
+
+def restart(harness: Harness) -> None:
+    harness.send(Goodbye(reason="restarting", reconnect=True))
+    harness.connect()
+
+
+def test_a_call_that_ran_is_not_run_again_once_its_answer_is_no_longer_kept() -> None:
+    harness = hosting()
+    made, number = create(harness)
+    harness.run(number)
+    first, second = call_of(harness, b"caller-a", 1), call_of(harness, b"caller-a", 2)
+    harness.send(first)
+    assert results(harness.run(number)) == [(first.task_id, TaskStatus.success)]
+    restart(harness)
+    actor = harness.core.actors[ACTOR]
+    actor.answered.clear()  # as after ACTOR_ANSWERS_KEPT later calls
+    actor.answered_bytes = 0
+    (again,) = of_type(harness.send(first, second), TaskResult)  # the client resubmits its unanswered call
+    assert again.task_id == first.task_id and again.status == TaskStatus.failed
+    assert type(cloudpickle.loads(again.payload)) is ActorAnswerLostError
+    assert "never run twice" in again.error_text
+    assert results(harness.run(number)) == [(second.task_id, TaskStatus.success)]
+    assert harness.processors[number].ran.count(first.task_id) == 1
+
+
+def test_each_caller_has_its_own_sequence() -> None:
+    harness = hosting()
+    made, number = create(harness)
+    harness.run(number)
+    late = call_of(harness, b"caller-a", 9)
+    harness.send(late)
+    harness.run(number)
+    early_of_another = call_of(harness, b"caller-b", 1)
+    harness.send(early_of_another)
+    assert results(harness.run(number)) == [(early_of_another.task_id, TaskStatus.success)]
+
+
+def test_calls_cancelled_ahead_do_not_stop_earlier_ones_after_a_restart() -> None:
+    harness = hosting()
+    made, number = create(harness)
+    harness.run(number)
+    calls = [call_of(harness, b"caller-a", n) for n in range(1, ACTOR_PIPE + 4)]
+    harness.send(*calls)  # the last ones wait in the actor's line: more than ACTOR_PIPE
+    cancelled = harness.send(TaskCancel(task_ids=[calls[-1].task_id]))
+    assert results(cancelled) == [(calls[-1].task_id, TaskStatus.canceled)]
+    harness.run(number)  # the first call ran
+    restart(harness)  # the calls not handed are forgotten: the client resubmits its unanswered ones
+    unhanded = [call for call in calls[1:-1] if call.task_id not in harness.core.tasks]
+    assert unhanded
+    harness.send(*unhanded)
+    answered = results(harness.run(number, count=len(calls))) + results(harness.run(number, count=len(calls)))
+    assert set((call.task_id, TaskStatus.success) for call in unhanded) <= set(answered)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_seeded_restarts_run_each_call_at_most_once_in_each_callers_order(seed: int) -> None:
+    rng = random.Random(seed)
+    harness = hosting()
+    made, number = create(harness)
+    harness.run(number)
+    callers = {b"caller-a": 0, b"caller-b": 0}
+    calls: Dict[bytes, object] = {}
+    unanswered: Dict[bytes, object] = {}
+    delivered: List[bytes] = []  # answers the client got since the last restart: the last ones may be lost with it
+    order: List[bytes] = []  # every call, in the order first sent
+    answers: Dict[bytes, List[int]] = {}
+    for _ in range(120):
+        start = len(harness.sent)
+        move = rng.random()
+        if move < 0.45:
+            caller = rng.choice(list(callers))
+            callers[caller] += 1
+            call = call_of(harness, caller, callers[caller])
+            unanswered[call.task_id] = calls[call.task_id] = call
+            order.append(call.task_id)
+            harness.send(call)
+        elif move < 0.8:
+            harness.run(number, count=rng.randint(1, 4))
+        elif move < 0.9:
+            actor = harness.core.actors[ACTOR]
+            if rng.random() < 0.5:  # answers pushed out by later calls
+                actor.answered.clear()
+                actor.answered_bytes = 0
+            harness.send(Goodbye(reason="restarting", reconnect=True))
+            harness.connect()
+            for task_id in delivered[-rng.randint(0, 6) :]:  # answered, but the answers died with the scheduler
+                unanswered[task_id] = calls[task_id]
+            delivered.clear()
+            resubmitted = [unanswered[task_id] for task_id in order if task_id in unanswered]
+            if resubmitted:
+                harness.send(*resubmitted)
+        else:
+            harness.tick(advance=0.1)
+        for result in of_type(harness.sent[start:], TaskResult):
+            answers.setdefault(result.task_id, []).append(result.status)
+            if unanswered.pop(result.task_id, None) is not None:
+                delivered.append(result.task_id)
+        harness.core.validate()
+    ran = harness.processors[number].ran
+    assert len(ran) == len(set(ran)), "an actor call ran twice"
+    for caller in callers:
+        mine = [task_id for task_id in ran if task_id.startswith(caller)]
+        assert mine == sorted(mine, key=lambda task_id: int.from_bytes(task_id[8:], "little"))
+    for statuses in answers.values():  # answered again, with its answer or, once not kept, a failure
+        assert statuses[0] in (TaskStatus.success, TaskStatus.canceled), statuses
