@@ -4,7 +4,8 @@
   examples/ is shown somewhere (tests/e2e/test_examples.py runs each one and checks what it prints).
 - Every option table is generated from the settings' declarations and the commands' parsers (scripts/doc_tables.py).
 - Every bench/, examples/, scripts/, tests/, deploy/ and packaging/ path named on a page exists, and so does every
-  file the README links to (mkdocs build --strict checks the site's own links).
+  file the README links to (mkdocs build --strict checks the site's own links); so does every module a page runs with
+  `python -m`.
 - The tables of errors list what scaler.errors and scaler.utility.exceptions define.
 """
 
@@ -30,6 +31,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MARKED_BLOCK = re.compile(r"<!-- example: (\S+) -->\n```(\w+)\n(.*?)```", re.DOTALL)
 FENCE = re.compile(r"^```(\w*)\n", re.MULTILINE)
 NAMED_PATH = re.compile(r"(?<![\w./-])((?:bench|examples|scripts|tests|deploy|packaging)/[\w./*-]*[\w/])")
+RUN_MODULE = re.compile(r"\b(?:python|pypy)3?\s+-m\s+([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
 
 
 def load_doc_tables():
@@ -127,6 +129,34 @@ def test_every_named_path_exists() -> None:
             if not found and not ignored_by_git(path):  # an ignored path is one a page says to make (keys, builds)
                 missing.append(f"{page_name(page)}: {path}")
     assert not missing, "paths named on pages but not in the repository:\n" + "\n".join(sorted(missing))
+
+
+def runnable_module(name: str) -> bool:
+    """`python -m name` would run something: a module, or a package with a __main__. One of this repository's top-level
+    packages is looked up as files (importing bench or tests would be slow); any other name as the interpreter would."""
+    parts = name.split(".")
+    if (ROOT / parts[0]).is_dir():
+        path = ROOT.joinpath(*parts)
+        return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
+    try:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(name + ".__main__")
+    except ImportError:  # a parent package that does not exist
+        return False
+    return spec is not None
+
+
+def test_every_module_run_with_python_m_exists() -> None:
+    assert RUN_MODULE.findall("`.venv/bin/python -m bench.x --repeat 5`, `pypy3 -m venv`") == ["bench.x", "venv"]
+    assert runnable_module("bench.peers.actors") and runnable_module("scaler.scheduler") and runnable_module("venv")
+    assert not runnable_module("bench.actors") and not runnable_module("no_such.module")
+    missing = []
+    for page in PAGES:
+        for name in sorted(set(RUN_MODULE.findall(page.read_text()))):
+            if not runnable_module(name):
+                missing.append(f"{page_name(page)}: python -m {name}")
+    assert not missing, "modules run on pages but found nowhere:\n" + "\n".join(missing)
 
 
 def test_the_readme_links_to_files_that_exist() -> None:
