@@ -1,5 +1,6 @@
 """`--preload MODULE:FUNCTION` on real clusters: tasks see what it set up, every new task process runs it again (after a
-kill, a crash, a timeout), and one that fails stops the cluster at start with its traceback."""
+kill, a crash, a timeout, to take over from a parked parent), so does an actor's process, and one that fails stops the
+cluster at start with its traceback."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Iterator, Optional, Tuple
 
 import psutil
 import pytest
@@ -25,8 +26,25 @@ FAILING = "tests.e2e.preload_target:fail"
 WAIT = 30.0  # seconds any one step may take on a loaded 2-core machine
 
 
+State = Tuple[int, Optional[int], int]  # what preload_target.state returns
+
+
 def crash_processor() -> None:
     os._exit(3)
+
+
+def parent_and_child(client: Client) -> Tuple[State, State]:
+    """The preload's state in this task's process and in that of a nested task it waits on: while it waits, its
+    process is parked and the worker's next task process (forked then, or a spare) runs the child."""
+    child = client.submit(preload_target.state)
+    return preload_target.state(), child.result(timeout=WAIT)
+
+
+class PreloadReader:
+    """An actor that reports the preload's state in its own process."""
+
+    def state(self) -> State:
+        return preload_target.state()
 
 
 @pytest.fixture
@@ -73,6 +91,27 @@ def test_tasks_see_the_preload_and_every_new_task_process_runs_it_again(preloade
         pid, preloaded_in, runs = fresh_state(client, timed_out)
         assert (preloaded_in, runs) == (pid, 1)
     assert "preload" not in cluster.output().lower().replace(SETUP.lower(), ""), "no complaint about it"
+
+
+def test_the_process_that_takes_over_from_a_parked_parent_ran_the_preload(preloaded) -> None:
+    """Without the preload there, the child would find the module as the fork server left it: (pid, None, 0)."""
+    address, _ = preloaded
+    with Client(address) as client:
+        for _ in range(2):  # the second time, the first parent's process (a spare by then) may take over
+            parent, child = client.submit(parent_and_child, client).result(timeout=WAIT)
+            assert parent[0] != child[0], "the child ran in another process than its waiting parent"
+            for pid, preloaded_in, runs in (parent, child):
+                assert (preloaded_in, runs) == (pid, 1), "each process ran the preload once, before its first task"
+
+
+def test_an_actors_process_runs_the_preload(preloaded) -> None:
+    address, _ = preloaded
+    with Client(address) as client:
+        reader = client.actor(PreloadReader)
+        pid, preloaded_in, runs = reader.state().result(timeout=WAIT)
+        assert (preloaded_in, runs) == (pid, 1)
+        assert client.submit(os.getpid).result(timeout=WAIT) != pid, "the actor has a process of its own"
+        reader.close()
 
 
 def test_a_failing_preload_stops_the_cluster_at_start_with_its_traceback() -> None:

@@ -1,11 +1,12 @@
 """The worker core with a preload (scaler/worker/preload.py), without sockets or processes: it registers only once its
-first processor ran the preload, stops when a preload fails, and lets tasks wait for a new processor's preload."""
+first processor ran the preload, stops when a preload fails, and lets tasks wait for a new processor's preload (one
+that replaces a dead one, takes over from a parked one, or hosts an actor)."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
-from scaler.protocol import Hello, TaskResult, TaskStatus, WorkerDisconnect
+from scaler.protocol import ActorRelease, Hello, TaskResult, TaskStatus, WorkerDisconnect
 from scaler.worker.core import EXIT_BROKEN, EXIT_PRELOAD_FAILED
 from scaler.worker.processor_messages import ProcessorReport, ProcessorResult
 from tests.worker.core_harness import FUNCTION, Harness, of_type
@@ -116,3 +117,97 @@ def test_a_preload_that_fails_after_registering_makes_the_worker_leave() -> None
     assert harness.exit is not None and harness.exit.code == EXIT_BROKEN and harness.exit.disconnect
     assert "OSError: no curves" in harness.exit.reason
     assert of_type(sent, WorkerDisconnect), "the scheduler gives its tasks to other workers at once"
+
+
+def test_the_processor_that_takes_over_from_a_parked_one_runs_the_preload_first() -> None:
+    harness = Harness(preload=PRELOAD)
+    preloaded(harness, 1)
+    registered(harness)
+    parent, after = harness.task(), harness.task()
+    harness.send(parent, after)
+    harness.processors[1].read_orders()
+    harness.processors[1].start_next()
+    harness.block(1)  # the parent waits on a child: processor 2 is forked to take over, and preloads first
+    core = harness.core
+    assert core.active.number == 2 and [processor.number for processor in core.parked] == [1]
+    assert core.preloading == {2}, "its first report is the preload's, not results"
+    handed = [task.task_id for hand in harness.hands if hand.number == 2 for task in hand.tasks]
+    assert handed == [after.task_id], "handed at once: the process runs it once the preload returned"
+    preloaded(harness, 2)
+    assert not core.preloading
+    assert [result.task_id for result in of_type(harness.run(2), TaskResult)] == [after.task_id]
+    child = harness.task(parent=parent.task_id)
+    harness.send(child)
+    assert [result.task_id for result in of_type(harness.run(2), TaskResult)] == [child.task_id]
+    harness.processors[1].finish()
+    harness.report(1)
+    assert [processor.number for processor in core.spares] == [1]
+    # the next parking takes that spare, preloaded already: no fork, no second preload
+    nested = harness.task()
+    harness.send(nested)
+    harness.active.read_orders()
+    harness.active.start_next()
+    harness.block(2)
+    assert core.active.number == 1 and not core.preloading and 3 not in harness.processors
+    again = harness.task(parent=nested.task_id)
+    harness.send(again)
+    harness.run(1)  # its result may be held a moment, to leave with the parent's: what it ran is what counts
+    assert harness.processors[1].ran[-1] == again.task_id and harness.exit is None
+
+
+def test_a_preload_that_fails_in_a_take_over_processor_makes_the_worker_leave() -> None:
+    harness = Harness(preload=PRELOAD)
+    preloaded(harness, 1)
+    registered(harness)
+    harness.send(harness.task())
+    harness.processors[1].read_orders()
+    harness.processors[1].start_next()
+    harness.block(1)
+    sent = preloaded(harness, 2, TRACEBACK)
+    assert harness.exit is not None and harness.exit.code == EXIT_BROKEN and harness.exit.disconnect
+    assert of_type(sent, WorkerDisconnect)
+
+
+def create_actor(harness: Harness, actor_id: bytes) -> Tuple[bytes, int]:
+    """Send an actor's creation: (its task id, the number of the processor started for the actor)."""
+    before = set(harness.processors)
+    creation = harness.task(actor_id=actor_id, creates_actor=True)
+    harness.send(creation)
+    (number,) = set(harness.processors) - before
+    return creation.task_id, number
+
+
+def test_an_actors_process_runs_the_preload_before_its_constructor() -> None:
+    harness = Harness(preload=PRELOAD, actor_slots=2)
+    preloaded(harness, 1)
+    registered(harness)
+    creation, number = create_actor(harness, b"actor-preloaded!")
+    assert harness.core.preloading == {number}
+    assert [task.task_id for task in harness.hands[-1].tasks] == [creation] and harness.hands[-1].number == number
+    preloaded(harness, number)
+    sent = harness.run(number)
+    assert [(result.task_id, result.status) for result in of_type(sent, TaskResult)] == [(creation, TaskStatus.success)]
+
+
+def test_a_preload_that_raises_in_an_actors_process_makes_the_worker_leave() -> None:
+    """Its actors are then lost at the scheduler, which removes the worker (WorkerDisconnect)."""
+    harness = Harness(preload=PRELOAD, actor_slots=2)
+    preloaded(harness, 1)
+    registered(harness)
+    _, number = create_actor(harness, b"actor-preloaded!")
+    sent = preloaded(harness, number, TRACEBACK)
+    assert harness.exit is not None and harness.exit.code == EXIT_BROKEN and harness.exit.disconnect
+    assert "OSError: no curves" in harness.exit.reason
+    assert of_type(sent, WorkerDisconnect)
+
+
+def test_an_actors_process_that_dies_while_preloading_loses_that_actor_only() -> None:
+    harness = Harness(preload=PRELOAD, actor_slots=2)
+    preloaded(harness, 1)
+    registered(harness)
+    creation, number = create_actor(harness, b"actor-preloaded!")
+    sent = harness.die(number)
+    assert [(result.task_id, result.status) for result in of_type(sent, TaskResult)] == [
+        (creation, TaskStatus.actor_lost)
+    ]
+    assert of_type(sent, ActorRelease) and harness.exit is None and not harness.core.preloading
