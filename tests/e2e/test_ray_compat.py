@@ -312,6 +312,23 @@ def test_cancel_stops_a_running_task_and_its_dependents(ray_connected, gate: str
     ray.cancel(ray.put(1))  # nothing to cancel: no error
 
 
+def test_cancel_removes_a_queued_task_that_never_runs(ray_connected, gate: str, tmp_path: Path) -> None:
+    ray_connected.wait_idle()
+    slots = ray_connected.status(lambda status: status.worker_slots > 0).worker_slots
+    blockers = [gated.remote(gate, n) for n in range(slots)]
+    ray_connected.status(lambda status: status.free_slots == 0)  # every slot holds a blocker, until the gate opens
+    marker = tmp_path / "ran"
+    queued = ray.remote(lambda path: Path(path).touch()).remote(str(marker))
+    ray_connected.status(lambda status: status.tasks_ready + status.tasks_assigned > slots)  # the scheduler has it
+    ray.cancel(queued)
+    with pytest.raises(TaskCancelledError):
+        ray.get(queued, timeout=WAIT)
+    Path(gate).touch()
+    assert ray.get(blockers, timeout=WAIT) == list(range(slots))
+    ray_connected.wait_idle()
+    assert not marker.exists()
+
+
 # ---- errors -----------------------------------------------------------------------------------------------------
 
 
