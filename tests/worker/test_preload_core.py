@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from scaler.protocol import ActorRelease, Hello, TaskResult, TaskStatus, WorkerDisconnect
+from scaler.protocol import ActorRelease, Hello, Task, TaskResult, TaskStatus, WorkerDisconnect
 from scaler.worker.core import EXIT_BROKEN, EXIT_PRELOAD_FAILED
 from scaler.worker.processor_messages import ProcessorReport, ProcessorResult
 from tests.worker.core_harness import FUNCTION, Harness, of_type
@@ -25,6 +25,21 @@ def preloaded(harness: Harness, number: int, failure: Optional[str] = None) -> L
 def registered(harness: Harness) -> None:
     harness.connect()
     harness.serve(FUNCTION)  # the function every test task calls, fetched once
+
+
+def ready(**settings) -> Harness:
+    """A worker with the preload, registered once its first processor ran it."""
+    harness = Harness(preload=PRELOAD, **settings)
+    preloaded(harness, 1)
+    registered(harness)
+    return harness
+
+
+def started(harness: Harness, *tasks: Task) -> None:
+    """Send `tasks`; the processor tasks are handed to starts the first."""
+    harness.send(*tasks)
+    harness.active.read_orders()
+    harness.active.start_next()
 
 
 def test_without_a_preload_the_worker_connects_at_once() -> None:
@@ -88,13 +103,9 @@ def test_a_preload_past_the_memory_stop_threshold_at_start_stops_the_worker() ->
 
 
 def test_tasks_wait_for_a_replacement_processors_preload() -> None:
-    harness = Harness(preload=PRELOAD)
-    preloaded(harness, 1)
-    registered(harness)
+    harness = ready()
     first, second = harness.task(), harness.task()
-    harness.send(first, second)
-    harness.processors[1].read_orders()
-    harness.processors[1].start_next()
+    started(harness, first, second)
     harness.die(1)  # its task fails; the next goes to processor 2, which preloads first
     assert harness.core.preloading == {2}
     assert [task.task_id for task in harness.hands[-1].tasks] == [second.task_id]
@@ -105,13 +116,8 @@ def test_tasks_wait_for_a_replacement_processors_preload() -> None:
 
 
 def test_a_preload_that_fails_after_registering_makes_the_worker_leave() -> None:
-    harness = Harness(preload=PRELOAD)
-    preloaded(harness, 1)
-    registered(harness)
-    task = harness.task()
-    harness.send(task)
-    harness.processors[1].read_orders()
-    harness.processors[1].start_next()
+    harness = ready()
+    started(harness, harness.task())
     harness.die(1)
     sent = preloaded(harness, 2, TRACEBACK)
     assert harness.exit is not None and harness.exit.code == EXIT_BROKEN and harness.exit.disconnect
@@ -120,13 +126,9 @@ def test_a_preload_that_fails_after_registering_makes_the_worker_leave() -> None
 
 
 def test_the_processor_that_takes_over_from_a_parked_one_runs_the_preload_first() -> None:
-    harness = Harness(preload=PRELOAD)
-    preloaded(harness, 1)
-    registered(harness)
+    harness = ready()
     parent, after = harness.task(), harness.task()
-    harness.send(parent, after)
-    harness.processors[1].read_orders()
-    harness.processors[1].start_next()
+    started(harness, parent, after)
     harness.block(1)  # the parent waits on a child: processor 2 is forked to take over, and preloads first
     core = harness.core
     assert core.active.number == 2 and [processor.number for processor in core.parked] == [1]
@@ -144,9 +146,7 @@ def test_the_processor_that_takes_over_from_a_parked_one_runs_the_preload_first(
     assert [processor.number for processor in core.spares] == [1]
     # the next parking takes that spare, preloaded already: no fork, no second preload
     nested = harness.task()
-    harness.send(nested)
-    harness.active.read_orders()
-    harness.active.start_next()
+    started(harness, nested)
     harness.block(2)
     assert core.active.number == 1 and not core.preloading and 3 not in harness.processors
     again = harness.task(parent=nested.task_id)
@@ -156,12 +156,8 @@ def test_the_processor_that_takes_over_from_a_parked_one_runs_the_preload_first(
 
 
 def test_a_preload_that_fails_in_a_take_over_processor_makes_the_worker_leave() -> None:
-    harness = Harness(preload=PRELOAD)
-    preloaded(harness, 1)
-    registered(harness)
-    harness.send(harness.task())
-    harness.processors[1].read_orders()
-    harness.processors[1].start_next()
+    harness = ready()
+    started(harness, harness.task())
     harness.block(1)
     sent = preloaded(harness, 2, TRACEBACK)
     assert harness.exit is not None and harness.exit.code == EXIT_BROKEN and harness.exit.disconnect
@@ -178,9 +174,7 @@ def create_actor(harness: Harness, actor_id: bytes) -> Tuple[bytes, int]:
 
 
 def test_an_actors_process_runs_the_preload_before_its_constructor() -> None:
-    harness = Harness(preload=PRELOAD, actor_slots=2)
-    preloaded(harness, 1)
-    registered(harness)
+    harness = ready(actor_slots=2)
     creation, number = create_actor(harness, b"actor-preloaded!")
     assert harness.core.preloading == {number}
     assert [task.task_id for task in harness.hands[-1].tasks] == [creation] and harness.hands[-1].number == number
@@ -191,9 +185,7 @@ def test_an_actors_process_runs_the_preload_before_its_constructor() -> None:
 
 def test_a_preload_that_raises_in_an_actors_process_makes_the_worker_leave() -> None:
     """Its actors are then lost at the scheduler, which removes the worker (WorkerDisconnect)."""
-    harness = Harness(preload=PRELOAD, actor_slots=2)
-    preloaded(harness, 1)
-    registered(harness)
+    harness = ready(actor_slots=2)
     _, number = create_actor(harness, b"actor-preloaded!")
     sent = preloaded(harness, number, TRACEBACK)
     assert harness.exit is not None and harness.exit.code == EXIT_BROKEN and harness.exit.disconnect
@@ -202,9 +194,7 @@ def test_a_preload_that_raises_in_an_actors_process_makes_the_worker_leave() -> 
 
 
 def test_an_actors_process_that_dies_while_preloading_loses_that_actor_only() -> None:
-    harness = Harness(preload=PRELOAD, actor_slots=2)
-    preloaded(harness, 1)
-    registered(harness)
+    harness = ready(actor_slots=2)
     creation, number = create_actor(harness, b"actor-preloaded!")
     sent = harness.die(number)
     assert [(result.task_id, result.status) for result in of_type(sent, TaskResult)] == [
