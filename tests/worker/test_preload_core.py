@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+import pytest
+
 from scaler.protocol import ActorRelease, Hello, Task, TaskResult, TaskStatus, WorkerDisconnect
 from scaler.worker.core import EXIT_BROKEN, EXIT_PRELOAD_FAILED
 from scaler.worker.processor_messages import ProcessorReport, ProcessorResult
@@ -115,10 +117,11 @@ def test_tasks_wait_for_a_replacement_processors_preload() -> None:
     assert harness.exit is None
 
 
-def test_a_preload_that_fails_after_registering_makes_the_worker_leave() -> None:
+@pytest.mark.parametrize("forked_by", ["die", "block"])  # in place of a dead processor, or of a parked one
+def test_a_preload_that_fails_after_registering_makes_the_worker_leave(forked_by: str) -> None:
     harness = ready()
     started(harness, harness.task())
-    harness.die(1)
+    getattr(harness, forked_by)(1)
     sent = preloaded(harness, 2, TRACEBACK)
     assert harness.exit is not None and harness.exit.code == EXIT_BROKEN and harness.exit.disconnect
     assert "OSError: no curves" in harness.exit.reason
@@ -153,15 +156,6 @@ def test_the_processor_that_takes_over_from_a_parked_one_runs_the_preload_first(
     harness.send(again)
     harness.run(1)  # its result may be held a moment, to leave with the parent's: what it ran is what counts
     assert harness.processors[1].ran[-1] == again.task_id and harness.exit is None
-
-
-def test_a_preload_that_fails_in_a_take_over_processor_makes_the_worker_leave() -> None:
-    harness = ready()
-    started(harness, harness.task())
-    harness.block(1)
-    sent = preloaded(harness, 2, TRACEBACK)
-    assert harness.exit is not None and harness.exit.code == EXIT_BROKEN and harness.exit.disconnect
-    assert of_type(sent, WorkerDisconnect)
 
 
 def create_actor(harness: Harness, actor_id: bytes) -> Tuple[bytes, int]:
