@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Dict, List
+from pathlib import Path
+from typing import Dict, List, Tuple
 
 import psutil
 import pytest
@@ -55,6 +56,22 @@ class Broken:
 def call_through(handle, amount: int) -> int:
     """A task calling an actor through a handle it received (borrowed)."""
     return handle.add(amount).result()
+
+
+def call_after_go(handle, called: str, go: str) -> Tuple[int, str]:
+    """A task holding a borrowed handle: calls the actor, says so in the file `called`, waits (bounded) for the file
+    `go`, then calls again. Returns the first call's result and what the second raised."""
+    first = handle.add(1).result(timeout=30)
+    Path(called).write_text("called")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(go):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{go} never appeared")
+        time.sleep(0.05)
+    try:
+        return first, f"not lost: {handle.add(1).result(timeout=30)}"
+    except ActorLostError as error:
+        return first, str(error)
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +135,22 @@ def test_a_handle_passed_to_tasks_calls_the_same_actor(live):
         assert counter.get().result(timeout=30) == 30
         # the borrowed handles did not free it when their tasks ended
         assert counter.add(1).result(timeout=30) == 31
+
+
+def test_a_borrowed_handle_does_not_keep_the_actor_alive(live, tmp_path):
+    called, go = tmp_path / "called", tmp_path / "go"
+    with Client(live.address) as client:
+        counter = client.actor(Counter)
+        pid = counter.pid().result(timeout=30)
+        task = client.submit(call_after_go, counter, str(called), str(go))
+        wait_for(called.exists, 30, "the task's first call through its borrowed handle")
+        counter.close()  # the owner's handle: the actor goes although the task still holds one
+        wait_for(lambda: not psutil.pid_exists(pid), 20, "the actor's process to end")
+        live.status(lambda status: all(actor.actor_id != counter.actor_id for actor in status.actors), 20)
+        go.write_text("go")
+        first, later = task.result(timeout=60)
+        assert first == 1
+        assert later.startswith(f"actor {counter.actor_id.hex()} is gone") and "freed" in later, later
 
 
 def test_a_constructor_that_raises_loses_the_actor(live):
