@@ -58,8 +58,9 @@ class RemoteFunction:
                 break
         if plain and kwargs:
             plain = not any(type(arg) in _MAY_HOLD_REFS for arg in kwargs.values())
-        if plain:
-            return ObjectRef(client.submit(self._function, *args, **kwargs), None, _NO_VALUE, self._name)
+        if plain:  # what client.submit does, without packing the arguments again
+            future = client._submit(self._function, args, kwargs, client._profiling)
+            return ObjectRef(future, None, _NO_VALUE, self._name)
         lifted = lift_refs(args, kwargs)
         if lifted is None and "profiling" not in kwargs:
             return ObjectRef(client.submit(self._function, *args, **kwargs), None, _NO_VALUE, self._name)
