@@ -448,7 +448,8 @@ class WorkerCore(ActorHosting):
         if processor.role == ACTOR_PROCESSOR:
             if memory_peak is not None:
                 how = f"the kernel stopped it at the worker's memory limit (its memory cgroup, {memory_peak} bytes)"
-            self._lose_actor(processor, f"its process died ({how})", kill=False)
+            during = " while running the preload" if number in self.preloading else ""
+            self._lose_actor(processor, f"its process died ({how}){during}", kill=False)
             self._dispatch()
             return
         was_active = processor is self.active

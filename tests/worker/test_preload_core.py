@@ -194,4 +194,6 @@ def test_an_actors_process_that_dies_while_preloading_loses_that_actor_only() ->
     assert [(result.task_id, result.status) for result in of_type(sent, TaskResult)] == [
         (creation, TaskStatus.actor_lost)
     ]
-    assert of_type(sent, ActorRelease) and harness.exit is None and not harness.core.preloading
+    (release,) = of_type(sent, ActorRelease)
+    assert "while running the preload" in release.reason
+    assert harness.exit is None and not harness.core.preloading
