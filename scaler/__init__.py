@@ -28,6 +28,7 @@ __all__ = [
     "progress",
     # errors (scaler.errors)
     "ScalerError",
+    "ActorAnswerLostError",
     "ActorLostError",
     "AuthenticationError",
     "DisconnectedError",
@@ -50,6 +51,7 @@ __all__ = [
 
 _ERRORS = (
     "ScalerError",
+    "ActorAnswerLostError",
     "ActorLostError",
     "AuthenticationError",
     "DisconnectedError",
@@ -87,6 +89,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and IDEs; at run time
     from scaler.cluster import Cluster
     from scaler.cluster.combo import SchedulerClusterCombo
     from scaler.errors import (
+        ActorAnswerLostError,
         ActorLostError,
         AuthenticationError,
         DisconnectedError,
