@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -99,10 +100,17 @@ def test_an_actor_keeps_its_state_and_each_threads_order(live):
                 errors.append(error)
 
         threads = [threading.Thread(target=caller, args=(f"t{index}",)) for index in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(90)
+        # Threads switching often race between taking a call's task id and queueing the call: were the ids not
+        # queued in order, a worker would take one for a call that already ran (ActorAnswerLostError).
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(90)
+        finally:
+            sys.setswitchinterval(interval)
         assert not errors, errors
         assert counter.get().result(timeout=30) == 10 + 4 * 250
         order = counter.order().result(timeout=30)
