@@ -137,8 +137,9 @@ class ActorHosting:
 
     def _answer_lost(self, task_id: bytes) -> None:
         text = (
-            f"actor call {task_id.hex()} ran before the scheduler restarted, and its answer was lost with it (this "
-            "worker no longer keeps it): an actor call is never run twice"
+            f"actor call {task_id.hex()} ran before a scheduler restart, and its answer was lost with the scheduler "
+            "(this worker no longer keeps it; it knows the call ran because it ran one of the same caller numbered as "
+            "high or higher): an actor call is never run twice"
         )
         payload = pickle.dumps(ActorAnswerLostError(text))
         answer = TaskResult(task_id=task_id, status=_FAILED, payload=payload, error_text=text)
