@@ -55,8 +55,7 @@ def create_actor(client: ActorClient, cls: Any, args: tuple, kwargs: Dict[str, A
     actor_id = connection.new_task_id()
     options = client._options.for_actor(actor_id, creates=True)
     client._check_policies(connection, options)
-    with connection.actor_calls:
-        created = client._submit_options(ActorConstructor(actor_id, cls), args, kwargs, options)
+    created = client._submit_options(ActorConstructor(actor_id, cls), args, kwargs, options)
     connection.own_actor(actor_id)
     methods = frozenset(name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name, None)))
     handle = ActorHandle(client, actor_id, cls.__qualname__, methods, created)
@@ -115,8 +114,7 @@ class ActorHandle:
         options = self._options
         if options is None:  # the same object for every call: the client's encoders of these calls are reused
             options = self._options = self._client._options.for_actor(self.actor_id, creates=False)
-        with self._client._open_connection().actor_calls:  # ids in the order sent: the worker's sequence numbers
-            return self._client._submit_options(function, args, kwargs, options)
+        return self._client._submit_options(function, args, kwargs, options)
 
     def __reduce__(self) -> Any:
         # Borrowed where it lands (a task): it calls the actor, and never frees it.

@@ -308,10 +308,13 @@ class Client:
     def _submit_options(
         self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any], options: TaskOptions
     ) -> ScalerFuture:
-        """Submit with options other than this view's (an actor's tasks)."""
+        """Submit with options other than this view's (an actor's tasks): the task id taken and the task queued under
+        the connection's actor-call lock, so that its actor calls are sent in the order of their ids, which workers
+        read as sequence numbers (docs/protocol.md, "Actors")."""
         connection = self._open_connection()
         parent = task_context.current_task_id or b""
-        return self._factory.submit(connection, fn, args, kwargs, self._profiling, parent, options)
+        with connection.actor_calls:
+            return self._factory.submit(connection, fn, args, kwargs, self._profiling, parent, options)
 
     def _submit(self, fn: Any, args: Sequence[Any], kwargs: Dict[str, Any], profiling: bool) -> ScalerFuture:
         connection = self._open_connection()
