@@ -40,12 +40,7 @@ def create_actor(client: ActorClient, cls: Any, args: tuple, kwargs: Dict[str, A
     """client.actor: submit the actor's creation, return its owning handle at once."""
     if not isinstance(cls, type):
         raise TypeError(f"client.actor takes a class, got {cls!r}")
-    try:
-        inspect.signature(cls).bind(*args, **kwargs)
-    except TypeError as error:
-        raise TypeError(f"{cls.__qualname__}{_signature_text(cls)}: {error}") from None
-    except ValueError:
-        pass  # no signature to check (a builtin): the constructor says so on the worker
+    check_constructor_arguments(cls, args, kwargs)
     connection = client._open_connection()
     if not connection.actors:
         raise ScalerError(
@@ -61,6 +56,16 @@ def create_actor(client: ActorClient, cls: Any, args: tuple, kwargs: Dict[str, A
     handle = ActorHandle(client, actor_id, cls.__qualname__, methods, created)
     handle._finalizer = weakref.finalize(handle, connection.release_actor, actor_id)
     return handle
+
+
+def check_constructor_arguments(cls: type, args: tuple, kwargs: Dict[str, Any]) -> None:
+    """TypeError, as calling `cls` here would raise, if the arguments do not bind to its constructor."""
+    try:
+        inspect.signature(cls).bind(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"{cls.__qualname__}{_signature_text(cls)}: {error}") from None
+    except ValueError:
+        pass  # no signature to check (a builtin): the constructor says so on the worker
 
 
 class ActorHandle:

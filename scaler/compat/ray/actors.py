@@ -22,18 +22,18 @@ from the native call's future once sent.
 from __future__ import annotations
 
 import concurrent.futures
-import inspect
 import threading
 import uuid
 from collections import deque
 from typing import Any, Deque, Dict, Optional, Tuple
 
 from scaler.client import ScalerFuture
+from scaler.client.actors import check_constructor_arguments
 from scaler.compat.ray import session
 from scaler.compat.ray.calls import Lifted, fill_slots, lift_refs
 from scaler.compat.ray.exceptions import ActorDiedError
 from scaler.compat.ray.options import check_options, scaler_policies
-from scaler.compat.ray.refs import _NO_VALUE, ObjectRef
+from scaler.compat.ray.refs import _NO_VALUE, ObjectRef, failed_future
 
 
 class ActorClass:
@@ -72,12 +72,7 @@ class ActorClass:
                 return handle
             handle._native = client.actor(self._cls, *args, **kwargs)
             return handle
-        try:  # checked now, as client.actor does: the creation itself is sent later
-            inspect.signature(self._cls).bind(*args, **kwargs)
-        except TypeError as error:
-            raise TypeError(f"{self._cls.__qualname__}: {error}") from None
-        except ValueError:
-            pass  # no signature to check (a builtin): the constructor says so on the worker
+        check_constructor_arguments(self._cls, args, kwargs)  # now, as client.actor does: the creation waits
         handle = ActorHandle(None, self._cls)
         handle._enqueue(_Creation(handle, client, lifted))
         return handle
@@ -170,7 +165,7 @@ class ActorMethod:
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
         actor = self._actor
         if actor._failure is not None:  # as in Ray, the call's reference fails, not the call
-            return ObjectRef(_failed(actor._failure), None, _NO_VALUE, self._name)
+            return ObjectRef(failed_future(actor._failure), None, _NO_VALUE, self._name)
         lifted = lift_refs(args, kwargs)
         if not actor._queue:  # nothing sent before is waiting: the call may go now
             if lifted is None:
@@ -179,7 +174,7 @@ class ActorMethod:
                 try:
                     args, kwargs = _values(lifted)
                 except BaseException as error:  # a failed reference fails this call only
-                    return ObjectRef(_failed(error), None, _NO_VALUE, self._name)
+                    return ObjectRef(failed_future(error), None, _NO_VALUE, self._name)
                 return ObjectRef(getattr(actor._native, self._method)(*args, **kwargs), None, _NO_VALUE, self._name)
         if lifted is None:
             lifted = (args, kwargs, [])
@@ -306,12 +301,6 @@ def _settle(future: ScalerFuture, error: Optional[BaseException], value: Any = N
             future.set_result(value)
     except concurrent.futures.InvalidStateError:
         pass  # cancelled meanwhile (ray.cancel): the cancel stands
-
-
-def _failed(error: BaseException) -> ScalerFuture:
-    future = ScalerFuture(b"")
-    future.set_exception(error)
-    return future
 
 
 def _died(message: str, cause: BaseException) -> ActorDiedError:

@@ -25,7 +25,7 @@ from scaler.client import Client, ScalerFuture
 from scaler.client.ledger import ObjectNeed
 from scaler.compat.ray.calls import CallWithRefs, Lifted
 from scaler.compat.ray.exceptions import ObjectLostError
-from scaler.compat.ray.refs import _NO_VALUE, ObjectRef
+from scaler.compat.ray.refs import _NO_VALUE, ObjectRef, failed_future
 from scaler.protocol import Argument, ArgumentKind
 
 _TASK_REF = int(ArgumentKind.task_ref)
@@ -65,7 +65,7 @@ def _submit(client: Client, function: CallWithRefs, lifted: Lifted) -> ScalerFut
     for ref in refs:
         if ref._object is not None:
             if ref._object.owner != connection.identity:  # put in a session since shut down, which freed it
-                return _failed(ObjectLostError(f"{ref!r} was put in an earlier session: put it again"))
+                return failed_future(ObjectLostError(f"{ref!r} was put in an earlier session: put it again"))
             arguments.append(factory.argument(connection, ref._object, "", needs, held))
             continue
         if ref._value is not _NO_VALUE:
@@ -102,10 +102,4 @@ def _settled_like(dependency: ScalerFuture) -> Optional[ScalerFuture]:
         future._cancel_locally()
         return future
     error = dependency.exception()
-    return None if error is None else _failed(error)
-
-
-def _failed(error: BaseException) -> ScalerFuture:
-    future = ScalerFuture(b"")
-    future.set_exception(error)
-    return future
+    return None if error is None else failed_future(error)

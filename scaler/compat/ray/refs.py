@@ -162,6 +162,13 @@ def resolved(value: Any) -> ObjectRef:
     return ObjectRef(value=value)
 
 
+def failed_future(error: BaseException) -> ScalerFuture:
+    """A future already failed with `error`: the outcome of a call that was never sent."""
+    future = ScalerFuture(b"")
+    future.set_exception(error)
+    return future
+
+
 def _forgotten_dependency(future: concurrent.futures.Future) -> bool:
     if not future.done() or future.cancelled():
         return False
