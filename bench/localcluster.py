@@ -7,13 +7,14 @@ started here is stopped with its whole tree on exit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import psutil
 import zmq
@@ -27,6 +28,20 @@ CPYTHON = sys.executable  # the client's interpreter: workers run on it too
 # tox sets SCALER_PYPY to the PyPy environment it builds; by hand, the one scripts/test.sh builds
 PYPY = os.environ.get("SCALER_PYPY") or str(ROOT / ".venv-pypy" / "bin" / "python")
 _ROLE_BY_DEPTH = {0: "cluster launcher", 1: "worker agents", 2: "processor fork servers", 3: "processors"}
+
+
+@contextlib.contextmanager
+def environment_kept() -> Iterator[None]:
+    """os.environ as it was before the block, once it ends. Dask's LocalCluster writes its workers' settings into
+    this process's environment (MALLOC_TRIM_THRESHOLD_=65536, one BLAS thread), where every cluster a benchmark
+    starts afterwards, of any engine, would inherit them: with that trim threshold Scaler's task processes return
+    freed heap to the kernel at once and fault it in again (the chains workload ran a third slower)."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def interpreter_label(python: str) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 import psutil
 
-from bench.localcluster import CPYTHON, ROOT, LocalCluster, RssSampler, interpreter_label
+from bench.localcluster import CPYTHON, ROOT, LocalCluster, RssSampler, environment_kept, interpreter_label
 from scaler.testing.processes import free_tcp_address, stop_process_group, wait_for
 
 SEED_VERSION = "1.9.9"
@@ -151,6 +151,7 @@ class DaskEngine(Engine):
         import distributed
 
         with (
+            environment_kept(),
             tempfile.TemporaryDirectory(prefix="d-") as scratch,
             distributed.LocalCluster(
                 n_workers=workers,

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Iterator, List
 import dask
 import distributed
 
-from bench.localcluster import median
+from bench.localcluster import environment_kept, median
 from bench.throughput.graph_tree import reduction_tree
 from bench.throughput.noop_100k import noop
 
@@ -52,6 +52,7 @@ WORKLOADS: Dict[str, Callable[[Any, int], None]] = {"submit": run_submit, "map":
 def dask_cluster(workers: int) -> Iterator[distributed.Client]:
     """A client of a fresh LocalCluster of `workers` processes x 1 thread, every worker connected."""
     with (
+        environment_kept(),
         distributed.LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
