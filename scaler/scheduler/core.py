@@ -99,6 +99,9 @@ _STALL_SECONDS = 1.0
 # A graph node goes where most of its input bytes are held unless that worker has more than this many tasks more
 # than the least loaded one (see _place_bucket)
 LOCALITY_SLACK = 2
+# A worker that ran out of tasks has others' queued tasks moved to it at once (_balance_on_drain), not at the next
+# balancing interval: at most this often, so that a flood of short tasks does not balance on every frame
+DRAIN_BALANCE_SECONDS = 0.01
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _BIT_MEMORY_PAUSED = heartbeat_flags.MEMORY_PAUSED  # above its memory pause threshold: it starts no new task
 _N_TYPES = len(MESSAGE_TYPES)
@@ -209,6 +212,11 @@ class SchedulerCore(HeldResults, Actors):
         self._liveness_order = 0
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
+        self._drained = False  # a worker ran out of tasks since the last look (_balance_on_drain)
+        self._next_drain_balance = now
+        # graph nodes balancing took back from a worker: placed once without the locality rule, which would hand them
+        # straight back to the worker holding their inputs, the one they were taken from
+        self._rebalanced: Set[bytes] = set()
         self._last_call = now
         # the heartbeat interval and peer timeouts named to peers, stretched as they grow in number (cadence.py)
         self.cadence = Cadence(
@@ -285,6 +293,8 @@ class SchedulerCore(HeldResults, Actors):
         if self.retiring:  # rare: one check per frame, none per task
             self._advance_retirements(now)
         self._assign_ready()
+        if self._drained:
+            self._balance_on_drain(now)
 
     def receive_malformed(self, peer: bytes, reason: str, now: float) -> None:
         """A frame of `peer` that did not decode: counted, logged (rate limited, see scaler.rate_limit), dropped."""
@@ -451,6 +461,7 @@ class SchedulerCore(HeldResults, Actors):
                 assert holders.get(task_id) == [task.worker], f"{task_id.hex()} is not on exactly its worker"
         assert not set(holders) - set(self.tasks), "a worker holds a task the core forgot"
         assert counts == self.state_counts, f"state counts {self.state_counts}, tasks say {counts}"
+        assert all(self.tasks[task_id].state == READY for task_id in self._rebalanced), "a rebalanced task not ready"
         self._validate_ready(counts[READY])
         self.loads.validate(self.workers)
         assert len(self.loads.classes) <= MAX_RESOURCE_CLASSES, "more distinct worker offers than the limit"
@@ -1160,6 +1171,8 @@ class SchedulerCore(HeldResults, Actors):
             bucket.popleft()
             task.queued = False
             placed += 1
+            if self._rebalanced:
+                self._rebalanced.discard(task.task_id)
             worker.assigned[task.task_id] = None
             task.worker = worker.identity
             task.state = ASSIGNED
@@ -1184,6 +1197,7 @@ class SchedulerCore(HeldResults, Actors):
         single = eligible[0] if len(eligible) == 1 else None  # one resource class: its worker loads, as before them
         send = self._send
         task_which = Task.WHICH
+        rebalanced = self._rebalanced
         placed = 0
         worker: Optional[WorkerState] = None
         while bucket:
@@ -1196,7 +1210,9 @@ class SchedulerCore(HeldResults, Actors):
                 continue  # canceled or finished while it waited
             task.queued = False
             placed += 1
-            if task.dependency_ids:  # it reads results held on workers: where most of their bytes are, if it has room
+            if rebalanced and task.task_id in rebalanced:
+                rebalanced.discard(task.task_id)  # taken from the worker the locality rule would pick: any will do
+            elif task.dependency_ids:  # it reads results held on workers: where most of their bytes are, if it has room
                 local = self._local_worker(task, eligible)
                 # and unless it is busier than the least loaded worker by more than LOCALITY_SLACK tasks: moving an
                 # input costs less than a worker idling while another has a queue
@@ -1393,6 +1409,10 @@ class SchedulerCore(HeldResults, Actors):
             worker = self.workers.get(task.worker)
             if worker is not None and worker.assigned.pop(task_id, 0) is None:
                 worker.loads.touch(worker)
+                if len(worker.assigned) <= worker.parked:
+                    self._drained = True
+        if self._rebalanced:
+            self._rebalanced.discard(task_id)
         function_tasks = self.function_tasks
         remaining = function_tasks[task.function_id] - 1
         if remaining:
@@ -1735,6 +1755,14 @@ class SchedulerCore(HeldResults, Actors):
             if wanted <= 0:
                 return
 
+    def _balance_on_drain(self, now: float) -> None:
+        """A worker ran out of tasks: move queued ones to it now rather than at the next balancing interval. Half a
+        second idle beside another worker's queue is most of a graph's tail when its tasks take tens of ms."""
+        self._drained = False
+        if now >= self._next_drain_balance:
+            self._next_drain_balance = now + DRAIN_BALANCE_SECONDS
+            self._balance()
+
     def _on_balance_response(self, worker: WorkerState, message: BalanceResponse, now: float) -> None:
         worker.balance_pending = False
         moved: List[TaskState] = []
@@ -1749,6 +1777,8 @@ class SchedulerCore(HeldResults, Actors):
                 continue
             self._set_state(task, READY)
             moved.append(task)
+            if task.dependency_ids:
+                self._rebalanced.add(task_id)
         worker.loads.file(worker)
         if moved:
             self._hand_back(moved)

@@ -9,6 +9,7 @@ from typing import Dict, List, Tuple
 
 from scaler.protocol import (
     PROTOCOL_VERSION,
+    BalanceRequest,
     BalanceResponse,
     ClientHeartbeat,
     Goodbye,
@@ -205,6 +206,24 @@ def test_a_graph_node_leaves_a_holder_much_busier_than_the_least_loaded_worker()
     _, reader, out = place_reader(busy_on_a=LOCALITY_SLACK + 1)
     assert [task.task_id for task in of_type(out.get(WORKER_B, []), Task)] == [reader.task_id], (
         "on the idle worker, which fetches its inputs, rather than queued behind the holder's tasks"
+    )
+
+
+def test_graph_nodes_balanced_away_from_their_inputs_holder_go_to_the_idle_worker() -> None:
+    harness = Harness(balance_interval_seconds=1.0)
+    harness.connect_client(fetches_from_holders=True)
+    harness.connect_worker(WORKER_A, data_address=ADDRESS_A)
+    source = harness.task(report_result=False)
+    readers = [harness.task(dependencies=[source.task_id]) for _ in range(4)]
+    harness.send(CLIENT, source, *readers)
+    out = harness.send(WORKER_A, TaskResult(task_id=source.task_id, in_object=True, held_bytes=SIZE))
+    assert len(of_type(out[WORKER_A], Task)) == 4, "the only worker, and the holder"
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    assert harness.tick(advance=1.5)[WORKER_A] == [BalanceRequest(count=2)]
+    moved = [reader.task_id for reader in readers[2:]]
+    out = harness.send(WORKER_A, BalanceResponse(task_ids=moved))
+    assert [task.task_id for task in of_type(out.get(WORKER_B, []), Task)] == moved, (
+        "to the idle worker, not back to the holder they were taken from (within LOCALITY_SLACK of it)"
     )
 
 
