@@ -99,9 +99,6 @@ _STALL_SECONDS = 1.0
 # A graph node goes where most of its input bytes are held unless that worker has more than this many tasks more
 # than the least loaded one (see _place_bucket)
 LOCALITY_SLACK = 2
-# A worker that ran out of tasks has others' queued tasks moved to it at once (_balance_on_drain), not at the next
-# balancing interval: at most this often, so that a flood of short tasks does not balance on every frame
-DRAIN_BALANCE_SECONDS = 0.01
 _BIT_TASK_LOCK = heartbeat_flags.TASK_LOCK  # the worker's processor is running a task (not parked)
 _BIT_MEMORY_PAUSED = heartbeat_flags.MEMORY_PAUSED  # above its memory pause threshold: it starts no new task
 _N_TYPES = len(MESSAGE_TYPES)
@@ -212,8 +209,6 @@ class SchedulerCore(HeldResults, Actors):
         self._liveness_order = 0
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
-        self._drained = False  # a worker ran out of tasks since the last look (_balance_on_drain)
-        self._next_drain_balance = now
         # graph nodes balancing took back from a worker: placed once without the locality rule, which would hand them
         # straight back to the worker holding their inputs, the one they were taken from
         self._rebalanced: Set[bytes] = set()
@@ -293,8 +288,6 @@ class SchedulerCore(HeldResults, Actors):
         if self.retiring:  # rare: one check per frame, none per task
             self._advance_retirements(now)
         self._assign_ready()
-        if self._drained:
-            self._balance_on_drain(now)
 
     def receive_malformed(self, peer: bytes, reason: str, now: float) -> None:
         """A frame of `peer` that did not decode: counted, logged (rate limited, see scaler.rate_limit), dropped."""
@@ -1409,8 +1402,6 @@ class SchedulerCore(HeldResults, Actors):
             worker = self.workers.get(task.worker)
             if worker is not None and worker.assigned.pop(task_id, 0) is None:
                 worker.loads.touch(worker)
-                if len(worker.assigned) <= worker.parked:
-                    self._drained = True
         if self._rebalanced:
             self._rebalanced.discard(task_id)
         function_tasks = self.function_tasks
@@ -1754,14 +1745,6 @@ class SchedulerCore(HeldResults, Actors):
             wanted -= surplus
             if wanted <= 0:
                 return
-
-    def _balance_on_drain(self, now: float) -> None:
-        """A worker ran out of tasks: move queued ones to it now rather than at the next balancing interval. Half a
-        second idle beside another worker's queue is most of a graph's tail when its tasks take tens of ms."""
-        self._drained = False
-        if now >= self._next_drain_balance:
-            self._next_drain_balance = now + DRAIN_BALANCE_SECONDS
-            self._balance()
 
     def _on_balance_response(self, worker: WorkerState, message: BalanceResponse, now: float) -> None:
         worker.balance_pending = False

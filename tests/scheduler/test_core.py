@@ -30,11 +30,7 @@ from scaler.protocol import (
     decode_frame,
     encode_many,
 )
-from scaler.scheduler.core import DRAIN_BALANCE_SECONDS
 from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
-
-WORKER_C = b"W|test|4|c"
-WORKER_D = b"W|test|5|d"
 
 
 def test_handshake_accepts_client_and_worker_with_timings() -> None:
@@ -465,41 +461,6 @@ def test_idle_worker_receives_queued_tasks_through_balancing() -> None:
     out = harness.send(WORKER_A, BalanceResponse(task_ids=moved))
     assert [t.task_id for t in out[WORKER_B]] == moved
     assert len(harness.core.workers[WORKER_A].assigned) == 4
-
-
-def test_a_worker_that_runs_out_of_tasks_is_given_queued_ones_at_once() -> None:
-    harness = Harness(balance_interval_seconds=60.0)  # no balancing tick comes within the test
-    harness.connect_client()
-    harness.connect_worker(WORKER_A, capacity=100)
-    harness.connect_worker(WORKER_B, capacity=100)
-    out = harness.send(CLIENT, *[harness.task() for _ in range(8)])
-    on_b = [task.task_id for task in of_type(out[WORKER_B], Task)]
-    assert len(on_b) == 4
-    for task_id in on_b[:-1]:
-        assert WORKER_A not in harness.send(WORKER_B, TaskResult(task_id=task_id, payload=b"r")), "B still has work"
-    out = harness.send(WORKER_B, TaskResult(task_id=on_b[-1], payload=b"r"))
-    assert out[WORKER_A] == [BalanceRequest(count=2)], "asked when B ran out, not at the next interval"
-
-
-def test_balancing_when_workers_run_out_is_rate_limited() -> None:
-    harness = Harness(balance_interval_seconds=60.0)
-    harness.connect_client()
-    harness.connect_worker(WORKER_A, capacity=100)
-    harness.connect_worker(WORKER_D, capacity=100)
-    harness.send(CLIENT, *[harness.task() for _ in range(12)])  # 6 on A, 6 on D
-    harness.connect_worker(WORKER_B, capacity=100)
-    harness.connect_worker(WORKER_C, capacity=100)
-    out = harness.send(CLIENT, harness.task(), harness.task())  # 1 on B, 1 on C
-    (on_b,), (on_c,) = (of_type(out[worker], Task) for worker in (WORKER_B, WORKER_C))
-    out = harness.send(WORKER_B, TaskResult(task_id=on_b.task_id, payload=b"r"))
-    assert out[WORKER_A] == [BalanceRequest(count=3)] and WORKER_D not in out, "A's surplus covers B's share"
-    out = harness.send(WORKER_C, TaskResult(task_id=on_c.task_id, payload=b"r"))
-    assert WORKER_D not in out, "C ran out in the same instant: no second look yet"
-    harness.now += DRAIN_BALANCE_SECONDS
-    out = harness.send(CLIENT, harness.task())
-    ((receiver, (task,)),) = out.items()
-    out = harness.send(receiver, TaskResult(task_id=task.task_id, payload=b"r"))
-    assert out[WORKER_D] == [BalanceRequest(count=3)], "the next worker to run out, later, has D asked"
 
 
 def test_balance_response_for_a_canceling_task_ends_it_canceled() -> None:
