@@ -138,7 +138,8 @@ def test_a_worker_above_its_pause_threshold_takes_no_task_until_its_memory_falls
         # 340 MB: above the pause threshold (320 MB), below the stop threshold (380 MB)
         holding = client.submit(hold, 340 * MB, started, release, WAIT)
         cluster.status(paused, timeout=WAIT)
-        assert os.path.exists(started)
+        # the watchdog may see the bytes while they are still being written, before the task says it started
+        wait_for(lambda: os.path.exists(started), WAIT, "the holding task to start")
         cluster.add_cluster(1)  # no limit
         cluster.wait_workers(2)
         futures = [client.submit(square, i) for i in range(20)]
