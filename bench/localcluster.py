@@ -32,10 +32,11 @@ _ROLE_BY_DEPTH = {0: "cluster launcher", 1: "worker agents", 2: "processor fork 
 
 @contextlib.contextmanager
 def environment_kept() -> Iterator[None]:
-    """os.environ as it was before the block, once it ends. Dask's LocalCluster writes its workers' settings into
-    this process's environment (MALLOC_TRIM_THRESHOLD_=65536, one BLAS thread), where every cluster a benchmark
-    starts afterwards, of any engine, would inherit them: with that trim threshold Scaler's task processes return
-    freed heap to the kernel at once and fault it in again (the chains workload ran a third slower)."""
+    """os.environ as it was before the block, once it ends: for settings meant only for what the block starts.
+    Dask's LocalCluster, for one, writes its workers' settings into this process's environment
+    (MALLOC_TRIM_THRESHOLD_=65536, one BLAS thread), where every cluster a benchmark starts afterwards, of any engine,
+    would inherit them: with that trim threshold Scaler's task processes return freed heap to the kernel at once and
+    fault it in again (the chains workload ran a third slower)."""
     saved = dict(os.environ)
     try:
         yield

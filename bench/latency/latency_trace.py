@@ -34,7 +34,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from bench.localcluster import PYPY
+from bench.localcluster import PYPY, environment_kept
 from bench.scale.scale_sim import WORKERS_PER_HOST, Scheduler
 from scaler.testing.sim_peers import PeerHost
 
@@ -174,13 +174,9 @@ def main() -> None:
     peer_python = args.peer_python or scheduler_python
     workdir = Path(tempfile.mkdtemp(prefix="scaler-latency-trace-"))
     scheduler_trace = workdir / "scheduler.json"
-    saved = dict(os.environ)
-    os.environ.update(setting.split("=", 1) for setting in args.scheduler_env)
-    try:
+    with environment_kept():  # the settings are the scheduler's only
+        os.environ.update(setting.split("=", 1) for setting in args.scheduler_env)
         scheduler = Scheduler(scheduler_python, workdir, [], trace=scheduler_trace)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
     hosts: List[PeerHost] = []
     results = []
     try:
