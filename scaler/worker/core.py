@@ -1156,6 +1156,16 @@ class WorkerCore(ActorHosting):
         if self._charged_to:
             for object_id in object_ids:
                 self._uncharge(object_id)
+        self._forget_in_processors(object_ids)
+        for object_id in object_ids:
+            self.durations.pop(object_id, None)
+            if self.function_peaks:
+                self.function_peaks.pop(object_id, None)
+                self._peaks_to_report.pop(object_id, None)
+
+    def _forget_in_processors(self, object_ids: List[bytes]) -> None:
+        """Processors drop what they kept of these objects: their deserialized copies, the results they made, their
+        mappings of shared results (which would keep the memory of a freed or spilled result in use)."""
         for processor in self.processors.values():
             if processor.pipe:  # tasks handed before may still use them: it drops its copies with the next task
                 processor.forget.extend(object_ids)
@@ -1163,11 +1173,6 @@ class WorkerCore(ActorHosting):
             # Idle: no task it was handed will run after the order, so it drops them at once, with any eviction due.
             processor.forget.extend(object_ids)
             self._instructions.append(ForgetObjects(processor.number, self._take_forget(processor)))
-        for object_id in object_ids:
-            self.durations.pop(object_id, None)
-            if self.function_peaks:
-                self.function_peaks.pop(object_id, None)
-                self._peaks_to_report.pop(object_id, None)
 
     def _take_forget(self, processor: ProcessorState) -> List[bytes]:
         """The evictions to send the processor now, no longer counted as held there: forgetting goes first on both
@@ -1419,6 +1424,7 @@ class WorkerCore(ActorHosting):
             total += size
         if chosen:
             self._instructions.append(SpillHeld(chosen))
+            self._forget_in_processors(chosen)  # their mappings would keep the memory spilling gives back
             if total < wanted:
                 self._next_memory_sample = min(self._next_memory_sample, self._now + MEMORY_SAMPLE_SECONDS)
         return total

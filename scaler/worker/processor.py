@@ -27,6 +27,7 @@ from scaler.tracebacks import SERIALIZER_FILES, task_traceback
 from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import MessageReader, SharedProgress, encode_shared, send_encoded, split_for_descriptors
 from scaler.worker.lifetime import parent_alive
+from scaler.worker.mapped_inputs import MappedInputs
 from scaler.worker.processor_messages import (
     RESULT_DELAY_SECONDS,
     ProcessorArgument,
@@ -44,6 +45,8 @@ _SHARED_RESULT_BYTES = config.DEFAULT_INLINE_LIMIT_BYTES
 # this many, and this many bytes (the agent holds their bytes too, so they cost this much memory twice).
 _MADE_COUNT = 8
 _MADE_BYTES = 256 * 1024 * 1024
+_MAPPED_COUNT = 32  # shared results kept mapped for the next task reading them (mapped_inputs.py)
+_MAPPED_BYTES = 256 * 1024 * 1024
 # A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
 _MIN_HALF_WAY_REPORT = 16
 # The result flusher parks after finding nothing to watch this many delays in a row (see _Reporter).
@@ -407,6 +410,7 @@ class TaskRunner:
         # from the shared memory the agent holds. Used once, then dropped; the bytes the agent holds stay the truth.
         self._made: Dict[bytes, Tuple[Any, int]] = {}
         self._made_bytes = 0
+        self._mapped = MappedInputs(_MAPPED_BYTES, _MAPPED_COUNT)
 
     def absorb(self, task: ProcessorTask) -> None:
         """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
@@ -417,6 +421,7 @@ class TaskRunner:
     def forget(self, object_ids: Iterable[bytes]) -> None:
         """Drop the objects the agent evicted (the values of every serializer)."""
         forgotten = set(object_ids)
+        self._mapped.forget(forgotten)
         if self._made:
             for object_id in forgotten & self._made.keys():
                 self._made_bytes -= self._made.pop(object_id)[1]
@@ -510,7 +515,7 @@ class TaskRunner:
                     value = made[0]
                     self._made_bytes -= made[1]
                 elif serializer is _CLOUDPICKLE:
-                    value = default_loads(payload.to_read(True))
+                    value = default_loads(self._mapped.view(object_id, payload))
                 else:
                     value = deserialize(payload.to_read(False))
             elif serializer is _CLOUDPICKLE and len(payload) > _SHARED_RESULT_BYTES:  # relayed whole: maybe laid out

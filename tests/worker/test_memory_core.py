@@ -268,3 +268,14 @@ def test_with_cgroups_a_processor_is_allowed_the_held_results_it_wrote_until_the
     )
     harness.send(ObjectDelete(object_ids=[tasks[0].task_id]))  # the scheduler freed one
     assert [move for move in harness.moves if type(move) is AllowMemory][-1] == AllowMemory(number, 400 * KB)
+
+
+def test_processors_drop_what_they_kept_of_spilled_results() -> None:
+    """A processor may keep a held result mapped (scaler/worker/mapped_inputs.py): told of the spill, it lets the
+    mapping go, or the memory spilling gave back would stay in use."""
+    harness = holding(400 * KB, 400 * KB)
+    sim = harness.active
+    harness.memory({sim.number: 0})
+    (spill,) = spills(harness)
+    sim.read_orders()
+    assert sim.forgotten == spill.object_ids, "idle: told at once"
