@@ -51,18 +51,25 @@ def rss_bytes(pid: int) -> int:
 
 
 def pss_bytes(pid: int) -> int:
-    """A process's proportional set size (its shared pages divided among their sharers); its RSS where the kernel
-    has no smaps_rollup (before Linux 4.14); 0 if it is gone."""
+    """A process's proportional set size (its shared pages divided among their sharers), shared memory aside, as a
+    cgroup's count leaves it (ProcessCgroup.usage_bytes): the results a task process maps are held results, which the
+    worker counts once, as such, and a process keeps mappings of those its tasks read (mapped_inputs.py). Its RSS where
+    the kernel has no smaps_rollup (before Linux 4.14); 0 if it is gone."""
+    pss: Optional[int] = None
+    shmem = 0
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
             for line in rollup:
                 if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024  # the kernel reports kB
+                    pss = int(line.split()[1]) * 1024  # the kernel reports kB
+                elif line.startswith(b"Pss_Shmem:"):
+                    shmem = int(line.split()[1]) * 1024
+                    break
     except FileNotFoundError:
         return rss_bytes(pid)
     except (OSError, ValueError):
         return 0
-    return rss_bytes(pid)
+    return rss_bytes(pid) if pss is None else max(0, pss - shmem)
 
 
 def set_own_oom_score_adj(value: int) -> None:

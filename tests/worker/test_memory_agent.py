@@ -94,3 +94,50 @@ def test_cgroups_left_by_a_killed_agent_are_removed_by_the_next_one() -> None:
         mine.remove()
         if os.path.exists(stale):
             os.rmdir(stale)
+
+
+def _map_and_allocate(steps, shared_fd: int, shared_size: int, own_size: int) -> None:
+    """Map a shared memory file and read it whole, as a task reading a held result; then allocate memory of its own.
+    Each step waits for the test to look (its end of the pipe answers)."""
+    import mmap
+
+    mapping = mmap.mmap(shared_fd, shared_size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    bytes(mapping)  # every page present
+    steps.send("mapped")
+    steps.recv()
+    own = bytearray(own_size)  # zero-filled: every page written
+    steps.send("allocated")
+    steps.recv()
+    del own, mapping
+
+
+def test_a_task_process_is_counted_without_the_shared_memory_it_maps() -> None:
+    """The watchdog counts a process as its PSS less its shared memory, as a cgroup's count leaves shared memory out:
+    the held results it maps are counted once, as held results."""
+    import multiprocessing
+
+    from scaler.io.shared_bytes import SharedBytes
+    from scaler.worker.memory import pss_bytes
+
+    if not os.path.exists(f"/proc/{os.getpid()}/smaps_rollup"):
+        pytest.skip("no smaps_rollup (Linux before 4.14)")
+    held = SharedBytes.create(b"h" * (64 * MB))
+    context = multiprocessing.get_context("fork")
+    steps, child_steps = context.Pipe()
+    child = context.Process(target=_map_and_allocate, args=(child_steps, held.fd, held.size, 64 * MB))
+    child.start()
+    try:
+        assert steps.poll(30) and steps.recv() == "mapped"
+        mapped = pss_bytes(child.pid)
+        with open(f"/proc/{child.pid}/smaps_rollup") as rollup:
+            pss = next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:"))
+        assert pss - mapped > 60 * MB, "the 64 MB it maps are in its PSS, not in what the worker counts"
+        steps.send("go on")
+        assert steps.poll(30) and steps.recv() == "allocated"
+        assert pss_bytes(child.pid) - mapped > 60 * MB, "its own 64 MB count in full"
+        steps.send("end")
+    finally:
+        child.join(30)
+        if child.is_alive():
+            child.kill()
+            child.join()
