@@ -279,3 +279,18 @@ def test_processors_drop_what_they_kept_of_spilled_results() -> None:
     (spill,) = spills(harness)
     sim.read_orders()
     assert sim.forgotten == spill.object_ids, "idle: told at once"
+
+
+def test_a_busy_processor_drops_what_it_kept_of_spilled_results_once_its_tasks_are_answered() -> None:
+    """Told with its next task only, a processor that is handed none for a while (parked, a spare) would keep the
+    mappings of spilled results all that time: the evictions go as soon as the tasks handed before them are answered."""
+    harness = holding(400 * KB, 400 * KB)
+    sim = start_first(harness, harness.task())
+    harness.memory({sim.number: 0})
+    (spill,) = spills(harness)
+    sim.read_orders()
+    assert sim.forgotten == [], "busy: its running task may read them"
+    sim.finish()
+    harness.report(sim.number)
+    sim.read_orders()
+    assert sim.forgotten == spill.object_ids
