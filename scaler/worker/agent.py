@@ -499,7 +499,8 @@ class WorkerAgent:
         if pids:
             by_rss = {number: rss_bytes(pid) for number, pid in pids.items()}
             if sum(by_rss.values()) + sum(usage.values()) >= instruction.exact_above:  # RSS counts shared pages
-                by_rss = {number: pss_bytes(pid) for number, pid in pids.items()}  # in full: PSS shares them out
+                links = self._links  # in full: PSS shares them out, and leaves out held results kept mapped
+                by_rss = {number: pss_bytes(pid, links[number].progress.kept()) for number, pid in pids.items()}
             usage.update(by_rss)
         self._core.memory_sampled(usage, time.monotonic())
 

@@ -271,15 +271,16 @@ class MessageReader:
 class SharedProgress:
     """A few counters in memory shared by an agent and its processor (a memfd both map), read and written without a
     system call: the seq of the task the processor started last and of the one it finished last (written by the
-    processor), and how many orders the agent posted (written by the agent, so that the processor reads its socket
-    between tasks only when there is something to read).
+    processor), how many orders the agent posted (written by the agent, so that the processor reads its socket
+    between tasks only when there is something to read), and how many bytes of held results the processor keeps
+    mapped (written by the processor; the agent's memory sample leaves them out, as held results count already).
 
     Native 8-byte aligned integers, each written by one side only, with one store each (struct's native format
-    copies the whole word), so a reader never sees half of one; the values only grow."""
+    copies the whole word), so a reader never sees half of one; the seqs and the count of orders only grow."""
 
-    _WORDS = struct.Struct("QQQ")  # started, finished, orders posted
+    _WORDS = struct.Struct("QQQQ")  # started, finished, orders posted, kept bytes
     _WORD = struct.Struct("Q")
-    _STARTED, _FINISHED, _POSTED = 0, 8, 16
+    _STARTED, _FINISHED, _POSTED, _KEPT = 0, 8, 16, 24
 
     def __init__(self, fd: int) -> None:
         self._memory = mmap.mmap(fd, self._WORDS.size)  # mmap keeps its own duplicate of fd
@@ -302,11 +303,18 @@ class SharedProgress:
     def orders_posted(self) -> int:
         return self._WORD.unpack_from(self._memory, self._POSTED)[0]
 
+    def set_kept(self, kept_bytes: int) -> None:
+        self._WORD.pack_into(self._memory, self._KEPT, kept_bytes)
+
     # the agent's side
     def read(self) -> Tuple[int, int]:
         """(seq of the task started last, seq of the task finished last)."""
-        started, finished, _ = self._WORDS.unpack_from(self._memory)
+        started, finished, _, _ = self._WORDS.unpack_from(self._memory)
         return started, finished
+
+    def kept(self) -> int:
+        """The bytes of held results the processor keeps mapped (mapped_inputs.py)."""
+        return self._WORD.unpack_from(self._memory, self._KEPT)[0]
 
     def post_orders(self) -> None:
         self._posted += 1

@@ -12,10 +12,13 @@ keeps its mappings, within a bound, and lends one again only when it can tell th
   memory, which /proc/self/pagemap tells (a present page without the file-page bit, or a swapped one: file pages of a
   private mapping are dropped, never swapped).
 
-Where pagemap cannot be read (not Linux), nothing is kept. A result passed twice to one task is read twice from one
-mapping, so its two arguments share their memory, as one object passed twice does in Python (and in Dask). Kept
-mappings are dropped when the agent forgets their result (freed, or spilled), so they never hold memory the agent
-gave back.
+Where pagemap cannot be read (not Linux), nothing is kept; nor are mappings of spilled results (files on disk, which
+a kept mapping would pin). A result passed twice to one task is read twice from one mapping, so its two arguments
+share their memory, as one object passed twice does in Python (and in Dask). The mappings lent to a task are noted
+with the object it returned (TaskRunner._made), which may be a view of one: once a later task wrote to it, that
+object is not used. Kept mappings are dropped when the agent forgets their result (freed, or spilled), which it
+says once the tasks handed before are answered; the agent's memory samples leave out the bytes kept
+(SharedProgress.kept), as the worker counts them as held results.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-from typing import Dict, Iterable, NamedTuple, Optional, Tuple
+import sys
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from scaler.io.shared_bytes import SharedBytes
 
 _PAGE_BYTES = mmap.PAGESIZE
-_ENTRY_BYTES = 8  # one little-endian 64-bit pagemap entry per page
+_ENTRY_BYTES = 8  # one native-endian 64-bit pagemap entry per page
+_TOP_BYTE = _ENTRY_BYTES - 1 if sys.byteorder == "little" else 0  # where bits 56 to 63 of an entry are
 
 # What the top byte of a pagemap entry (bits 56 to 63) says of a page: 1 if a task wrote it. Bit 63 (0x80): present;
 # bit 61 (0x20): a page of the file (clear: this process's own copy); bit 62 (0x40): swapped.
@@ -52,10 +57,14 @@ class MappedInputs:
         self._max_count = max_count
         self._mappings: Dict[bytes, _Mapping] = {}
         self._bytes = 0
+        self.lent: List[_Mapping] = []  # kept mappings lent to the running task (TaskRunner clears it before each)
+        self._pagemap: Optional[int] = None
+        self._memfd_device = -1
         try:
-            self._pagemap: Optional[int] = os.open(pagemap_path, os.O_RDONLY | os.O_CLOEXEC)
-        except (OSError, AttributeError):
-            self._pagemap = None
+            self._memfd_device = _memfd_device()
+            self._pagemap = os.open(pagemap_path, os.O_RDONLY | os.O_CLOEXEC)
+        except (OSError, AttributeError):  # not Linux
+            pass
 
     def view(self, object_id: bytes, payload: SharedBytes) -> memoryview:
         """A writable, copy-on-write view of the result, for default_loads: one kept from an earlier task if it shows
@@ -63,11 +72,14 @@ class MappedInputs:
         if self._pagemap is None or not 0 < payload.size <= self._max_bytes:
             return payload.private_view()
         stat = os.fstat(payload.fd)
+        if stat.st_dev != self._memfd_device:  # a spilled result, in a file on disk: kept, it would pin the file
+            return payload.private_view()
         file = (stat.st_dev, stat.st_ino)
         kept = self._mappings.pop(object_id, None)
         if kept is not None:
             if kept.file == file and kept.size == payload.size and not self._written(kept):
                 self._mappings[object_id] = kept  # now the most recently lent
+                self.lent.append(kept)
                 return kept.view
             self._bytes -= kept.size
         view = payload.private_view()
@@ -76,7 +88,8 @@ class MappedInputs:
         except (TypeError, ValueError):
             return view
         pages = -(-payload.size // _PAGE_BYTES)
-        self._mappings[object_id] = _Mapping(file, view, address // _PAGE_BYTES, pages, payload.size)
+        mapping = self._mappings[object_id] = _Mapping(file, view, address // _PAGE_BYTES, pages, payload.size)
+        self.lent.append(mapping)
         self._bytes += payload.size
         while self._bytes > self._max_bytes or len(self._mappings) > self._max_count:
             self._bytes -= self._mappings.pop(next(iter(self._mappings))).size
@@ -94,6 +107,11 @@ class MappedInputs:
     def kept_bytes(self) -> int:
         return self._bytes
 
+    def any_written(self, mappings: Sequence[_Mapping]) -> bool:
+        """Whether a task wrote to any of these mappings since they were made (an object made from one, such as a
+        view of an input a task returned, shows what was written)."""
+        return any(self._written(mapping) for mapping in mappings)
+
     def _written(self, mapping: _Mapping) -> bool:
         assert self._pagemap is not None  # nothing is kept without it
         length = mapping.pages * _ENTRY_BYTES
@@ -103,4 +121,13 @@ class MappedInputs:
             return True
         if len(entries) != length:
             return True
-        return b"\x01" in entries[_ENTRY_BYTES - 1 :: _ENTRY_BYTES].translate(_WRITTEN)
+        return b"\x01" in entries[_TOP_BYTE::_ENTRY_BYTES].translate(_WRITTEN)
+
+
+def _memfd_device() -> int:
+    """The device of memfds (the kernel's internal shared memory mount)."""
+    fd = os.memfd_create("scaler-device", os.MFD_CLOEXEC)
+    try:
+        return os.fstat(fd).st_dev
+    finally:
+        os.close(fd)

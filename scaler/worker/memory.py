@@ -50,11 +50,10 @@ def rss_bytes(pid: int) -> int:
         return 0
 
 
-def pss_bytes(pid: int) -> int:
-    """A process's proportional set size (its shared pages divided among their sharers), shared memory aside, as a
-    cgroup's count leaves it (ProcessCgroup.usage_bytes): the results a task process maps are held results, which the
-    worker counts once, as such, and a process keeps mappings of those its tasks read (mapped_inputs.py). Its RSS where
-    the kernel has no smaps_rollup (before Linux 4.14); 0 if it is gone."""
+def pss_bytes(pid: int, kept_bytes: int = 0) -> int:
+    """A process's proportional set size (its shared pages divided among their sharers), less the `kept_bytes` of
+    held results a task process keeps mapped (mapped_inputs.py), at most its shared memory's share: the worker counts
+    them once, as held results. Its RSS where the kernel has no smaps_rollup (before Linux 4.14); 0 if it is gone."""
     pss: Optional[int] = None
     shmem = 0
     try:
@@ -62,14 +61,16 @@ def pss_bytes(pid: int) -> int:
             for line in rollup:
                 if line.startswith(b"Pss:"):
                     pss = int(line.split()[1]) * 1024  # the kernel reports kB
-                elif line.startswith(b"Pss_Shmem:"):
+                    if not kept_bytes:
+                        break
+                elif line.startswith(b"Pss_Shmem:"):  # Linux 5.7 and later
                     shmem = int(line.split()[1]) * 1024
                     break
     except FileNotFoundError:
         return rss_bytes(pid)
     except (OSError, ValueError):
         return 0
-    return rss_bytes(pid) if pss is None else max(0, pss - shmem)
+    return rss_bytes(pid) if pss is None else pss - min(kept_bytes, shmem)
 
 
 def set_own_oom_score_adj(value: int) -> None:

@@ -137,6 +137,7 @@ def run_processor(
     pending: Deque[ProcessorTask] = deque()
     to_drop: Set[bytes] = set()
     orders_seen = 0
+    kept_said = 0  # what the shared progress says of runner.kept_bytes()
     after_parking: List[ProcessorOrders] = []  # read along with the end-of-parking order: new, handled as usual
     while True:
         if reporter.parked:
@@ -173,6 +174,10 @@ def run_processor(
         for order in orders:
             if order.forget:  # sent only when every task handed before it was answered: none of them needs these
                 runner.forget(order.forget)
+                kept = runner.kept_bytes()
+                if kept != kept_said:
+                    progress.set_kept(kept)
+                    kept_said = kept
             pending.extend(order.tasks)
             to_drop.update(order.drops)
         orders = []
@@ -204,6 +209,10 @@ def run_processor(
             result = runner.run(next_task)
             progress.finish(seq)
             reporter.add(result)
+        kept = runner.kept_bytes()
+        if kept != kept_said:  # before the next task: the agent samples memory while one runs
+            progress.set_kept(kept)
+            kept_said = kept
         # Nothing of the task stays referenced while the loop waits for the next: its shared inputs and result would
         # keep their memory alive after the agent freed them.
         del result, next_task, task
@@ -408,7 +417,9 @@ class TaskRunner:
         # The last large results this processor made, as the objects its tasks returned: a graph node placed here
         # next (the scheduler places nodes where their inputs are) reads its input as that object, not deserialized
         # from the shared memory the agent holds. Used once, then dropped; the bytes the agent holds stay the truth.
-        self._made: Dict[bytes, Tuple[Any, int]] = {}
+        # With each, the kept mappings its task was lent: an object may be a view of one, which a later task lent it
+        # may have written to; then the object is not used.
+        self._made: Dict[bytes, Tuple[Any, int, Tuple[Any, ...]]] = {}
         self._made_bytes = 0
         self._mapped = MappedInputs(_MAPPED_BYTES, _MAPPED_COUNT)
 
@@ -417,6 +428,10 @@ class TaskRunner:
         _, _, serializer_id, serializer_payload, function_id, function_payload, arguments, _, forget, _ = task
         self._absorb_head(serializer_id, serializer_payload, function_id, function_payload, forget)
         self._hold_arguments(serializer_id, arguments)
+
+    def kept_bytes(self) -> int:
+        """The bytes of held results this processor keeps mapped for its next tasks."""
+        return self._mapped.kept_bytes()
 
     def forget(self, object_ids: Iterable[bytes]) -> None:
         """Drop the objects the agent evicted (the values of every serializer)."""
@@ -504,6 +519,7 @@ class TaskRunner:
         args: List[Any] = []
         kwargs: Dict[str, Any] = {}
         deserialize = serializer.deserialize
+        self._mapped.lent.clear()
         for name, object_id, payload, cacheable in arguments:
             if cacheable:
                 if payload is not None:  # sent with this task: held here from now on
@@ -511,6 +527,9 @@ class TaskRunner:
                 value = self._value(serializer, serializer_id, object_id)
             elif type(payload) is SharedBytes:  # a large graph result, from the agent's memory without a copy
                 made = self._made.pop(object_id, None) if serializer is _CLOUDPICKLE else None
+                if made is not None and made[2] and self._mapped.any_written(made[2]):
+                    self._made_bytes -= made[1]
+                    made = None
                 if made is not None:  # made here: the very object
                     value = made[0]
                     self._made_bytes -= made[1]
@@ -530,7 +549,7 @@ class TaskRunner:
 
     def _keep_made(self, task_id: bytes, value: Any, size: int) -> None:
         made = self._made
-        made[task_id] = (value, size)
+        made[task_id] = (value, size, tuple(self._mapped.lent))
         self._made_bytes += size
         while self._made_bytes > _MADE_BYTES or len(made) > _MADE_COUNT:  # the oldest go first
             self._made_bytes -= made.pop(next(iter(made)))[1]

@@ -108,6 +108,10 @@ def test_without_pagemap_nothing_is_kept() -> None:
     assert mapped.kept_bytes() == 0
 
 
+def view_of(block):
+    return block[:]
+
+
 def scale_in_place(block):
     block *= 2
     return float(block.sum())
@@ -117,7 +121,9 @@ def total(block):
     return float(block.sum())
 
 
-def task(task_id: bytes, function, payload: SharedBytes, send_function: bool) -> ProcessorTask:
+def task(
+    task_id: bytes, function, payload: SharedBytes, send_function: bool, object_id: bytes = RESULT
+) -> ProcessorTask:
     function_id = function.__name__.encode()[:16].ljust(16, b"-")
     return ProcessorTask(
         seq=1,
@@ -126,7 +132,7 @@ def task(task_id: bytes, function, payload: SharedBytes, send_function: bool) ->
         serializer_payload=None,
         function_id=function_id,
         function_payload=cloudpickle.dumps(function) if send_function else None,
-        arguments=[("", RESULT, handed_again(payload), False)],
+        arguments=[("", object_id, handed_again(payload), False)],
         profiling=False,
         forget_object_ids=[],
         stream_output=False,
@@ -154,3 +160,30 @@ def test_tasks_reading_a_result_unchanged_share_one_mapping() -> None:
         ran = runner.run(task(bytes([index]) * 16, total, payload, send_function=index == 0))
         assert ran.succeeded and cloudpickle.loads(ran.payload) == 512 * 512
     assert runner._mapped.view(RESULT, handed_again(payload)) is first
+
+
+def test_a_result_that_is_a_view_of_a_kept_input_is_read_as_made_after_another_task_changed_that_input() -> None:
+    """A task returns a view of its input: the object the processor keeps of that result (for a graph node run next)
+    shares the kept mapping, which a later task is lent and changes in place. The node reads the result as made."""
+    numpy = pytest.importorskip("numpy")
+    payload = dump_to_shared(numpy.ones((512, 512)))
+    runner = TaskRunner()
+    viewed = runner.run(task(b"a" * 16, view_of, payload, send_function=True))
+    assert viewed.succeeded and type(viewed.payload) is SharedBytes, "a large result, kept as the object too"
+    changed = runner.run(task(b"d" * 16, scale_in_place, payload, send_function=True))
+    assert changed.succeeded and cloudpickle.loads(changed.payload) == 2 * 512 * 512
+    read = runner.run(task(b"e" * 16, total, viewed.payload, send_function=True, object_id=b"a" * 16))
+    assert read.succeeded and cloudpickle.loads(read.payload) == 512 * 512
+
+
+def test_a_result_spilled_to_disk_is_not_kept_mapped() -> None:
+    """Kept, a mapping of a spilled result would pin its file (and its pages in the page cache)."""
+    import tempfile
+
+    mapped = MappedInputs(1 << 30, 8)
+    with tempfile.TemporaryFile() as disk:
+        disk.write(b"s" * PAGE)
+        disk.flush()
+        payload = SharedBytes(os.dup(disk.fileno()), PAGE)
+        assert bytes(mapped.view(RESULT, payload)) == b"s" * PAGE
+        assert mapped.kept_bytes() == 0

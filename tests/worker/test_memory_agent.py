@@ -111,16 +111,20 @@ def _map_and_allocate(steps, shared_fd: int, shared_size: int, own_size: int) ->
     del own, mapping
 
 
-def test_a_task_process_is_counted_without_the_shared_memory_it_maps() -> None:
-    """The watchdog counts a process as its PSS less its shared memory, as a cgroup's count leaves shared memory out:
-    the held results it maps are counted once, as held results."""
+def test_a_task_process_is_counted_without_the_held_results_it_keeps_mapped() -> None:
+    """The watchdog counts a process as its PSS less the held results it says it keeps mapped (the worker counts them
+    once, as held results); shared memory of its own still counts."""
     import multiprocessing
 
     from scaler.io.shared_bytes import SharedBytes
     from scaler.worker.memory import pss_bytes
 
-    if not os.path.exists(f"/proc/{os.getpid()}/smaps_rollup"):
+    rollup = "/proc/self/smaps_rollup"
+    if not os.path.exists(rollup):
         pytest.skip("no smaps_rollup (Linux before 4.14)")
+    with open(rollup) as lines:
+        if "Pss_Shmem:" not in lines.read():
+            pytest.skip("no Pss_Shmem in smaps_rollup (Linux before 5.7)")
     held = SharedBytes.create(b"h" * (64 * MB))
     context = multiprocessing.get_context("fork")
     steps, child_steps = context.Pipe()
@@ -128,13 +132,12 @@ def test_a_task_process_is_counted_without_the_shared_memory_it_maps() -> None:
     child.start()
     try:
         assert steps.poll(30) and steps.recv() == "mapped"
-        mapped = pss_bytes(child.pid)
-        with open(f"/proc/{child.pid}/smaps_rollup") as rollup:
-            pss = next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:"))
-        assert pss - mapped > 60 * MB, "the 64 MB it maps are in its PSS, not in what the worker counts"
+        mapped = pss_bytes(child.pid, kept_bytes=held.size)
+        assert pss_bytes(child.pid) - mapped > 60 * MB, "kept, the 64 MB it maps are left out; else they count"
+        assert pss_bytes(child.pid, kept_bytes=10 * held.size) > mapped - MB, "less its shared memory at most"
         steps.send("go on")
         assert steps.poll(30) and steps.recv() == "allocated"
-        assert pss_bytes(child.pid) - mapped > 60 * MB, "its own 64 MB count in full"
+        assert pss_bytes(child.pid, kept_bytes=held.size) - mapped > 60 * MB, "its own 64 MB count in full"
         steps.send("end")
     finally:
         child.join(30)
