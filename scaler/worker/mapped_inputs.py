@@ -57,7 +57,9 @@ class MappedInputs:
         self._max_count = max_count
         self._mappings: Dict[bytes, _Mapping] = {}
         self._bytes = 0
-        self.lent: List[_Mapping] = []  # kept mappings lent to the running task (TaskRunner clears it before each)
+        # Where the kept mappings lent to the running task are (first page, pages), not the mappings, which would stay
+        # mapped as long as the note; TaskRunner clears it before each task.
+        self.lent: List[Tuple[int, int]] = []
         self._pagemap: Optional[int] = None
         self._memfd_device = -1
         try:
@@ -77,9 +79,9 @@ class MappedInputs:
         file = (stat.st_dev, stat.st_ino)
         kept = self._mappings.pop(object_id, None)
         if kept is not None:
-            if kept.file == file and kept.size == payload.size and not self._written(kept):
+            if kept.file == file and kept.size == payload.size and not self._written(kept.first_page, kept.pages):
                 self._mappings[object_id] = kept  # now the most recently lent
-                self.lent.append(kept)
+                self.lent.append((kept.first_page, kept.pages))
                 return kept.view
             self._bytes -= kept.size
         view = payload.private_view()
@@ -89,7 +91,7 @@ class MappedInputs:
             return view
         pages = -(-payload.size // _PAGE_BYTES)
         mapping = self._mappings[object_id] = _Mapping(file, view, address // _PAGE_BYTES, pages, payload.size)
-        self.lent.append(mapping)
+        self.lent.append((mapping.first_page, mapping.pages))
         self._bytes += payload.size
         while self._bytes > self._max_bytes or len(self._mappings) > self._max_count:
             self._bytes -= self._mappings.pop(next(iter(self._mappings))).size
@@ -107,16 +109,18 @@ class MappedInputs:
     def kept_bytes(self) -> int:
         return self._bytes
 
-    def any_written(self, mappings: Sequence[_Mapping]) -> bool:
-        """Whether a task wrote to any of these mappings since they were made (an object made from one, such as a
-        view of an input a task returned, shows what was written)."""
-        return any(self._written(mapping) for mapping in mappings)
+    def any_written(self, places: Sequence[Tuple[int, int]]) -> bool:
+        """Whether a task wrote to any of these mappings (as noted in `lent`) since they were made: an object made
+        from one, such as a view of an input a task returned, shows what was written. A mapping gone since may have
+        left its place to other memory, which then seems written: the object is not used, needlessly but safely
+        (only an object that is no view of the mapping lets it go)."""
+        return any(self._written(first_page, pages) for first_page, pages in places)
 
-    def _written(self, mapping: _Mapping) -> bool:
+    def _written(self, first_page: int, pages: int) -> bool:
         assert self._pagemap is not None  # nothing is kept without it
-        length = mapping.pages * _ENTRY_BYTES
+        length = pages * _ENTRY_BYTES
         try:
-            entries = os.pread(self._pagemap, length, mapping.first_page * _ENTRY_BYTES)
+            entries = os.pread(self._pagemap, length, first_page * _ENTRY_BYTES)
         except OSError:
             return True
         if len(entries) != length:

@@ -419,7 +419,7 @@ class TaskRunner:
         # from the shared memory the agent holds. Used once, then dropped; the bytes the agent holds stay the truth.
         # With each, the kept mappings its task was lent: an object may be a view of one, which a later task lent it
         # may have written to; then the object is not used.
-        self._made: Dict[bytes, Tuple[Any, int, Tuple[Any, ...]]] = {}
+        self._made: Dict[bytes, Tuple[Any, int, Tuple[Tuple[int, int], ...]]] = {}
         self._made_bytes = 0
         self._mapped = MappedInputs(_MAPPED_BYTES, _MAPPED_COUNT)
 
