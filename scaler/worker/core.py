@@ -418,12 +418,13 @@ class WorkerCore(ActorHosting):
             self._park(processor, report.blocked)
         if processor.role == PARKED_PROCESSOR and not processor.pipe:
             self._unpark(processor)
-        if processor.forget and not processor.pipe and number in self.processors:
-            # Evictions that waited for the tasks handed before them: all answered, they go now, not with a next task
-            # that may be long in coming (a parked processor's, a spare's), as what the processor keeps of them (a
-            # mapping of a freed or spilled result) holds memory the worker no longer counts.
-            self._instructions.append(ForgetObjects(number, self._take_forget(processor)))
         self._dispatch()
+        if processor.forget and not processor.pipe and number in self.processors:
+            # Evictions that waited for the tasks handed before them, and that no task handed now took along: all
+            # answered, they go now, not with a next task that may be long in coming (a parked processor's, a
+            # spare's), as what the processor keeps of them (a mapping of a freed or spilled result) holds memory the
+            # worker no longer counts.
+            self._instructions.append(ForgetObjects(number, self._take_forget(processor)))
 
     def processor_output(self, number: int, chunks: List[OutputChunk], now: float) -> None:
         """What processor `number`'s tasks with streamOutput wrote (capture.py). The shell reads it after the

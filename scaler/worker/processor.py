@@ -129,15 +129,14 @@ def run_processor(
         threading.Thread(
             target=_exit_when_orphaned, args=(parent_pid,), name="scaler-orphan-check", daemon=True
         ).start()
-    runner = TaskRunner()
-    reader = MessageReader(sock)
     progress = SharedProgress(progress_fd)
+    runner = TaskRunner(progress.set_kept)
+    reader = MessageReader(sock)
     reporter = _Reporter(sock)
     context.on_block = reporter.on_block
     pending: Deque[ProcessorTask] = deque()
     to_drop: Set[bytes] = set()
     orders_seen = 0
-    kept_said = 0  # what the shared progress says of runner.kept_bytes()
     after_parking: List[ProcessorOrders] = []  # read along with the end-of-parking order: new, handled as usual
     while True:
         if reporter.parked:
@@ -174,10 +173,6 @@ def run_processor(
         for order in orders:
             if order.forget:  # sent only when every task handed before it was answered: none of them needs these
                 runner.forget(order.forget)
-                kept = runner.kept_bytes()
-                if kept != kept_said:
-                    progress.set_kept(kept)
-                    kept_said = kept
             pending.extend(order.tasks)
             to_drop.update(order.drops)
         orders = []
@@ -209,10 +204,6 @@ def run_processor(
             result = runner.run(next_task)
             progress.finish(seq)
             reporter.add(result)
-        kept = runner.kept_bytes()
-        if kept != kept_said:  # before the next task: the agent samples memory while one runs
-            progress.set_kept(kept)
-            kept_said = kept
         # Nothing of the task stays referenced while the loop waits for the next: its shared inputs and result would
         # keep their memory alive after the agent freed them.
         del result, next_task, task
@@ -411,7 +402,9 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 
 class TaskRunner:
-    def __init__(self) -> None:
+    def __init__(self, say_kept: Optional[Callable[[int], None]] = None) -> None:
+        """`say_kept`: told the bytes of held results this processor keeps mapped whenever they change (before a task
+        runs, and as they are forgotten), for the agent's memory samples, which leave them out."""
         # Values are deserialized on first use, so absorbing a task that never runs costs no deserialization.
         self._values: Dict[_ValueKey, Any] = {}
         # The last large results this processor made, as the objects its tasks returned: a graph node placed here
@@ -422,6 +415,8 @@ class TaskRunner:
         self._made: Dict[bytes, Tuple[Any, int, Tuple[Tuple[int, int], ...]]] = {}
         self._made_bytes = 0
         self._mapped = MappedInputs(_MAPPED_BYTES, _MAPPED_COUNT)
+        self._say_kept = say_kept
+        self._kept_said = 0
 
     def absorb(self, task: ProcessorTask) -> None:
         """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
@@ -433,10 +428,17 @@ class TaskRunner:
         """The bytes of held results this processor keeps mapped for its next tasks."""
         return self._mapped.kept_bytes()
 
+    def _tell_kept(self) -> None:
+        kept = self._mapped.kept_bytes()
+        if kept != self._kept_said and self._say_kept is not None:
+            self._say_kept(kept)
+            self._kept_said = kept
+
     def forget(self, object_ids: Iterable[bytes]) -> None:
         """Drop the objects the agent evicted (the values of every serializer)."""
         forgotten = set(object_ids)
         self._mapped.forget(forgotten)
+        self._tell_kept()
         if self._made:
             for object_id in forgotten & self._made.keys():
                 self._made_bytes -= self._made.pop(object_id)[1]
@@ -480,7 +482,9 @@ class TaskRunner:
             args, kwargs = self._arguments(serializer, serializer_id, arguments)
         except BaseException as error:  # noqa: B036 - a task's failure must never take the processor down
             self._hold_arguments(serializer_id, arguments)  # those after the one that failed: the agent counts them
+            self._tell_kept()
             return _failure(task_id, error, 0, None, _LOADING)
+        self._tell_kept()  # before the function runs: the agent samples memory meanwhile
 
         profile = CallProfile() if profiling else None
         context.current_task_id = task_id
@@ -532,6 +536,7 @@ class TaskRunner:
                     made = None
                 if made is not None:  # made here: the very object
                     value = made[0]
+                    self._mapped.lent.extend(made[2])  # a view of it is a view of the mappings it may view
                     self._made_bytes -= made[1]
                 elif serializer is _CLOUDPICKLE:
                     value = default_loads(self._mapped.view(object_id, payload))

@@ -187,3 +187,50 @@ def test_a_result_spilled_to_disk_is_not_kept_mapped() -> None:
         payload = SharedBytes(os.dup(disk.fileno()), PAGE)
         assert bytes(mapped.view(RESULT, payload)) == b"s" * PAGE
         assert mapped.kept_bytes() == 0
+
+
+def every_other_row(block):
+    return block[::2]
+
+
+def test_a_view_of_a_made_object_that_views_a_kept_input_is_read_as_made_after_that_input_changed() -> None:
+    """P returns a view of its kept input W; A is handed P's very object and returns a view of it in turn; B changes W
+    in place through the same kept mapping. A's result, read next, is as A made it."""
+    numpy = pytest.importorskip("numpy")
+    payload = dump_to_shared(numpy.ones((512, 512)))
+    runner = TaskRunner()
+    viewed = runner.run(task(b"p" * 16, view_of, payload, send_function=True))
+    assert viewed.succeeded and type(viewed.payload) is SharedBytes
+    halved = runner.run(task(b"a" * 16, every_other_row, viewed.payload, send_function=True, object_id=b"p" * 16))
+    assert halved.succeeded and type(halved.payload) is SharedBytes
+    changed = runner.run(task(b"b" * 16, scale_in_place, payload, send_function=True))
+    assert changed.succeeded and cloudpickle.loads(changed.payload) == 2 * 512 * 512
+    read = runner.run(task(b"c" * 16, total, halved.payload, send_function=True, object_id=b"a" * 16))
+    assert read.succeeded and cloudpickle.loads(read.payload) == 256 * 512
+
+
+def said_in_environment(block):
+    import os
+
+    return os.environ["SCALER_TEST_KEPT_SAID"]
+
+
+def test_the_runner_says_what_it_keeps_mapped_before_the_task_runs_and_as_it_forgets(monkeypatch) -> None:
+    """The agent's memory samples leave out what a processor keeps mapped (the worker counts it as held results):
+    said before the function runs, since the agent samples while it runs."""
+    numpy = pytest.importorskip("numpy")
+    payload = dump_to_shared(numpy.ones((512, 512)))
+    monkeypatch.setenv("SCALER_TEST_KEPT_SAID", "nothing said")
+    said: list = []
+
+    def say(kept: int) -> None:
+        said.append(kept)
+        os.environ["SCALER_TEST_KEPT_SAID"] = str(kept)  # where the task reads it
+
+    runner = TaskRunner(say)
+    ran = runner.run(task(b"t" * 16, said_in_environment, payload, send_function=True))
+    assert ran.succeeded and cloudpickle.loads(ran.payload) == str(payload.size), "said before the function ran"
+    runner.run(task(b"u" * 16, total, payload, send_function=True))
+    assert said == [payload.size], "said once: unchanged since"
+    runner.forget([RESULT])
+    assert said == [payload.size, 0]
