@@ -57,9 +57,6 @@ class MappedInputs:
         self._max_count = max_count
         self._mappings: Dict[bytes, _Mapping] = {}
         self._bytes = 0
-        # Where the kept mappings lent to the running task are (first page, pages), not the mappings, which would stay
-        # mapped as long as the note; TaskRunner clears it before each task.
-        self.lent: List[Tuple[int, int]] = []
         self._pagemap: Optional[int] = None
         self._memfd_device = -1
         try:
@@ -68,9 +65,11 @@ class MappedInputs:
         except (OSError, AttributeError):  # not Linux
             pass
 
-    def view(self, object_id: bytes, payload: SharedBytes) -> memoryview:
+    def view(self, object_id: bytes, payload: SharedBytes, lent: Optional[List[Tuple[int, int]]] = None) -> memoryview:
         """A writable, copy-on-write view of the result, for default_loads: one kept from an earlier task if it shows
-        the result as made, a new one otherwise."""
+        the result as made, a new one otherwise. A kept one is noted in `lent` by where it is (first page, pages), not
+        as the mapping, which would stay mapped as long as the note (TaskRunner notes them with the object the task
+        returns)."""
         if self._pagemap is None or not 0 < payload.size <= self._max_bytes:
             return payload.private_view()
         stat = os.fstat(payload.fd)
@@ -81,7 +80,8 @@ class MappedInputs:
         if kept is not None:
             if kept.file == file and kept.size == payload.size and not self._written(kept.first_page, kept.pages):
                 self._mappings[object_id] = kept  # now the most recently lent
-                self.lent.append((kept.first_page, kept.pages))
+                if lent is not None:
+                    lent.append((kept.first_page, kept.pages))
                 return kept.view
             self._bytes -= kept.size
         view = payload.private_view()
@@ -91,7 +91,8 @@ class MappedInputs:
             return view
         pages = -(-payload.size // _PAGE_BYTES)
         mapping = self._mappings[object_id] = _Mapping(file, view, address // _PAGE_BYTES, pages, payload.size)
-        self.lent.append((mapping.first_page, mapping.pages))
+        if lent is not None:
+            lent.append((mapping.first_page, mapping.pages))
         self._bytes += payload.size
         while self._bytes > self._max_bytes or len(self._mappings) > self._max_count:
             self._bytes -= self._mappings.pop(next(iter(self._mappings))).size
@@ -110,7 +111,7 @@ class MappedInputs:
         return self._bytes
 
     def any_written(self, places: Sequence[Tuple[int, int]]) -> bool:
-        """Whether a task wrote to any of these mappings (as noted in `lent`) since they were made: an object made
+        """Whether a task wrote to any of these mappings (as view() noted them) since they were made: an object made
         from one, such as a view of an input a task returned, shows what was written. A mapping gone since may have
         left its place to other memory, which then seems written: the object is not used, needlessly but safely
         (only an object that is no view of the mapping lets it go)."""

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import cloudpickle
 
@@ -47,6 +47,7 @@ _MADE_COUNT = 8
 _MADE_BYTES = 256 * 1024 * 1024
 _MAPPED_COUNT = 32  # shared results kept mapped for the next task reading them (mapped_inputs.py)
 _MAPPED_BYTES = 256 * 1024 * 1024
+_NOTHING_LENT: Tuple[Tuple[int, int], ...] = ()  # what most tasks read of kept mappings; never added to
 # A half-way report needs at least this many results: a handful of tasks is reported when it runs out.
 _MIN_HALF_WAY_REPORT = 16
 # The result flusher parks after finding nothing to watch this many delays in a row (see _Reporter).
@@ -415,6 +416,7 @@ class TaskRunner:
         self._made: Dict[bytes, Tuple[Any, int, Tuple[Tuple[int, int], ...]]] = {}
         self._made_bytes = 0
         self._mapped = MappedInputs(_MAPPED_BYTES, _MAPPED_COUNT)
+        self._lent: Sequence[Tuple[int, int]] = _NOTHING_LENT  # kept mappings the running task reads (_arguments)
         self._say_kept = say_kept
         self._kept_said = 0
 
@@ -423,10 +425,6 @@ class TaskRunner:
         _, _, serializer_id, serializer_payload, function_id, function_payload, arguments, _, forget, _ = task
         self._absorb_head(serializer_id, serializer_payload, function_id, function_payload, forget)
         self._hold_arguments(serializer_id, arguments)
-
-    def kept_bytes(self) -> int:
-        """The bytes of held results this processor keeps mapped for its next tasks."""
-        return self._mapped.kept_bytes()
 
     def _tell_kept(self) -> None:
         kept = self._mapped.kept_bytes()
@@ -484,7 +482,6 @@ class TaskRunner:
             self._hold_arguments(serializer_id, arguments)  # those after the one that failed: the agent counts them
             self._tell_kept()
             return _failure(task_id, error, 0, None, _LOADING)
-        self._tell_kept()  # before the function runs: the agent samples memory meanwhile
 
         profile = CallProfile() if profiling else None
         context.current_task_id = task_id
@@ -523,23 +520,25 @@ class TaskRunner:
         args: List[Any] = []
         kwargs: Dict[str, Any] = {}
         deserialize = serializer.deserialize
-        self._mapped.lent.clear()
+        lent: Any = _NOTHING_LENT  # where the kept mappings it reads are: a list of its own once it reads a shared one
         for name, object_id, payload, cacheable in arguments:
             if cacheable:
                 if payload is not None:  # sent with this task: held here from now on
                     self._values[(serializer_id, object_id)] = _Serialized(payload)
                 value = self._value(serializer, serializer_id, object_id)
             elif type(payload) is SharedBytes:  # a large graph result, from the agent's memory without a copy
+                if lent is _NOTHING_LENT:
+                    lent = []
                 made = self._made.pop(object_id, None) if serializer is _CLOUDPICKLE else None
-                if made is not None and made[2] and self._mapped.any_written(made[2]):
+                if made is not None:
                     self._made_bytes -= made[1]
-                    made = None
+                    if made[2] and self._mapped.any_written(made[2]):
+                        made = None  # it may view memory a task wrote since
                 if made is not None:  # made here: the very object
                     value = made[0]
-                    self._mapped.lent.extend(made[2])  # a view of it is a view of the mappings it may view
-                    self._made_bytes -= made[1]
+                    lent.extend(made[2])  # a view of it is a view of the mappings it may view
                 elif serializer is _CLOUDPICKLE:
-                    value = default_loads(self._mapped.view(object_id, payload))
+                    value = default_loads(self._mapped.view(object_id, payload, lent))
                 else:
                     value = deserialize(payload.to_read(False))
             elif serializer is _CLOUDPICKLE and len(payload) > _SHARED_RESULT_BYTES:  # relayed whole: maybe laid out
@@ -550,11 +549,14 @@ class TaskRunner:
                 kwargs[name] = value
             else:
                 args.append(value)
+        self._lent = lent
+        if lent is not _NOTHING_LENT:  # before the function runs: the agent samples memory meanwhile
+            self._tell_kept()
         return args, kwargs
 
     def _keep_made(self, task_id: bytes, value: Any, size: int) -> None:
         made = self._made
-        made[task_id] = (value, size, tuple(self._mapped.lent))
+        made[task_id] = (value, size, tuple(self._lent))
         self._made_bytes += size
         while self._made_bytes > _MADE_BYTES or len(made) > _MADE_COUNT:  # the oldest go first
             self._made_bytes -= made.pop(next(iter(made)))[1]
