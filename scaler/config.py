@@ -268,6 +268,14 @@ ACTOR_SLOTS = SETTINGS.declare(
     flags=("--actor-slots",), metavar="N", check=at_least(0), used_by=(WORKER,),
 )  # fmt: skip
 
+NATIVE_THREADS = SETTINGS.declare(
+    "native_threads", int, 1,
+    "threads the native libraries of each task process start (BLAS, OpenMP, MKL, numexpr), set through"
+    " OMP_NUM_THREADS and its kin unless the worker's environment sets one of them: a worker runs one task at a time,"
+    " so one per worker keeps workers from fighting over cores. 0: leave the libraries their own default (all cores)",
+    flags=("--native-threads",), metavar="N", check=at_least(0), used_by=(WORKER,),
+)  # fmt: skip
+
 PRELOAD = SETTINGS.declare(
     "preload", str, None,
     "a function each task process runs once, before its first task: MODULE:FUNCTION, imported and called with no"

@@ -52,6 +52,7 @@ class WorkerFields:
     agent_stall_timeout_seconds: float
     resources: Optional[str]
     actor_slots: int
+    native_threads: int
     preload: Optional[str]
     memory_limit: Optional[str]
     memory_enforcement: str

@@ -29,9 +29,9 @@ checked: a wrong or missing one fails the trial, and the run exits 1.
 
 For each trial the scheduler's RSS is sampled every 50 ms: the figure is its peak above its RSS when idle (cluster up,
 before the client connects). The table shows, per workload and engine, the median over --repeat rounds and the range,
-and the median and largest of those RSS peaks. The workers' BLAS runs --blas-threads threads on every engine (Dask's
-nanny sets 1 by default; without it each of 2 workers would run as many BLAS threads as there are cores). MB: 10**6
-bytes.
+and the median and largest of those RSS peaks. The workers' BLAS runs --blas-threads threads on every engine; with 0,
+each engine's own default (1 for both Scaler's --native-threads and Dask's nanny; a library left alone runs a thread per
+core in each of the 2 workers). MB: 10**6 bytes.
 """
 
 from __future__ import annotations
@@ -82,7 +82,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--scheduler-python", default=default_scheduler, help="Scaler's scheduler's interpreter")
     parser.add_argument("--seed-venv", type=Path, default=ROOT / ".venv-seed", help="the seeds' engine's environment")
     parser.add_argument("--seed-python", default="python3", help="interpreter to make it with (1.9.9: CPython 3.11)")
-    parser.add_argument("--blas-threads", type=int, default=1, help="BLAS threads of every worker (0: as set)")
+    parser.add_argument(
+        "--blas-threads", type=int, default=1, help="BLAS threads of every worker (0: each engine's own default)"
+    )
     parser.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before a trial's client is ended")
     parser.add_argument("--json", type=Path, help="also write every trial and the summary here")
     parser.add_argument("--logs", type=Path, help="keep each trial's logs in this directory (made if missing)")

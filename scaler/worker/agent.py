@@ -55,6 +55,7 @@ from scaler.worker.instructions import (
 )
 from scaler.worker.lifetime import parent_alive
 from scaler.worker.memory import CgroupMaker, ProcessCgroup, pss_bytes, read_back, rss_bytes, spill
+from scaler.worker.native_threads import describe_native_threads, native_thread_variables
 from scaler.worker.outbox import Outbox
 from scaler.worker.preload import preload_hook
 from scaler.worker.processor_link import ProcessorLink
@@ -83,7 +84,10 @@ def run_worker(
     lost worker this one replaces, for the scheduler; `on_ready` is called once, as it first connects to the scheduler
     (with a preload, once its first processor ran it).
     """
-    zygote = ProcessorZygote.start(preload_hook(settings.preload))
+    threads = settings.native_threads
+    thread_variables = native_thread_variables(threads, os.environ)
+    logging.info("%s: %s", name, describe_native_threads(threads, thread_variables, os.environ))
+    zygote = ProcessorZygote.start(preload_hook(settings.preload), thread_variables)
     agent = None
     try:
         agent = WorkerAgent(settings, name, zygote, parent_pid, turns, replaces, on_ready)

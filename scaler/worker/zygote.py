@@ -63,9 +63,14 @@ class ProcessorZygote:
         self._unwanted_exits: Set[int] = set()
 
     @classmethod
-    def start(cls, before_processor: Optional[Callable[[socket.socket], None]] = None) -> ProcessorZygote:
+    def start(
+        cls,
+        before_processor: Optional[Callable[[socket.socket], None]] = None,
+        environment: Optional[Dict[str, str]] = None,
+    ) -> ProcessorZygote:
         """Fork the zygote. Must be called before this process creates a ZeroMQ context or any thread.
-        `before_processor` runs in each processor forked, given its channel, before it serves the agent (preload.py)."""
+        `before_processor` runs in each processor forked, given its channel, before it serves the agent (preload.py);
+        `environment` is added to the environment of the zygote, so of every processor (native_threads.py)."""
         agent_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         agent_pid = os.getpid()
         pid = os.fork()
@@ -74,6 +79,8 @@ class ProcessorZygote:
             # The agent's stack dumps for its launcher (scaler/worker/watchdog.py) are the agent's; in processors
             # SIGUSR1 is the user's, as in any process.
             faulthandler.unregister(STACKS_SIGNAL)
+            if environment:
+                os.environ.update(environment)
             exit_code = 0
             try:
                 _serve(zygote_end, agent_pid, before_processor)
