@@ -2,10 +2,11 @@
 
 BLAS, OpenMP and their kin start one thread per core when first loaded. A worker runs one task at a time, and a host
 runs several workers: each task process starting a thread per core makes them fight over the cores, which costs more
-than the threads gain (the dask.array product of bench/data/transfer.py, 2 workers on 2 cores: 1.74 s so, 1.13 s with
-one thread each). Dask's nanny and Ray's workers start them with one thread as well. The libraries read these variables
-once, when loaded, so they are set in the fork server, before any task process imports them; a user who set one of
-them in the worker's environment chose already, and is followed.
+than the threads gain (the dask.array product of bench/data/transfer.py, 2 workers on 2 cores: 1.74 s so, 1.18 s with
+one thread each). Dask's nanny starts them with one thread as well, Ray's workers with a task's num_cpus (1 by
+default). The libraries read these variables once, when loaded, so they are set in the fork server, before any task
+process imports them; a user who set one of them in the worker's environment chose already, and is followed (an empty
+value is no choice: the libraries read it as unset).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ THREAD_VARIABLES = (
 
 def native_thread_variables(threads: int, environment: Mapping[str, str]) -> Dict[str, str]:
     """What to add to the environment of task processes: every variable of THREAD_VARIABLES as `threads`; nothing if
-    `threads` is 0 or `environment` sets one of them already."""
-    if threads <= 0 or any(name in environment for name in THREAD_VARIABLES):
+    `threads` is 0 or `environment` sets one of them already (to something: an empty value is read as unset)."""
+    if threads <= 0 or any(environment.get(name) for name in THREAD_VARIABLES):
         return {}
     return {name: str(threads) for name in THREAD_VARIABLES}
 
@@ -37,5 +38,5 @@ def describe_native_threads(threads: int, variables: Mapping[str, str], environm
         return f"task processes' native libraries start {threads} thread(s) (OMP_NUM_THREADS and its kin)"
     if threads <= 0:
         return "task processes' native libraries start as many threads as they choose (--native-threads 0)"
-    chosen = ", ".join(f"{name}={environment[name]}" for name in THREAD_VARIABLES if name in environment)
+    chosen = ", ".join(f"{name}={environment[name]}" for name in THREAD_VARIABLES if environment.get(name))
     return f"task processes' native libraries start threads as the environment says: {chosen}"
