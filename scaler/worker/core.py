@@ -419,12 +419,12 @@ class WorkerCore(ActorHosting):
         if processor.role == PARKED_PROCESSOR and not processor.pipe:
             self._unpark(processor)
         self._dispatch()
-        if processor.forget and not processor.pipe and number in self.processors:
+        if number in self.processors:
             # Evictions that waited for the tasks handed before them, and that no task handed now took along: all
             # answered, they go now, not with a next task that may be long in coming (a parked processor's, a
             # spare's), as what the processor keeps of them (a mapping of a freed or spilled result) holds memory the
             # worker no longer counts.
-            self._instructions.append(ForgetObjects(number, self._take_forget(processor)))
+            self._forget_if_idle(processor)
 
     def processor_output(self, number: int, chunks: List[OutputChunk], now: float) -> None:
         """What processor `number`'s tasks with streamOutput wrote (capture.py). The shell reads it after the
@@ -1173,11 +1173,13 @@ class WorkerCore(ActorHosting):
         """Processors drop what they kept of these objects: their deserialized copies, the results they made, their
         mappings of shared results (which would keep the memory of a freed or spilled result in use)."""
         for processor in self.processors.values():
-            if processor.pipe:  # tasks handed before may still use them: it drops its copies with the next task
-                processor.forget.extend(object_ids)
-                continue
-            # Idle: no task it was handed will run after the order, so it drops them at once, with any eviction due.
             processor.forget.extend(object_ids)
+            self._forget_if_idle(processor)
+
+    def _forget_if_idle(self, processor: ProcessorState) -> None:
+        """Send the processor its evictions now if it is idle: no task it was handed will run after the order. A busy
+        one drops them with its next task, as tasks handed before may still use them."""
+        if processor.forget and not processor.pipe:
             self._instructions.append(ForgetObjects(processor.number, self._take_forget(processor)))
 
     def _take_forget(self, processor: ProcessorState) -> List[bytes]:
