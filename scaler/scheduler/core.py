@@ -1084,6 +1084,10 @@ class SchedulerCore(HeldResults, Actors):
                 else:
                     dependency.dependents.append(task.task_id)
                 task.pending_dependencies += 1
+                if self._recomputing and dependency_id in self._recomputing:
+                    # a lost result being made again: its record stays, and is not counted again when made
+                    remade = self.objects.get(dependency_id) or self._needed_again(dependency_id)
+                    remade.consumers += 1
                 continue
             stored = self.objects.get(dependency_id)
             if stored is not None and stored.kind == ObjectKind.result:
@@ -1333,7 +1337,9 @@ class SchedulerCore(HeldResults, Actors):
         # what the failed attempt submitted from inside is abandoned: the new attempt submits it again
         self._cancel_children(task)
         stored = self.objects.get(task.task_id)
-        if stored is not None:  # the failed attempt's exception, put as an object: the next attempt puts its own
+        # the failed attempt's exception, put as an object: the next attempt puts its own. Not the record of a lost
+        # result this task makes again: the next attempt makes it
+        if stored is not None and self._recomputing.get(task.task_id) is not stored:
             self._free(stored)
         self._set_state(task, READY)
         self._hand_back([task])
@@ -1444,6 +1450,7 @@ class SchedulerCore(HeldResults, Actors):
             stored = StoredObject(task_id, task.client, int(ObjectKind.result), "", 1, len(result.payload))
             stored.chunks.append(result.payload)
             self.objects[task_id] = stored
+            self._keep_recipe(stored, task)  # a held result made from it may have to be made again
             if client_present:
                 self.clients[task.client].objects[task_id] = None
         if stored is None:

@@ -79,15 +79,20 @@ class HeldResults:
         assert task.worker is not None  # a result comes from the worker running the task
         stored.holder = task.worker
         stored.holders += (task.worker,)
-        stored.producer = task
         holder = self.workers[task.worker]
         holder.held[task.task_id] = None
         holder.held_bytes += size
         self.objects[task.task_id] = stored
-        refs = self._lineage_refs
-        for dependency_id in task.dependency_ids:  # its recipe needs theirs, should they be freed and it be lost
-            refs[dependency_id] = refs.get(dependency_id, 0) + 1
+        self._keep_recipe(stored, task)
         return stored
+
+    def _keep_recipe(self, stored: StoredObject, task: TaskState) -> None:
+        """A result kept here or held: the task that made it is its recipe, which needs theirs, should what it read be
+        freed and it be lost (_free keeps a freed result's recipe while a recipe kept names it)."""
+        stored.producer = task
+        refs = self._lineage_refs
+        for dependency_id in task.dependency_ids:
+            refs[dependency_id] = refs.get(dependency_id, 0) + 1
 
     def _answer_held(self, stored: StoredObject, peer: bytes, relay: bool) -> None:
         """Where a held result is, or its bytes relayed; once it is there again if its holder was lost."""
@@ -229,7 +234,10 @@ class HeldResults:
             producer.max_retries,
         )
         for dependency_id in task.dependency_ids:
-            self.objects[dependency_id].consumers += 1  # read again; released as the task finishes
+            input_record = self.objects.get(dependency_id)
+            if input_record is None:  # being made again, and freed meanwhile: needed again now
+                input_record = self._needed_again(dependency_id)
+            input_record.consumers += 1  # read again; released as the task finishes
             dependency = self.tasks.get(dependency_id)
             if dependency is not None:  # being made again itself
                 if dependency.dependents is None:
@@ -252,6 +260,14 @@ class HeldResults:
         self.recomputed_results += 1
         logger.info("result of task %s lost (%s): running the task again to make it", task_id.hex(), why)
 
+    def _needed_again(self, object_id: bytes) -> StoredObject:
+        """The record of a result being made again that was freed meanwhile (its task still runs, and its result
+        would be deleted as it comes): back, for a task that reads it after all. Its recipe is its own again."""
+        stored = self._recomputing[object_id]
+        self.objects[object_id] = stored
+        del self.lineage[object_id]  # _free kept it there: a held result made from it is still listed
+        return stored
+
     def _recomputed(self, stored: StoredObject, task: TaskState, status: int, result: TaskResult) -> None:
         """A lost result was made again (or its task ended otherwise): answer those who asked for it meanwhile."""
         object_id = stored.object_id
@@ -267,7 +283,6 @@ class HeldResults:
             assert task.worker is not None  # a result comes from the worker running the task
             stored.holder = task.worker
             stored.holders += (task.worker,)
-            stored.producer = task
             stored.total_size = result.held_bytes
             holder = self.workers[task.worker]
             holder.held[object_id] = None
@@ -276,8 +291,11 @@ class HeldResults:
             stored.chunks, stored.chunk_count, stored.total_size = [result.payload], 1, len(result.payload)
         waiting, stored.waiting = stored.waiting, ()
         for peer, relay in waiting:
+            state = self._peer_state(peer)
+            if state is None:
+                continue  # it left meanwhile
             if stored.chunk_count:
-                self._on_object_request(self._peer_state(peer), ObjectRequest(object_ids=[object_id]), 0.0)
+                self._on_object_request(state, ObjectRequest(object_ids=[object_id]), 0.0)
             else:
                 self._answer_held(stored, peer, relay)
         self._maybe_free(stored)  # a placeholder remade only for a result that was canceled meanwhile
@@ -498,6 +516,13 @@ class HeldResults:
 
     def _validate_held(self) -> None:
         assert not set(self.lineage) & set(self.objects), "a recipe kept for a result that is still here"
+        assert all(object_id in self.tasks for object_id in self._recomputing), "a result made again by no task"
+        refs: Dict[bytes, int] = {}
+        recipes = [stored.producer for stored in self.objects.values() if stored.producer is not None]
+        for recipe in [*recipes, *self.lineage.values()]:
+            for dependency_id in recipe.dependency_ids:
+                refs[dependency_id] = refs.get(dependency_id, 0) + 1
+        assert refs == self._lineage_refs, "the recipes kept do not name what their references count"
         for identity, worker in self.workers.items():
             for object_id in worker.held:
                 assert self.objects[object_id].holder == identity, f"{object_id.hex()} is not held where it is listed"
