@@ -96,6 +96,13 @@ class HeldResults:
 
     def _answer_held(self, stored: StoredObject, peer: bytes, relay: bool) -> None:
         """Where a held result is, or its bytes relayed; once it is there again if its holder was lost."""
+        if peer in stored.later:
+            return  # asked again (its connection resumed): the next upload is for it already
+        if any(waiting == peer for waiting, _ in stored.waiting):  # asked again
+            if stored.uploading > 0:  # chunks it may have missed are gone by: the next upload, whole, is for it
+                stored.waiting = tuple(entry for entry in stored.waiting if entry[0] != peer)
+                stored.later += (peer,)
+            return  # else each chunk goes to it once, from the first
         holder = self._peer_state(stored.holder) if stored.holder is not None else None
         if holder is None:
             stored.waiting += ((peer, relay),)  # made again: answered then

@@ -108,6 +108,24 @@ def test_a_peer_that_asks_mid_relay_gets_a_whole_upload_of_its_own() -> None:
         assert list(out) == [WORKER_B], "only the late asker gets the second upload"
 
 
+def test_a_peer_that_asks_again_gets_each_chunk_once_and_from_the_first() -> None:
+    """A client whose connection resumed asks again for what it waits for: before any chunk, it still gets each chunk
+    once; past the first, the chunks it may have missed are gone, and it gets the next upload whole."""
+    harness, task = held_on_a(fetches=False)
+    request = ObjectRequest(object_ids=[task.task_id])
+    harness.send(CLIENT, request)
+    assert harness.send(CLIENT, request) == {}, "no second upload asked for"
+    first = ObjectPut(object_id=task.task_id, kind=ObjectKind.result, payload=b"a", chunk_index=0, chunk_count=2)
+    assert [response.chunk_index for response in harness.send(WORKER_A, first)[CLIENT]] == [0]
+    assert harness.send(CLIENT, request) == {}, "it waits for the next upload"
+    last = ObjectPut(object_id=task.task_id, kind=ObjectKind.result, payload=b"b", chunk_index=1, chunk_count=2)
+    out = harness.send(WORKER_A, last)
+    assert CLIENT not in out, "no chunk of the upload it may have half missed"
+    assert out[WORKER_A] == [ObjectRequest(object_ids=[task.task_id], via_scheduler=True)]
+    relayed = [response for chunk in (first, last) for response in harness.send(WORKER_A, chunk)[CLIENT]]
+    assert [(response.chunk_index, response.payload) for response in relayed] == [(0, b"a"), (1, b"b")]
+
+
 def test_a_result_lost_with_its_holder_is_made_again_and_the_waiting_client_told_where() -> None:
     harness, task = held_on_a()
     harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
