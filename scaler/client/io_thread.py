@@ -203,7 +203,7 @@ class IOThread:
                 took = self.registered and self._flush()
                 if dealer in ready:
                     self._receive()
-                if fetch_deadline is not None:  # fetches under way: answers, or their end
+                if fetch_deadline is not None or data.polled(ready):  # answers, their end, or a holder gone
                     self._receive_data(data, ready)
                 if self._zap is not None and self._zap.socket in ready:
                     self._zap.answer_pending(time.monotonic())

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import zmq
 
@@ -57,6 +57,7 @@ class DataFetcher:
         self._curve = curve
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, set by the owner from its HelloReply
         self._sockets: Dict[Tuple[str, bytes], zmq.Socket] = {}  # by data address and holder key
+        self._watched: Set[zmq.Socket] = set()  # the same sockets
         self._fetches: Dict[bytes, _Fetch] = {}  # by object id
         self._unreachable: Dict[str, float] = {}  # address -> until when it is not tried
         self._local = LocalDataReader(poller, same_user_only=curve is not None)
@@ -114,10 +115,18 @@ class DataFetcher:
             sock.connect(address)
             self._poller.register(sock, zmq.POLLIN)
             self._sockets[address, holder_key] = sock
+            self._watched.add(sock)
         return sock
 
     def next_deadline(self) -> Optional[float]:
         return min((fetch.deadline for fetch in self._fetches.values()), default=None)
+
+    def polled(self, events: Dict[Any, int]) -> bool:
+        """Whether the poller saw one of this fetcher's sockets: then `ready` must read it even with no fetch under way
+        (a late answer, a holder on this host gone), or the poller reports it again at once, on every turn."""
+        watched = self._watched
+        local = self._local
+        return any(key in watched or local.watches(key) for key in events)
 
     def ready(self, events: Dict[Any, int], now: float) -> List[Tuple[bytes, Any, bool]]:
         """(object id, its bytes, whether it timed out) for each fetch that ended, given what the poller said: the
@@ -209,3 +218,4 @@ class DataFetcher:
             self._poller.unregister(sock)
             sock.close(linger=0)
         self._sockets.clear()
+        self._watched.clear()

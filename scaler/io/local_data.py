@@ -225,6 +225,10 @@ class LocalDataReader:
     def descriptors(self) -> List[int]:
         return list(self._addresses)
 
+    def watches(self, key: Any) -> bool:
+        """Whether `key`, from the poller, is the descriptor of one of these connections."""
+        return key in self._addresses
+
     def receive(self, fd: int) -> Tuple[List[Tuple[bytes, Optional[SharedBytes]]], Optional[str]]:
         """(object id, its shared bytes or None if the holder does not have it) for each answer waiting on `fd`, and
         the address of the holder if the connection closed (it is gone: what was asked of it is not coming)."""

@@ -259,7 +259,7 @@ class WorkerAgent:
             self._local_data.on_events(events, core.held_payload)
         if self._relay_link is not None and self._relay_link.sock in events:
             self._relay_link.serve(core.held_payload)
-        if self._fetching:
+        if self._fetching or self._fetcher.polled(events):  # answers, their end, or a holder gone
             self._read_fetches(events, now)
         if now >= deadline:  # a timer is due (the stimuli above dispatch on their own)
             core.tick(now)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any, Iterator
 
@@ -128,6 +129,58 @@ def test_a_holder_on_this_host_hands_its_memory_over_without_a_copy(live) -> Non
     base = numpy.arange(size, dtype=numpy.float64)
     assert numpy.array_equal(results["plus1"], base + 1.0)
     assert numpy.array_equal(results["plus2"], base + 2.0)
+
+
+def _thread_cpu_seconds(native_id: int) -> float:
+    with open(f"/proc/self/task/{native_id}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_holder_on_this_host_that_left_costs_the_client_nothing(live) -> None:
+    """The client keeps its connection to a holder on this host after the fetch; the holder killed, that connection
+    reads as end of file: it is dropped, not polled by the client's IO thread on every turn."""
+    live.add_worker()
+    live.wait_workers(1)
+    with Client(live.address) as client:
+        assert client.submit(make, 1, MiB).result(timeout=60) == bytes([1]) * MiB
+        assert client._connection is not None
+        reader = client._connection._io.data._local  # the connections to holders on this host
+        assert reader.descriptors(), "fetched from its holder on this host"
+        live.kill_worker()
+        wait_for(lambda: not reader.descriptors(), 20, "the client to drop its connection to the holder that left")
+        (io_thread,) = [thread for thread in threading.enumerate() if thread.name == "scaler-client-io"]
+        before = _thread_cpu_seconds(io_thread.native_id)
+        time.sleep(1)
+        assert _thread_cpu_seconds(io_thread.native_id) - before < 0.3, "the IO thread idles"
+
+
+def agent_pid_and(size: int) -> tuple:
+    """This task's worker agent, with a result large enough to be held."""
+    return psutil.Process(os.getppid()).ppid(), b"h" * size
+
+
+def agent_pid_reading(first: tuple, second: tuple) -> int:
+    return psutil.Process(os.getppid()).ppid()
+
+
+def test_a_holder_on_this_host_that_left_costs_the_worker_that_read_from_it_nothing(live) -> None:
+    """A worker that fetched an input from a holder on this host keeps the connection; the holder killed, it reads as
+    end of file: the reader's agent drops it, not polled on every turn of its loop."""
+    live.add_cluster(2)
+    live.wait_workers(2)
+    graph = {"a": (agent_pid_and, MiB), "b": (agent_pid_and, MiB), "read": (agent_pid_reading, "a", "b")}
+    with Client(live.address) as client:
+        results = client.get(graph, keys=["a", "b", "read"])
+    makers, reader_pid = {results["a"][0], results["b"][0]}, results["read"]
+    assert len(makers) == 2, "a burst of two tasks goes one to each worker"
+    (holder_pid,) = makers - {reader_pid}  # the worker the reader fetched from
+    reader = psutil.Process(reader_pid)
+    live.kill_worker(psutil.Process(holder_pid))
+    live.wait_workers(1)
+    before = sum(reader.cpu_times()[:2])
+    time.sleep(1)
+    assert sum(reader.cpu_times()[:2]) - before < 0.3, "the reader's agent idles"
 
 
 def view_of(size: int) -> memoryview:

@@ -152,3 +152,30 @@ def test_a_fetch_from_a_holder_on_this_host_ends_with_its_shared_memory() -> Non
         fetcher.close()
         server.close()
         context.term()
+
+
+def test_a_holder_gone_after_its_fetch_is_read_and_no_longer_polled() -> None:
+    """With no fetch under way, the poller still reports a holder on this host that closed its end (end of file reads
+    as readable): the fetcher says it is its own, and reading it drops the connection, so the poller goes quiet."""
+    context = zmq.Context()
+    poller = zmq.Poller()
+    server = LocalDataServer("tcp://127.0.0.1:9", poller)
+    fetcher = DataFetcher(context, poller)
+    try:
+        now = time.monotonic()
+        fetcher.fetch("tcp://127.0.0.1:9", b"a", now)
+        done: List[Any] = []
+        while not done and time.monotonic() < now + 10:
+            events = dict(poller.poll(100))
+            server.on_events(events, {b"a": b"small"}.get)
+            done = fetcher.ready(events, time.monotonic())
+        assert fetcher.next_deadline() is None
+        server.close()  # the holder leaves
+        events = dict(poller.poll(1000))
+        assert events and fetcher.polled(events), "its end of file is reported, and is the fetcher's"
+        assert fetcher.ready(events, time.monotonic()) == []
+        assert dict(poller.poll(0)) == {}, "nothing left to report: the loop polling it would not spin"
+        assert not fetcher.polled({12345: zmq.POLLIN}), "another descriptor is not the fetcher's"
+    finally:
+        fetcher.close()
+        context.term()
