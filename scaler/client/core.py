@@ -505,6 +505,8 @@ class ClientCore:
             return
         if response.chunk_index == 0:
             fetch.chunks = []  # a relayed upload that started over (its holder was lost, the result made again)
+        elif response.chunk_index != len(fetch.chunks):
+            return  # not the next chunk (one relayed twice, or after some were missed): the next upload, whole, is
         fetch.chunks.append(response.payload)
         if len(fetch.chunks) < response.chunk_count:
             return
@@ -690,22 +692,29 @@ class ClientCore:
     def _fetched(self, object_id: bytes, payload: Any) -> None:
         """`payload`: bytes-like (a view of a received message); a custom deserializer is given bytes, as promised."""
         fetch = self._end_fetch(object_id, True)
+        if fetch is None:
+            return
+        fetched = payload  # what the graph keeps, should it send the result back: not what the user's arrays view
         if type(payload) is SharedBytes:  # from a holder on this host: its memory, mapped
             payload = payload.to_read(fetch.future._deserialize is default_loads)
         elif type(payload) is not bytes and fetch.future._deserialize is not default_loads:
-            payload = bytes(payload)
-        self._settle_success(fetch.future, fetch.result, payload)
+            payload = fetched = bytes(payload)
+        self._settle_success(fetch.future, fetch.result, payload, fetched)
 
     def _fetch_failed(self, object_id: bytes, reason: str) -> None:
         fetch = self._end_fetch(object_id, False)
+        if fetch is None:
+            return
         self._answered(object_id)
         fetch.future._settle(ScalerError(reason), True, None)
 
-    def _end_fetch(self, object_id: bytes, fetched: bool) -> ResultFetch:
+    def _end_fetch(self, object_id: bytes, fetched: bool) -> Optional[ResultFetch]:
         """A fetch is over: the result, if `fetched`, is freed on its holder, and what its task held is released (under
-        the lock, as clear() forgets it)."""
+        the lock, as clear() forgets it). None if the connection closed meanwhile (terminate() settled its future)."""
         with self.lock:
-            fetch = self.fetches.pop(object_id)
+            fetch = self.fetches.pop(object_id, None)
+            if fetch is None:
+                return None
             if fetched:
                 self._queue_locked(ObjectDelete(object_ids=[object_id]))
             if fetch.held_objects:
@@ -719,8 +728,9 @@ class ClientCore:
         if deleted and self.closed_reason is None:
             self._queue_locked(ObjectDelete(object_ids=deleted))
 
-    def _settle_success(self, future: ScalerFuture, result: TaskResult, payload: Any) -> None:
-        self._answered(result.task_id, payload)
+    def _settle_success(self, future: ScalerFuture, result: TaskResult, payload: Any, kept: Any = None) -> None:
+        """`kept`: what a graph keeps of the result, if not `payload` itself (see GraphRecord.answered)."""
+        self._answered(result.task_id, payload if kept is None else kept)
         if future.done():
             return  # cancelled by the user: not worth deserializing
         try:

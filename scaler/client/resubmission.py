@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterable, List, Set
 from scaler.client.future import ScalerFuture
 from scaler.client.objects import Outgoing, object_puts
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
+from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import Encoded, ObjectKind, TaskCancel, encode_many
 
 _KIND_RESULT = int(ObjectKind.result)
@@ -34,11 +35,14 @@ class GraphRecord:
         self.kept_results: Set[bytes] = {
             dependency for task in tasks for dependency in task.dependencies if dependency in futures
         }
-        self.results: Dict[bytes, bytes] = {}  # payloads of the kept keys that succeeded
+        self.results: Dict[bytes, Any] = {}  # payloads of the kept keys that succeeded
 
-    def answered(self, task_id: bytes, payload: bytes) -> None:
-        """A key's result arrived (its serialized value)."""
+    def answered(self, task_id: bytes, payload: Any) -> None:
+        """A key's result arrived (its serialized value: bytes-like, or the SharedBytes of a holder on this host). A
+        writable buffer is copied: the user's arrays may be views of it, and modified in place."""
         if task_id in self.kept_results:
+            if type(payload) is not bytes and type(payload) is not SharedBytes and not memoryview(payload).readonly:
+                payload = bytes(payload)
             self.results[task_id] = payload
 
     def resubmission(self, fetching: Set[bytes]) -> List[Outgoing]:

@@ -6,6 +6,7 @@ settles exactly once, with the right outcome. `ClientCore.validate()` runs after
 
 from __future__ import annotations
 
+import io
 import pickle
 import random
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
@@ -52,6 +53,7 @@ from scaler.protocol import (
     encode,
     encode_many,
 )
+from scaler.serializer import default_loads, dump_with_buffers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -445,6 +447,64 @@ def test_an_unreachable_holder_makes_the_scheduler_relay_the_result_in_chunks() 
     harness.receive(ObjectResponse(object_id=lost.task_id, found=False))
     assert isinstance(lost.exception(), ScalerError) and "lost" in str(lost.exception())
     assert not core.fetches and not core.pending
+
+
+def test_relayed_chunks_out_of_their_place_are_not_joined() -> None:
+    """A chunk relayed twice, or one after chunks this client missed (its connection resumed), is left out: the
+    result is made of chunks 0, 1, 2... in order, from an upload that starts over at 0 if need be."""
+    harness = connected()
+    future = harness.submit()
+    harness.take()
+    harness.answer(future.task_id, in_object=True)
+    harness.take()
+    harness.receive(ObjectResponse(object_id=future.task_id, found=True, holder_address=HOLDER))
+    harness.core.fetched(future.task_id, None, True)
+    harness.step()
+    payload = payload_of(future.task_id)
+    chunks = [payload[:10], payload[10:20], payload[20:]]
+    for index in (1, 2, 0, 0, 1, 1, 2):  # missed the start of one upload; then each chunk of the next twice
+        chunk = chunks[index]
+        harness.receive(
+            ObjectResponse(object_id=future.task_id, found=True, chunk_index=index, chunk_count=3, payload=chunk)
+        )
+    assert future.result() == value_of(future.task_id)
+
+
+def test_a_graph_keeps_a_fetched_result_as_made_whatever_the_user_does_to_it() -> None:
+    """A graph key other nodes read is kept, to be sent back to a scheduler that restarts: not the buffer the user's
+    array views (chunks joined into a bytearray), which the user may modify in place."""
+    import numpy
+
+    harness = connected()
+    (key, _), _ = harness.graph([[], [0]], [True, True])
+    harness.take()
+    harness.answer(key.task_id, in_object=True)
+    harness.take()
+    harness.receive(ObjectResponse(object_id=key.task_id, found=True, holder_address=HOLDER))
+    made = io.BytesIO()
+    dump_with_buffers(numpy.arange(100_000, dtype=numpy.float64), made)
+    harness.core.fetched(key.task_id, bytearray(made.getvalue()), False)  # several chunks, joined: writable
+    harness.step()
+    key.result()[:] = -1.0  # the user's array is a view of what came, and may be modified
+    harness.take()
+    harness.lose()
+    harness.register(resumed=False)
+    sent = harness.core.send_queue.items
+    (kept,) = [item for item in sent if type(item) is LargeObject and item.object_id == key.task_id]
+    assert numpy.array_equal(default_loads(bytes(kept.payload)), numpy.arange(100_000, dtype=numpy.float64))
+
+
+def test_a_fetch_ending_after_the_connection_closed_is_ignored() -> None:
+    """The IO thread may end a fetch as the user's thread closes the connection (which settles every future)."""
+    harness = connected()
+    future = harness.submit()
+    harness.take()
+    harness.answer(future.task_id, in_object=True)
+    assert future.task_id in harness.core.fetches
+    harness.core.terminate("closed by the user")
+    harness.core._fetched(future.task_id, payload_of(future.task_id))  # past the IO thread's check, as it raced
+    harness.core._fetch_failed(future.task_id, "lost")
+    assert future.cancelled()
 
 
 def test_a_lost_scheduler_without_reconnect_fails_every_future_and_stops() -> None:
