@@ -11,6 +11,7 @@ A fetch that hears nothing for FETCH_TIMEOUT_SECONDS (a holder this peer cannot 
 NAT) is asked again through the data relay (scaler/relay/), which passes it on over the connection the holder opened
 to it, and so are later fetches from that address, for UNREACHABLE_SECONDS. Without a relay (an older scheduler, or
 CurveZMQ on), or when the relay cannot help either, the fetch is given up and the caller asks the scheduler to relay.
+A DEALER unused for IDLE_SOCKET_SECONDS with no fetch under way is closed.
 
 With CurveZMQ, each DEALER to a holder is a CURVE client of the holder's public key (ObjectResponse.holderPublicKey)
 under this peer's own key pair; a holder whose key the scheduler did not say cannot be reached (`reachable` is False)
@@ -36,6 +37,10 @@ logger = logging.getLogger(__name__)
 
 FETCH_TIMEOUT_SECONDS = 5.0
 UNREACHABLE_SECONDS = 60.0
+# A DEALER to a holder unused this long, with no fetch under way, is closed (looked for as fetches start): holders come
+# and go (autoscaling), and each would keep a socket, a descriptor and ZeroMQ's reconnecting to a gone address.
+IDLE_SOCKET_SECONDS = 30.0
+_RECONNECT_IVL_MAX_MS = 5000  # a holder gone: ZeroMQ tries again less and less often, not every 100 ms
 
 
 class _Fetch:
@@ -58,6 +63,8 @@ class DataFetcher:
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES  # the scheduler's, set by the owner from its HelloReply
         self._sockets: Dict[Tuple[str, bytes], zmq.Socket] = {}  # by data address and holder key
         self._watched: Set[zmq.Socket] = set()  # the same sockets
+        self._used: Dict[Tuple[str, bytes], float] = {}  # when each was last asked something
+        self._next_sweep = 0.0
         self._fetches: Dict[bytes, _Fetch] = {}  # by object id
         self._unreachable: Dict[str, float] = {}  # address -> until when it is not tried
         self._local = LocalDataReader(poller, same_user_only=curve is not None)
@@ -76,17 +83,35 @@ class DataFetcher:
         if self._local.request(address, object_id):
             self._fetches[object_id] = _Fetch(address, True, now + FETCH_TIMEOUT_SECONDS)
             return
+        if now >= self._next_sweep:
+            self._close_idle(now)
         if self.relay is not None and self._out_of_reach(address, now):
             self._via_relay(address, object_id, now)
             return
         self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS)
-        self._socket(address, holder_key).send(encode(DataRequest(object_ids=[object_id])), zmq.NOBLOCK)
+        self._socket(address, now, holder_key).send(encode(DataRequest(object_ids=[object_id])), zmq.NOBLOCK)
 
     def _via_relay(self, address: str, object_id: bytes, now: float) -> None:
         assert self.relay is not None  # callers check
         self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS, relayed=True)
         request = DataRequest(object_ids=[object_id], holder_address=address)
-        self._socket(self.relay, relay=True).send(encode(request), zmq.NOBLOCK)
+        self._socket(self.relay, now, relay=True).send(encode(request), zmq.NOBLOCK)
+
+    def holders(self) -> List[str]:
+        """The addresses this fetcher has a socket to (holders, and the data relay)."""
+        return [address for address, _ in self._sockets]
+
+    def _close_idle(self, now: float) -> None:
+        """Close the sockets unused for IDLE_SOCKET_SECONDS that no fetch under way waits on."""
+        self._next_sweep = now + IDLE_SOCKET_SECONDS / 2
+        busy = {self.relay if fetch.relayed else fetch.address for fetch in self._fetches.values() if not fetch.local}
+        for key, used in list(self._used.items()):
+            if used + IDLE_SOCKET_SECONDS <= now and key[0] not in busy:
+                sock = self._sockets.pop(key)
+                del self._used[key]
+                self._watched.discard(sock)
+                self._poller.unregister(sock)
+                sock.close(linger=0)
 
     def _out_of_reach(self, address: str, now: float) -> bool:
         until = self._unreachable.get(address)
@@ -97,14 +122,16 @@ class DataFetcher:
         del self._unreachable[address]
         return False
 
-    def _socket(self, address: str, holder_key: bytes = b"", relay: bool = False) -> zmq.Socket:
+    def _socket(self, address: str, now: float, holder_key: bytes = b"", relay: bool = False) -> zmq.Socket:
         """A DEALER to a holder (with CurveZMQ, a CURVE client of its key) or, `relay`, to the data relay (a CURVE
         client of the scheduler's key, which the relay serves under)."""
+        self._used[address, holder_key] = now
         sock = self._sockets.get((address, holder_key))
         if sock is None:
             sock = self._context.socket(zmq.DEALER)
             sock.setsockopt(zmq.ROUTING_ID, os.urandom(8))
             sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, _RECONNECT_IVL_MAX_MS)
             sock.setsockopt(zmq.RCVHWM, 0)
             sock.setsockopt(zmq.SNDHWM, 0)
             sock.setsockopt(zmq.MAXMSGSIZE, self.max_frame_bytes)
@@ -219,3 +246,4 @@ class DataFetcher:
             sock.close(linger=0)
         self._sockets.clear()
         self._watched.clear()
+        self._used.clear()
