@@ -50,10 +50,11 @@ def _seqpacket() -> socket.socket:
 
 
 class _Peer:
-    __slots__ = ("sock", "answers")
+    __slots__ = ("sock", "fd", "answers")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.fd = sock.fileno()  # kept: a closed socket's fileno() is -1
         self.answers: Deque[Tuple[bytes, Optional[SharedBytes]]] = deque()  # what the socket did not take yet
 
 
@@ -93,6 +94,8 @@ class LocalDataServer:
             flags = events.get(fd, 0)
             if flags & zmq.POLLIN:
                 self._read(peer, held_payload)
+                if fd not in self._peers:
+                    continue  # it left, or was closed: what was queued for it goes with it
             if flags & zmq.POLLOUT or (flags & zmq.POLLIN and peer.answers):
                 self._write(peer)
 
@@ -162,9 +165,10 @@ class LocalDataServer:
         self._poller.register(peer.sock.fileno(), zmq.POLLIN)
 
     def _close(self, peer: _Peer) -> None:
-        fd = peer.sock.fileno()
-        self._poller.unregister(fd)
-        del self._peers[fd]
+        if self._peers.pop(peer.fd, None) is None:
+            return  # closed already
+        self._poller.unregister(peer.fd)
+        peer.answers.clear()  # the descriptors of what it asked for are not held for it any more
         peer.sock.close()
 
     def close(self) -> None:

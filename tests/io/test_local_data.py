@@ -15,6 +15,7 @@ import zmq
 from scaler.io.data_fetch import DataFetcher
 from scaler.io.local_data import LocalDataReader, LocalDataServer, local_name
 from scaler.io.shared_bytes import SharedBytes
+from scaler.protocol import DataRequest, encode
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -101,6 +102,38 @@ def test_a_holder_that_leaves_ends_what_was_asked_of_it() -> None:
         assert not pair.reader.request(pair.address, b"b"), "through the network from now on"
     finally:
         pair.reader.close()
+
+
+def test_a_reader_that_leaves_with_answers_queued_for_it_is_closed_once() -> None:
+    """A reader asks for more than its socket takes answers for, then leaves without reading: the holder drops what it
+    queued for it and serves others (the agent's loop must not die of it)."""
+    shared = SharedBytes.create(b"q" * 100_000)
+    pair = Pair({})
+    reader = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_NONBLOCK)
+    try:
+        reader.connect(local_name(pair.address))
+        pair.server.on_events(dict(pair.poller.poll(1000)), lambda object_id: shared)  # accepted
+        queued = 0
+        for index in range(10_000):  # until the holder queues what the reader's socket does not take
+            try:
+                reader.send(encode(DataRequest(object_ids=[index.to_bytes(16, "big")])))
+            except BlockingIOError:
+                pass
+            pair.server.on_events(dict(pair.poller.poll(0)), lambda object_id: shared)
+            queued = sum(len(peer.answers) for peer in pair.server._peers.values())
+            if queued:
+                break
+        assert queued, "answers queued for a reader that does not read"
+        reader.close()
+        pair.server.on_events(dict(pair.poller.poll(1000)), lambda object_id: shared)
+        assert not pair.server._peers, "the reader that left is closed"
+        pair.held = {b"a": shared}
+        assert pair.reader.request(pair.address, b"a"), "another reader is served"
+        answers, _ = pair.answers(1)
+        assert bytes(answers[0][1].view()) == b"q" * 100_000
+    finally:
+        reader.close()
+        pair.close()
 
 
 def test_a_malformed_request_closes_that_reader_only() -> None:
