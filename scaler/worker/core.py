@@ -998,7 +998,7 @@ class WorkerCore(ActorHosting):
                 size = len(payload)
             elif status == _SUCCESS:
                 if self.holds_results:  # kept here, served to whoever needs it: only its size goes to the scheduler
-                    self.cache.hold(task_id, payload, self._now)
+                    self._hold(task_id, payload, self._now)
                     held = size
                 else:
                     self._put_result_object(task_id, payload)
@@ -1097,7 +1097,7 @@ class WorkerCore(ActorHosting):
         if object_id in self._taking:
             self._taking.discard(object_id)
             if payload is not None:
-                self.cache.hold(object_id, payload, now)
+                self._hold(object_id, payload, now)
                 response = ObjectResponse(
                     object_id=object_id, found=True, kind=ObjectKind.result, chunk_count=0, total_size=len(payload)
                 )
@@ -1447,6 +1447,15 @@ class WorkerCore(ActorHosting):
             if payload is not None and object_id not in self.spilled:
                 self.spilled[object_id] = len(payload)
                 self.spilled_bytes += len(payload)
+
+    def _hold(self, object_id: bytes, payload: Any, now: float) -> None:
+        """Hold a result. A copy of the same id may still be here: deleted by the scheduler but pinned by a task that
+        has not let it go, then made again (or taken) under that id. The new copy replaces it, in memory: the old
+        one's spilling and memory charge go with it."""
+        if object_id in self.cache:
+            self._unspilled(object_id)
+            self._uncharge(object_id)
+        self.cache.hold(object_id, payload, now)
 
     def _unspilled(self, object_id: bytes) -> None:
         size = self.spilled.pop(object_id, None)

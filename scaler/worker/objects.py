@@ -62,9 +62,11 @@ class ObjectCache:
 
     def hold(self, object_id: bytes, payload: bytes, now: float) -> None:
         """A result of a task that ran here, held for whoever needs it until the scheduler deletes it (never evicted:
-        nobody else has it)."""
+        nobody else has it). It replaces a copy of the same id the scheduler deleted that a task still pins: made
+        again, the result is needed again, and the pin going does not drop it."""
         self._store(object_id, payload, now)
         self._held.add(object_id)
+        self._doomed.discard(object_id)
 
     def held_payload(self, object_id: bytes) -> Optional[bytes]:
         """The bytes of a result held here, or None: only held results are served to other peers."""
