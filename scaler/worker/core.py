@@ -925,6 +925,8 @@ class WorkerCore(ActorHosting):
             if task.state == CANCELED:
                 processor.canceled -= 1
                 self._forget(task, "result")  # it ran before our drop order reached the processor; answered already
+                if type(payload) is SharedBytes:
+                    self._not_held(processor, task_id)
                 continue
             message = task.task
             function_id = message.function_id
@@ -940,9 +942,18 @@ class WorkerCore(ActorHosting):
             self._take_success_results()  # the results before this one go first
             status = _SUCCESS if succeeded else TaskStatus.failed
             self._answer(task, "result", status, payload, error_text, result)
-            if self.memory_enforcement == "cgroup" and type(payload) is SharedBytes:
-                self._charge(task_id, processor.number, len(payload))
+            if type(payload) is SharedBytes:
+                if not (succeeded and self.holds_results):
+                    self._not_held(processor, task_id)
+                elif self.memory_enforcement == "cgroup":
+                    self._charge(task_id, processor.number, len(payload))
         self._take_success_results()
+
+    def _not_held(self, processor: ProcessorState, task_id: bytes) -> None:
+        """A large result its processor wrote is not held here (canceled, or sent to the scheduler): the processor
+        drops the object it kept for the graph nodes it may run next (TaskRunner._made), which will never come."""
+        processor.forget.append(task_id)
+        self._forget_if_idle(processor)
 
     def _take_success_results(self) -> None:
         """Queue the short results gathered by _on_results. A report answers at most its processor's pipe (at most

@@ -10,6 +10,7 @@ import pytest
 
 from scaler import config
 from scaler.errors import ProcessorDiedError
+from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import (
     BalanceRequest,
     BalanceResponse,
@@ -351,6 +352,20 @@ def test_evicted_objects_are_forgotten_at_once_by_an_idle_processor_and_sent_aga
     handed = harness.hands[-1].tasks[0]
     assert handed.forget_object_ids == []
     assert handed.function_payload is not None and handed.arguments[1].payload is not None
+
+
+def test_a_large_result_not_held_here_is_forgotten_by_the_processor_that_made_it():
+    """A task process keeps its large results as objects for the graph nodes it may run next; one the worker does not
+    hold (no data address: it goes to the scheduler) is dropped at once, or it would stay to the process's end."""
+    for data_address, forgotten in ((None, True), ("tcp://127.0.0.1:5555", False)):
+        harness = connected(data_address=data_address) if data_address else connected()
+        task = harness.task()
+        harness.send(task)
+        sim = harness.active
+        harness.run(sim.number, payload=SharedBytes.create(b"x" * 300_000))
+        sim.read_orders()
+        assert (task.task_id in sim.forgotten) is forgotten
+        assert (harness.core.cache.held_payload(task.task_id) is None) is forgotten
 
 
 def test_an_object_the_scheduler_deletes_while_a_task_uses_it_is_dropped_once_that_task_is_done():
