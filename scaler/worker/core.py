@@ -1109,6 +1109,9 @@ class WorkerCore(ActorHosting):
             self._taking.discard(object_id)
             if payload is not None:
                 self._hold(object_id, payload, now)
+            else:  # the retiring worker left first; it may have been made again here meanwhile, and be held
+                payload = self.cache.held_payload(object_id)
+            if payload is not None:
                 response = ObjectResponse(
                     object_id=object_id, found=True, kind=ObjectKind.result, chunk_count=0, total_size=len(payload)
                 )

@@ -679,6 +679,22 @@ def test_a_worker_takes_the_results_a_retiring_worker_hands_over_and_holds_them(
     assert harness.core.held_payload(kept) is None
 
 
+def test_a_result_to_take_that_was_made_again_here_meanwhile_is_said_held():
+    """Asked to take a retiring worker's result, this worker also made it again (the retiring one left first, the
+    scheduler made it again here): the take fails, but the worker says it holds the result, or the scheduler would
+    take its copy for lost, make it again elsewhere, and leave this one held here for nobody."""
+    harness = connected(data_address="tcp://10.0.0.1:5000")
+    again = harness.task()
+    harness.send(ObjectRequest(object_ids=[again.task_id], take_from="tcp://10.0.0.2:5000"))
+    harness.send(again)
+    harness.run(harness.active.number, payload=SharedBytes.create(b"m" * 300_000))
+    assert harness.core.held_payload(again.task_id) is not None
+    harness.core.data_fetched(again.task_id, None, harness.now)  # the retiring worker is gone
+    assert harness._step() == [
+        ObjectResponse(object_id=again.task_id, found=True, kind=ObjectKind.result, chunk_count=0, total_size=300_000)
+    ]
+
+
 def test_a_worker_that_holds_nothing_for_the_cluster_takes_no_handed_over_result():
     harness = connected()  # no data address
     object_id = b"k" * 16
