@@ -153,6 +153,8 @@ class DataFetcher:
         (a late answer, a holder on this host gone), or the poller reports it again at once, on every turn."""
         watched = self._watched
         local = self._local
+        if not watched and not local.connected():
+            return False  # nothing of its own to be polled: the common case, a worker that never fetched
         return any(key in watched or local.watches(key) for key in events)
 
     def ready(self, events: Dict[Any, int], now: float) -> List[Tuple[bytes, Any, bool]]:

@@ -229,6 +229,9 @@ class LocalDataReader:
     def descriptors(self) -> List[int]:
         return list(self._addresses)
 
+    def connected(self) -> bool:
+        return bool(self._addresses)
+
     def watches(self, key: Any) -> bool:
         """Whether `key`, from the poller, is the descriptor of one of these connections."""
         return key in self._addresses
