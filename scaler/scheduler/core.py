@@ -1450,7 +1450,7 @@ class SchedulerCore(HeldResults, Actors):
             stored = StoredObject(task_id, task.client, int(ObjectKind.result), "", 1, len(result.payload))
             stored.chunks.append(result.payload)
             self.objects[task_id] = stored
-            self._keep_recipe(stored, task)  # a held result made from it may have to be made again
+            stored.recipe = task  # a held result made from it may have to be made again once it is freed
             if client_present:
                 self.clients[task.client].objects[task_id] = None
         if stored is None:
@@ -1676,6 +1676,8 @@ class SchedulerCore(HeldResults, Actors):
                 self.lineage[stored.object_id] = stored.producer  # held results made from it may have to be remade
             else:
                 self._unref_lineage(stored.producer.dependency_ids)
+        elif stored.recipe is not None and stored.object_id in self._lineage_refs:
+            self._keep_lineage(stored.object_id, stored.recipe)
         if stored.waiting:  # a worker whose task needs it: the task fails there, as for an object deleted before
             self._answer_lost(stored, "it was freed")
         if stored.holders:

@@ -83,15 +83,19 @@ class HeldResults:
         holder.held[task.task_id] = None
         holder.held_bytes += size
         self.objects[task.task_id] = stored
-        self._keep_recipe(stored, task)
+        stored.producer = task
+        self._count_inputs(task)  # its recipe needs theirs, should they be freed and it be lost
         return stored
 
-    def _keep_recipe(self, stored: StoredObject, task: TaskState) -> None:
-        """A result kept here or held: the task that made it is its recipe, which needs theirs, should what it read be
-        freed and it be lost (_free keeps a freed result's recipe while a recipe kept names it)."""
-        stored.producer = task
+    def _keep_lineage(self, object_id: bytes, recipe: TaskState) -> None:
+        """A small result freed that a recipe kept names (a held result was made from it): its own recipe is kept."""
+        self.lineage[object_id] = recipe
+        self._count_inputs(recipe)
+
+    def _count_inputs(self, recipe: TaskState) -> None:
+        """A recipe that may be run (a held result's, or one kept as lineage) needs those of what it reads."""
         refs = self._lineage_refs
-        for dependency_id in task.dependency_ids:
+        for dependency_id in recipe.dependency_ids:
             refs[dependency_id] = refs.get(dependency_id, 0) + 1
 
     def _answer_held(self, stored: StoredObject, peer: bytes, relay: bool) -> None:
@@ -272,7 +276,8 @@ class HeldResults:
         would be deleted as it comes): back, for a task that reads it after all. Its recipe is its own again."""
         stored = self._recomputing[object_id]
         self.objects[object_id] = stored
-        del self.lineage[object_id]  # _free kept it there: a held result made from it is still listed
+        if self.lineage.pop(object_id, None) is None:  # nothing held was made from it: _free uncounted its inputs
+            self._count_inputs(stored.producer)
         return stored
 
     def _recomputed(self, stored: StoredObject, task: TaskState, status: int, result: TaskResult) -> None:

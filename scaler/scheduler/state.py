@@ -207,6 +207,7 @@ class StoredObject:
         "uploading",
         "later",
         "producer",
+        "recipe",
         "memory_key",
     )
 
@@ -232,6 +233,9 @@ class StoredObject:
         self.uploading = -1  # chunks relayed so far of the upload under way; -1: none under way
         self.later: Tuple[bytes, ...] = ()  # asked while an upload was half relayed: they get the next one
         self.producer: Any = None  # the TaskState that made a held result: run again if its holder is lost
+        # The TaskState that made a small result kept here (it cannot be lost): kept as lineage once the result is
+        # freed, if a recipe kept names it; its inputs are counted in the lineage references only from then on
+        self.recipe: Any = None
         self.memory_key: Optional[bytes] = None  # a function's key for learning its memory (scheduler/memory.py)
 
     @property

@@ -3,7 +3,15 @@ in the scheduler's core without sockets (the harness validates the core after ev
 
 from __future__ import annotations
 
-from scaler.protocol import ObjectDelete, ObjectRequest, ObjectResponse, Task, TaskResult, TaskStatus, WorkerDisconnect
+from scaler.protocol import (
+    ObjectDelete,
+    ObjectRequest,
+    ObjectResponse,
+    Task,
+    TaskResult,
+    TaskStatus,
+    WorkerDisconnect,
+)
 from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type
 
 WORKER_C = b"W|test|4|c"
@@ -124,3 +132,37 @@ def test_a_held_result_read_from_a_small_one_kept_here_is_made_again_with_it() -
         harness.send(WORKER_B, TaskResult(task_id=reader.task_id, in_object=True, held_bytes=SIZE))
         assert harness.core.objects[reader.task_id].holder == WORKER_B
     assert s.task_id not in harness.core.objects, "s freed again once both were made"
+
+
+def test_a_node_on_a_result_being_made_again_that_nothing_held_was_made_from() -> None:
+    """x is released while made again, and no held result was made from it (no recipe kept for it): a node naming x
+    (its task runs, so its id is known) brings its record back, with the lineage references its recipe needs."""
+    harness = Harness()
+    x = _held_on_a(harness)
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(WORKER_A, WorkerDisconnect(reason="gone"))
+    harness.send(CLIENT, ObjectDelete(object_ids=[x.task_id]))
+    assert x.task_id not in harness.core.objects and x.task_id not in harness.core.lineage
+    y = harness.task(dependencies=[x.task_id])
+    harness.send(CLIENT, y)
+    out = harness.send(WORKER_B, TaskResult(task_id=x.task_id, in_object=True, held_bytes=SIZE))
+    assert [sent.task_id for sent in of_type(out[WORKER_B], Task)] == [y.task_id]
+
+
+def test_small_results_kept_here_keep_no_recipe_while_nothing_held_was_made_from_them() -> None:
+    """A ladder of graph nodes whose small results are each read by two nodes (kept here as objects): with no held
+    result anywhere, nothing can need their recipes, and none is kept as they are freed; memory follows the running
+    frontier, not the graph."""
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A, capacity=1)
+    tasks = []
+    layer: list = []
+    for _ in range(50):
+        dependencies = [task.task_id for task in layer] or None
+        layer = [harness.task(dependencies=dependencies, report_result=False) for _ in range(2)]
+        tasks.extend(layer)
+    harness.send(CLIENT, *tasks)
+    for task in tasks[:-4]:
+        harness.send(WORKER_A, TaskResult(task_id=task.task_id, payload=b"v" * 40_000))
+    assert not harness.core.lineage and not harness.core._lineage_refs
