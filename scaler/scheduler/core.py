@@ -168,6 +168,8 @@ class SchedulerCore(HeldResults, Actors):
         self.ready_queues: Dict[Resources, ReadyQueue] = {(): self._plain}
         self.retried_tasks = 0  # attempts started again after the function raised or timed out
         self._recomputing: Dict[bytes, StoredObject] = {}  # lost held results being made again, by task id
+        # chunks of those a worker holding nothing uploads (ObjectPut), until its TaskResult says they are all here
+        self._remade_uploads: Dict[bytes, Tuple[int, List[bytes]]] = {}
         # Lineage: the tasks that made held results which were freed, kept while held results made from them (their
         # descendants) may have to be made again, with how many held results read each (by id)
         self.lineage: Dict[bytes, TaskState] = {}
@@ -1555,6 +1557,9 @@ class SchedulerCore(HeldResults, Actors):
 
     def _on_object_put(self, state, message: ObjectPut, now: float) -> None:
         object_id = message.object_id
+        if self._recomputing and object_id in self._recomputing and type(state) is WorkerState:
+            self._remade_chunk(state, message)
+            return
         stored = self.objects.get(object_id)
         if stored is not None and stored.holder == state.identity and stored.chunk_count == 0:
             self._relay_chunk(stored, message)  # a held result its holder uploads for peers that asked us

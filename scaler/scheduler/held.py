@@ -55,6 +55,7 @@ class HeldResults:
     lineage: Dict[bytes, TaskState]
     recomputed_results: int
     _recomputing: Dict[bytes, StoredObject]
+    _remade_uploads: Dict[bytes, Tuple[int, List[bytes]]]
     _lineage_refs: Dict[bytes, int]
     _last_call: float
     _data_keys: Optional[bytes]  # set with CurveZMQ: peers' data addresses speak it
@@ -280,9 +281,23 @@ class HeldResults:
             self._count_inputs(stored.producer)
         return stored
 
+    def _remade_chunk(self, worker: WorkerState, message: ObjectPut) -> None:
+        """A chunk of a lost result made again by a worker that holds nothing (it uploads what it makes): kept aside,
+        the result being made again until its TaskResult comes. Chunks of an attempt no longer running are ignored."""
+        object_id = message.object_id
+        task = self.tasks.get(object_id)
+        if task is None or task.worker != worker.identity:
+            return
+        if message.chunk_index == 0:
+            self._remade_uploads[object_id] = (message.chunk_count, [])
+        upload = self._remade_uploads.get(object_id)
+        if upload is not None and message.chunk_index == len(upload[1]) < upload[0]:
+            upload[1].append(message.payload)
+
     def _recomputed(self, stored: StoredObject, task: TaskState, status: int, result: TaskResult) -> None:
         """A lost result was made again (or its task ended otherwise): answer those who asked for it meanwhile."""
         object_id = stored.object_id
+        uploaded = self._remade_uploads.pop(object_id, None) if self._remade_uploads else None
         if self.objects.get(object_id) is not stored:  # freed meanwhile: nobody needs what was made
             if status == _SUCCESS and result.held_bytes and task.worker is not None and task.worker in self.workers:
                 self._send_message(task.worker, ObjectDelete(object_ids=[object_id]))
@@ -299,6 +314,13 @@ class HeldResults:
             holder = self.workers[task.worker]
             holder.held[object_id] = None
             holder.held_bytes += result.held_bytes
+        elif result.in_object:  # uploaded in chunks by a worker that holds nothing: kept here
+            if uploaded is None or len(uploaded[1]) != uploaded[0]:
+                self._answer_lost(stored, "it was made again, and its upload did not come whole")
+                self._free(stored)
+                return
+            chunks = uploaded[1]
+            stored.chunks, stored.chunk_count, stored.total_size = chunks, len(chunks), sum(map(len, chunks))
         else:  # small this time: kept here, as the results graph nodes read
             stored.chunks, stored.chunk_count, stored.total_size = [result.payload], 1, len(result.payload)
         waiting, stored.waiting = stored.waiting, ()
@@ -529,6 +551,7 @@ class HeldResults:
     def _validate_held(self) -> None:
         assert not set(self.lineage) & set(self.objects), "a recipe kept for a result that is still here"
         assert all(object_id in self.tasks for object_id in self._recomputing), "a result made again by no task"
+        assert set(self._remade_uploads) <= set(self._recomputing), "an upload kept for a result not made again"
         refs: Dict[bytes, int] = {}
         recipes = [stored.producer for stored in self.objects.values() if stored.producer is not None]
         for recipe in [*recipes, *self.lineage.values()]:

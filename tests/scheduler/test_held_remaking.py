@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from scaler.protocol import (
     ObjectDelete,
+    ObjectKind,
+    ObjectPut,
     ObjectRequest,
     ObjectResponse,
     Task,
@@ -166,3 +168,18 @@ def test_small_results_kept_here_keep_no_recipe_while_nothing_held_was_made_from
     for task in tasks[:-4]:
         harness.send(WORKER_A, TaskResult(task_id=task.task_id, payload=b"v" * 40_000))
     assert not harness.core.lineage and not harness.core._lineage_refs
+
+
+def test_a_large_result_made_again_on_a_worker_that_holds_nothing_is_what_it_uploads() -> None:
+    harness = Harness()
+    x = _held_on_a(harness)
+    harness.connect_worker(WORKER_C)  # no data address: it uploads what it makes, in chunks
+    out = harness.send(WORKER_A, WorkerDisconnect(reason="gone"))
+    assert [sent.task_id for sent in of_type(out[WORKER_C], Task)] == [x.task_id]
+    assert harness.send(CLIENT, ObjectRequest(object_ids=[x.task_id])) == {}  # it waits
+    for index in range(2):
+        chunk = b"z" * 10
+        put = ObjectPut(object_id=x.task_id, kind=ObjectKind.result, payload=chunk, chunk_index=index, chunk_count=2)
+        assert harness.send(WORKER_C, put) == {}
+    out = harness.send(WORKER_C, TaskResult(task_id=x.task_id, in_object=True))
+    assert b"".join(response.payload for response in of_type(out[CLIENT], ObjectResponse)) == b"z" * 20
