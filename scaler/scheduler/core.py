@@ -1565,6 +1565,8 @@ class SchedulerCore(HeldResults, Actors):
             self._relay_chunk(stored, message)  # a held result its holder uploads for peers that asked us
             return
         if stored is None:
+            if type(state) is WorkerState and message.kind == ObjectKind.result and object_id not in self.tasks:
+                return  # a result settled or freed meanwhile: the rest of an upload under way when it was
             if message.chunk_index != 0 or (message.chunk_count < 1 and not message.held_by_sender):
                 self._misuse(
                     state.identity,

@@ -126,6 +126,18 @@ def test_a_peer_that_asks_again_gets_each_chunk_once_and_from_the_first() -> Non
     assert [(response.chunk_index, response.payload) for response in relayed] == [(0, b"a"), (1, b"b")]
 
 
+def test_the_rest_of_an_upload_of_a_result_freed_meanwhile_is_dropped_quietly() -> None:
+    """The client drops a result its holder is uploading for a relay: the later chunks find nothing, and are not held
+    against the holder as malformed (enough of those and a worker is dropped)."""
+    harness, task = held_on_a(fetches=False)
+    harness.send(CLIENT, ObjectRequest(object_ids=[task.task_id]))
+    harness.send(CLIENT, ObjectDelete(object_ids=[task.task_id]))
+    for index in range(4):
+        put = ObjectPut(object_id=task.task_id, kind=ObjectKind.result, payload=b"a", chunk_index=index, chunk_count=4)
+        assert harness.send(WORKER_A, put) == {}
+    assert harness.core.workers[WORKER_A].malformed == 0
+
+
 def test_a_result_lost_with_its_holder_is_made_again_and_the_waiting_client_told_where() -> None:
     harness, task = held_on_a()
     harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
