@@ -107,6 +107,8 @@ class HeldResults:
             if stored.uploading > 0:  # chunks it may have missed are gone by: the next upload, whole, is for it
                 stored.waiting = tuple(entry for entry in stored.waiting if entry[0] != peer)
                 stored.later += (peer,)
+            elif relay:  # it waits for a result made again, and now asks for its bytes, not where it is
+                stored.waiting = tuple((waiting, wants or waiting == peer) for waiting, wants in stored.waiting)
             return  # else each chunk goes to it once, from the first
         holder = self._peer_state(stored.holder) if stored.holder is not None else None
         if holder is None:

@@ -183,3 +183,17 @@ def test_a_large_result_made_again_on_a_worker_that_holds_nothing_is_what_it_upl
         assert harness.send(WORKER_C, put) == {}
     out = harness.send(WORKER_C, TaskResult(task_id=x.task_id, in_object=True))
     assert b"".join(response.payload for response in of_type(out[CLIENT], ObjectResponse)) == b"z" * 20
+
+
+def test_a_client_waiting_for_a_result_made_again_that_asks_for_its_bytes_gets_them_relayed() -> None:
+    """It first asked where the result is (to fetch it from its holder), then, its holder out of reach, for the bytes
+    through the scheduler: once made again, the result is relayed to it, not pointed at."""
+    harness = Harness()
+    x = _held_on_a(harness)
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(WORKER_A, WorkerDisconnect(reason="gone"))
+    assert harness.send(CLIENT, ObjectRequest(object_ids=[x.task_id])) == {}
+    assert harness.send(CLIENT, ObjectRequest(object_ids=[x.task_id], via_scheduler=True)) == {}
+    out = harness.send(WORKER_B, TaskResult(task_id=x.task_id, in_object=True, held_bytes=SIZE))
+    assert CLIENT not in out, "not told where it is"
+    assert out[WORKER_B] == [ObjectRequest(object_ids=[x.task_id], via_scheduler=True)], "its holder uploads it"
