@@ -102,8 +102,13 @@ class DataFetcher:
         return [address for address, _ in self._sockets]
 
     def _close_idle(self, now: float) -> None:
-        """Close the sockets unused for IDLE_SOCKET_SECONDS that no fetch under way waits on."""
+        """Close the sockets unused for IDLE_SOCKET_SECONDS that no fetch under way waits on; forget what was learnt
+        of addresses (out of reach, not on this host) that may be gone or taken by another holder since."""
         self._next_sweep = now + IDLE_SOCKET_SECONDS / 2
+        unreachable = self._unreachable
+        for address in [address for address, until in unreachable.items() if until <= now]:
+            del unreachable[address]
+        self._local.forget_remote()
         busy = {self.relay if fetch.relayed else fetch.address for fetch in self._fetches.values() if not fetch.local}
         for key, used in list(self._used.items()):
             if used + IDLE_SOCKET_SECONDS <= now and key[0] not in busy:

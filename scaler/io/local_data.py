@@ -229,6 +229,12 @@ class LocalDataReader:
     def descriptors(self) -> List[int]:
         return list(self._addresses)
 
+    def forget_remote(self) -> None:
+        """Forget which addresses were found not on this host (or dropped): the next fetch from one tries again."""
+        by_address = self._by_address
+        for address in [address for address, sock in by_address.items() if sock is None]:
+            del by_address[address]
+
     def connected(self) -> bool:
         return bool(self._addresses)
 

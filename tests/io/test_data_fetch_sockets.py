@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import zmq
 
-from scaler.io.data_fetch import FETCH_TIMEOUT_SECONDS, IDLE_SOCKET_SECONDS, DataFetcher
+from scaler.io.data_fetch import FETCH_TIMEOUT_SECONDS, IDLE_SOCKET_SECONDS, UNREACHABLE_SECONDS, DataFetcher
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -30,6 +30,25 @@ def test_a_socket_unused_for_a_while_is_closed_and_one_a_fetch_waits_on_is_kept(
         assert set(fetcher.holders()) == {BUSY, OTHER}
         assert busy in {sock for sock, _ in poller.sockets}, "the very socket the fetch waits on"
         assert len(poller.sockets) == 2, "the closed one is no longer polled"
+    finally:
+        fetcher.close()
+        context.term()
+
+
+def test_what_was_learnt_of_addresses_gone_is_forgotten_as_idle_sockets_are_closed() -> None:
+    """Holders come and go: an address found out of reach, or not on this host, is not remembered for good."""
+    context = zmq.Context()
+    poller = zmq.Poller()
+    fetcher = DataFetcher(context, poller)
+    try:
+        fetcher.relay = "tcp://127.0.0.1:12"  # a relay to fall back on: a silent holder is then marked out of reach
+        fetcher.fetch(GONE, b"a", 0.0)
+        fetcher.ready({}, FETCH_TIMEOUT_SECONDS + 1)  # no answer: asked through the relay, GONE out of reach a while
+        fetcher.fetch(GONE, b"b", FETCH_TIMEOUT_SECONDS + 2)  # through the relay at once
+        assert GONE in fetcher._unreachable and fetcher._local._by_address == {GONE: None}, "not on this host"
+        fetcher.ready({}, 4 * FETCH_TIMEOUT_SECONDS)  # the relay did not answer either: both given up
+        fetcher.fetch(OTHER, b"c", UNREACHABLE_SECONDS + IDLE_SOCKET_SECONDS)
+        assert GONE not in fetcher._unreachable and GONE not in fetcher._local._by_address
     finally:
         fetcher.close()
         context.term()
