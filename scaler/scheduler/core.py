@@ -1088,8 +1088,7 @@ class SchedulerCore(HeldResults, Actors):
                 task.pending_dependencies += 1
                 if self._recomputing and dependency_id in self._recomputing:
                     # a lost result being made again: its record stays, and is not counted again when made
-                    remade = self.objects.get(dependency_id) or self._needed_again(dependency_id)
-                    remade.consumers += 1
+                    self._input_record(dependency_id).consumers += 1
                 continue
             stored = self.objects.get(dependency_id)
             if stored is not None and stored.kind == ObjectKind.result:

@@ -248,10 +248,7 @@ class HeldResults:
             producer.max_retries,
         )
         for dependency_id in task.dependency_ids:
-            input_record = self.objects.get(dependency_id)
-            if input_record is None:  # being made again, and freed meanwhile: needed again now
-                input_record = self._needed_again(dependency_id)
-            input_record.consumers += 1  # read again; released as the task finishes
+            self._input_record(dependency_id).consumers += 1  # read again; released as the task finishes
             dependency = self.tasks.get(dependency_id)
             if dependency is not None:  # being made again itself
                 if dependency.dependents is None:
@@ -274,11 +271,13 @@ class HeldResults:
         self.recomputed_results += 1
         logger.info("result of task %s lost (%s): running the task again to make it", task_id.hex(), why)
 
-    def _needed_again(self, object_id: bytes) -> StoredObject:
-        """The record of a result being made again that was freed meanwhile (its task still runs, and its result
-        would be deleted as it comes): back, for a task that reads it after all. Its recipe is its own again."""
-        stored = self._recomputing[object_id]
-        self.objects[object_id] = stored
+    def _input_record(self, object_id: bytes) -> StoredObject:
+        """The record of a result a task is to read. One being made again may have been freed meanwhile (its task
+        still runs, and its result would be deleted as it comes): it comes back, its recipe its own again."""
+        stored = self.objects.get(object_id)
+        if stored is not None:
+            return stored
+        stored = self.objects[object_id] = self._recomputing[object_id]
         if self.lineage.pop(object_id, None) is None:  # nothing held was made from it: _free uncounted its inputs
             self._count_inputs(stored.producer)
         return stored
