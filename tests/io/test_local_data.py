@@ -163,6 +163,18 @@ def test_a_malformed_request_closes_that_reader_only() -> None:
         pair.close()
 
 
+def fetch_once(fetcher: DataFetcher, poller: zmq.Poller, server: LocalDataServer, held: Any) -> List[Any]:
+    """Fetch b"a" from the holder at tcp://127.0.0.1:9 on this host, which holds `held` under it; what ready() says."""
+    now = time.monotonic()
+    fetcher.fetch("tcp://127.0.0.1:9", b"a", now)
+    done: List[Any] = []
+    while not done and time.monotonic() < now + 10:
+        events = dict(poller.poll(100))
+        server.on_events(events, {b"a": held}.get)
+        done = fetcher.ready(events, time.monotonic())
+    return done
+
+
 def test_a_fetch_from_a_holder_on_this_host_ends_with_its_shared_memory() -> None:
     context = zmq.Context()
     poller = zmq.Poller()
@@ -170,14 +182,7 @@ def test_a_fetch_from_a_holder_on_this_host_ends_with_its_shared_memory() -> Non
     server = LocalDataServer("tcp://127.0.0.1:9", poller)  # a data address nobody needs to reach by TCP
     fetcher = DataFetcher(context, poller)
     try:
-        now = time.monotonic()
-        fetcher.fetch("tcp://127.0.0.1:9", b"a", now)
-        done: List[Any] = []
-        while not done and time.monotonic() < now + 10:
-            events = dict(poller.poll(100))
-            server.on_events(events, {b"a": shared}.get)
-            done = fetcher.ready(events, time.monotonic())
-        ((object_id, payload, timed_out),) = done
+        ((object_id, payload, timed_out),) = fetch_once(fetcher, poller, server, shared)
         assert object_id == b"a" and not timed_out
         assert type(payload) is SharedBytes and bytes(payload.view()) == b"w" * 70_000
         assert fetcher.next_deadline() is None
@@ -195,13 +200,7 @@ def test_a_holder_gone_after_its_fetch_is_read_and_no_longer_polled() -> None:
     server = LocalDataServer("tcp://127.0.0.1:9", poller)
     fetcher = DataFetcher(context, poller)
     try:
-        now = time.monotonic()
-        fetcher.fetch("tcp://127.0.0.1:9", b"a", now)
-        done: List[Any] = []
-        while not done and time.monotonic() < now + 10:
-            events = dict(poller.poll(100))
-            server.on_events(events, {b"a": b"small"}.get)
-            done = fetcher.ready(events, time.monotonic())
+        assert len(fetch_once(fetcher, poller, server, b"small")) == 1
         assert fetcher.next_deadline() is None
         server.close()  # the holder leaves
         events = dict(poller.poll(1000))
