@@ -875,6 +875,7 @@ class SchedulerCore(HeldResults, Actors):
             # Its nested tasks were submitted by a client that died with the worker: nobody waits for them any more,
             # and the task resubmits them when it runs again.
             self._cancel_children(task)
+            self._drop_attempt_upload(task)
             if task_id not in suspects:
                 self._set_state(task, READY)
                 back.append(task)
@@ -898,7 +899,10 @@ class SchedulerCore(HeldResults, Actors):
             self._give_up_handoffs(worker)
         if self._unclaimed:
             self._forget_unclaimed(worker)
-        lost = [self.objects[object_id] for object_id in worker.held]
+        # A task settled above may have freed what the worker held (its last reader): that is not lost. The worker is
+        # out of `workers` by then, so _free left it listed in `held`.
+        objects = self.objects
+        lost = [objects[object_id] for object_id in worker.held if object_id in objects]
         worker.held.clear()
         worker.held_bytes = 0
         for stored in lost:  # all of them first: one may be an input of another, to be made again before it
@@ -1337,11 +1341,7 @@ class SchedulerCore(HeldResults, Actors):
         self.retried_tasks += 1
         # what the failed attempt submitted from inside is abandoned: the new attempt submits it again
         self._cancel_children(task)
-        stored = self.objects.get(task.task_id)
-        # the failed attempt's exception, put as an object: the next attempt puts its own. Not the record of a lost
-        # result this task makes again: the next attempt makes it
-        if stored is not None and self._recomputing.get(task.task_id) is not stored:
-            self._free(stored)
+        self._drop_attempt_upload(task)
         self._set_state(task, READY)
         self._hand_back([task])
         logger.debug(
@@ -1351,6 +1351,14 @@ class SchedulerCore(HeldResults, Actors):
             task.failures,
             task.max_retries + 1,
         )
+
+    def _drop_attempt_upload(self, task: TaskState) -> None:
+        """A task goes back to run again: what its attempt uploaded (a failure's exception, or all or part of a large
+        result from a worker that holds nothing) goes, as the next attempt puts its own, maybe held where it runs. Not
+        the record of a lost result the task makes again: the next attempt makes it."""
+        stored = self.objects.get(task.task_id)
+        if stored is not None and self._recomputing.get(task.task_id) is not stored:
+            self._free(stored)
 
     def _on_task_output(self, worker: WorkerState, message: TaskOutput, now: float) -> None:
         """What a task with streamOutput printed: to its client as the worker encoded it, like results."""
@@ -1454,6 +1462,8 @@ class SchedulerCore(HeldResults, Actors):
             stored.recipe = task  # a held result made from it may have to be made again once it is freed
             if client_present:
                 self.clients[task.client].objects[task_id] = None
+        elif stored is not None and stored.chunk_count:
+            stored.recipe = task  # uploaded by a worker that holds nothing: kept here as a small result is
         if stored is None:
             return
         # Only dependents still unfinished will read it: some may have been canceled while this task ran.
@@ -1564,8 +1574,12 @@ class SchedulerCore(HeldResults, Actors):
             self._relay_chunk(stored, message)  # a held result its holder uploads for peers that asked us
             return
         if stored is None:
-            if type(state) is WorkerState and message.kind == ObjectKind.result and object_id not in self.tasks:
-                return  # a result settled or freed meanwhile: the rest of an upload under way when it was
+            if type(state) is WorkerState and message.kind == ObjectKind.result:
+                task = self.tasks.get(object_id)
+                if task is None or task.client not in self.clients:
+                    # settled or freed meanwhile, or its client left (it is being canceled): the rest of an upload
+                    # under way then, not the worker's fault
+                    return
             if message.chunk_index != 0 or (message.chunk_count < 1 and not message.held_by_sender):
                 self._misuse(
                     state.identity,
@@ -1773,6 +1787,7 @@ class SchedulerCore(HeldResults, Actors):
             if task.state == CANCELING:
                 self._finish_locally(task, _CANCELED, b"", "")
                 continue
+            self._drop_attempt_upload(task)
             self._set_state(task, READY)
             moved.append(task)
             if task.dependency_ids:

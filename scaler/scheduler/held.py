@@ -468,7 +468,9 @@ class HeldResults:
             if not object_id or object_id in seen:
                 continue
             seen.add(object_id)
-            if object_id in self.objects or object_id in self._unclaimed:  # known, or another worker holds it too
+            # known (freed ones kept as lineage too: their delete crossed the worker's reconnection), or another worker
+            # holds it too
+            if object_id in self.objects or object_id in self._unclaimed or object_id in self.lineage:
                 dropped.append(object_id)
                 continue
             task = self.tasks.get(object_id)
@@ -578,6 +580,9 @@ class HeldResults:
         assert all(worker.taking == taking.get(identity, 0) for identity, worker in self.workers.items())
         for object_id, stored in self.objects.items():
             if stored.chunk_count:
+                task = self.tasks.get(object_id)
+                # an upload comes from the attempt running: one that ended left none behind for the next
+                assert task is None or task.worker is not None or object_id in self._recomputing, "a stale upload"
                 continue
             if stored.holder is None:
                 assert self._recomputing.get(object_id) is stored and object_id in self.tasks, "lost and not remade"

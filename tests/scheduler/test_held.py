@@ -11,6 +11,7 @@ from scaler.protocol import (
     PROTOCOL_VERSION,
     BalanceRequest,
     BalanceResponse,
+    ClientDisconnect,
     ClientHeartbeat,
     Goodbye,
     HeldResult,
@@ -503,3 +504,96 @@ def test_a_result_two_workers_report_is_kept_on_the_first_one() -> None:
     out = harness.send(CLIENT, task)
     assert out == {CLIENT: [TaskResult(task_id=task.task_id, in_object=True, held_bytes=SIZE)]}
     assert harness.core.objects[task.task_id].holder == WORKER_A
+
+
+# ---- found by a seeded fuzzer of the core (uploads, cancels and reconnections crossing held results) ----------------
+
+
+def test_an_upload_of_an_attempt_that_died_gives_way_to_the_held_result_of_the_next() -> None:
+    """A worker without a data address uploads half a result, then dies before its TaskResult; the task runs again on
+    a worker that holds its result: that one is where the result is, and it is told to drop it once released."""
+    harness = Harness()
+    harness.connect_client(fetches_from_holders=True)
+    harness.connect_worker(WORKER_A)
+    task = harness.task()
+    harness.send(CLIENT, task)
+    half = ObjectPut(object_id=task.task_id, kind=ObjectKind.result, payload=b"half", chunk_count=2, total_size=8)
+    harness.send(WORKER_A, half)
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    harness.send(WORKER_A, WorkerDisconnect(reason="killed"))
+    harness.send(WORKER_B, TaskResult(task_id=task.task_id, in_object=True, held_bytes=8))
+    assert harness.core.objects[task.task_id].holder == WORKER_B
+    (answer,) = harness.send(CLIENT, ObjectRequest(object_ids=[task.task_id]))[CLIENT]
+    assert answer.found and answer.holder_address == ADDRESS_B
+    out = harness.send(CLIENT, ObjectDelete(object_ids=[task.task_id]))
+    assert out[WORKER_B] == [ObjectDelete(object_ids=[task.task_id])]
+
+
+def test_a_holder_removed_while_its_result_s_last_reader_is_canceled_there() -> None:
+    """Settling the canceled reader as its worker is removed frees the result that worker held: not a lost one."""
+    harness, held = held_on_a()
+    reader = harness.task(dependencies=[held.task_id])
+    harness.send(CLIENT, reader)
+    assert reader.task_id in harness.core.workers[WORKER_A].assigned
+    harness.send(CLIENT, ObjectDelete(object_ids=[held.task_id]))  # the reader still needs it
+    harness.send(CLIENT, TaskCancel(task_ids=[reader.task_id]))
+    out = harness.send(WORKER_A, WorkerDisconnect(reason="killed"))
+    assert [r.status for r in of_type(out[CLIENT], TaskResult)] == [TaskStatus.canceled]
+    assert not harness.core.objects and not harness.core.tasks
+
+
+def test_a_held_result_made_from_an_uploaded_one_is_made_again_after_that_is_freed() -> None:
+    """A large result uploaded by a worker without a data address is kept on the scheduler, as a small one: its
+    recipe is kept too, so a held result made from it can be made again once it is freed."""
+    harness = Harness()
+    harness.connect_client(fetches_from_holders=True)
+    harness.connect_worker(WORKER_A)
+    uploaded = harness.task()
+    harness.send(CLIENT, uploaded)
+    chunks = [
+        ObjectPut(object_id=uploaded.task_id, kind=ObjectKind.result, payload=b"1234", chunk_count=2, total_size=8),
+        ObjectPut(object_id=uploaded.task_id, kind=ObjectKind.result, payload=b"5678", chunk_index=1, chunk_count=2),
+    ]
+    harness.send(WORKER_A, *chunks, TaskResult(task_id=uploaded.task_id, in_object=True))
+    harness.send(WORKER_A, WorkerDisconnect(reason="scaled down"))
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    made = harness.task(dependencies=[uploaded.task_id])
+    harness.send(CLIENT, made)
+    harness.send(WORKER_B, TaskResult(task_id=made.task_id, in_object=True, held_bytes=8))
+    harness.send(CLIENT, ObjectDelete(object_ids=[uploaded.task_id]))  # the client has it
+    harness.connect_worker(WORKER_C, data_address="tcp://10.0.0.3:5003")
+    out = harness.send(WORKER_B, WorkerDisconnect(reason="killed"))
+    assert [t.task_id for t in of_type(out[WORKER_C], Task)] == [uploaded.task_id], "its input first"
+    assert made.task_id in harness.core.objects, "being made again, not lost"
+
+
+def test_a_worker_registering_again_drops_a_freed_result_kept_only_as_lineage() -> None:
+    """A result freed while its holder's connection dropped (the delete did not reach it), whose recipe is kept for a
+    held result made from it: the holder lists it as it registers again, and is told to drop it."""
+    harness, held = held_on_a()
+    harness.connect_worker(WORKER_B, data_address=ADDRESS_B)
+    made = harness.task(dependencies=[held.task_id])
+    harness.send(CLIENT, made)
+    worker = harness.core.tasks[made.task_id].worker
+    assert worker is not None
+    harness.send(worker, TaskResult(task_id=made.task_id, in_object=True, held_bytes=SIZE))
+    harness.send(CLIENT, ObjectDelete(object_ids=[held.task_id]))
+    assert held.task_id in harness.core.lineage
+    out = register_holding(harness, WORKER_C, ADDRESS_A, [held.task_id])
+    assert out[WORKER_C][1:] == [ObjectDelete(object_ids=[held.task_id])]
+    assert not harness.core._unclaimed
+
+
+def test_the_rest_of_an_upload_whose_client_left_is_dropped_quietly() -> None:
+    harness = Harness()
+    harness.connect_client()
+    harness.connect_worker(WORKER_A)
+    task = harness.task()
+    harness.send(CLIENT, task)
+    harness.send(CLIENT, ClientDisconnect())
+    for index in range(2):
+        put = ObjectPut(
+            object_id=task.task_id, kind=ObjectKind.result, payload=b"1234", chunk_index=index, chunk_count=2
+        )
+        harness.send(WORKER_A, put)
+    assert harness.core.workers[WORKER_A].malformed == 0
