@@ -44,15 +44,19 @@ _RECONNECT_IVL_MAX_MS = 5000  # a holder gone: ZeroMQ tries again less and less 
 
 
 class _Fetch:
-    __slots__ = ("address", "local", "relayed", "deadline", "chunks", "chunk_count")
+    __slots__ = ("address", "local", "relayed", "deadline", "chunks", "chunk_count", "total_size", "sock")
 
-    def __init__(self, address: str, local: bool, deadline: float, relayed: bool = False) -> None:
+    def __init__(
+        self, address: str, local: bool, deadline: float, relayed: bool = False, sock: Optional[zmq.Socket] = None
+    ) -> None:
         self.address = address
+        self.sock = sock  # where it was asked (None: the local socket): answers from elsewhere are not its
         self.local = local  # asked through the holder's local socket
         self.relayed = relayed  # asked through the data relay
         self.deadline = deadline  # pushed back by each chunk: a large result may take a while, as long as it flows
         self.chunks: Dict[int, Any] = {}  # views of ZeroMQ's messages
         self.chunk_count = 0
+        self.total_size = 0
 
 
 class DataFetcher:
@@ -88,14 +92,15 @@ class DataFetcher:
         if self.relay is not None and self._out_of_reach(address, now):
             self._via_relay(address, object_id, now)
             return
-        self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS)
-        self._socket(address, now, holder_key).send(encode(DataRequest(object_ids=[object_id])), zmq.NOBLOCK)
+        sock = self._socket(address, now, holder_key)
+        self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS, sock=sock)
+        sock.send(encode(DataRequest(object_ids=[object_id])), zmq.NOBLOCK)
 
     def _via_relay(self, address: str, object_id: bytes, now: float) -> None:
         assert self.relay is not None  # callers check
-        self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS, relayed=True)
-        request = DataRequest(object_ids=[object_id], holder_address=address)
-        self._socket(self.relay, now, relay=True).send(encode(request), zmq.NOBLOCK)
+        sock = self._socket(self.relay, now, relay=True)
+        self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS, relayed=True, sock=sock)
+        sock.send(encode(DataRequest(object_ids=[object_id], holder_address=address)), zmq.NOBLOCK)
 
     def holders(self) -> List[str]:
         """The addresses this fetcher has a socket to (holders, and the data relay)."""
@@ -199,19 +204,25 @@ class DataFetcher:
             if type(response) is not DataResponse:
                 continue
             fetch = self._fetches.get(response.object_id)
-            if fetch is None:
-                continue  # given up already
-            if not response.found or len(parts) != 2:
+            if fetch is None or fetch.sock is not sock:
+                continue  # given up already, or not from where it was asked
+            if not response.found or len(parts) != 2 or not _chunk_fits(fetch, response):
+                # not there; or an answer that breaks the protocol, from a holder that cannot be trusted with this
+                # result: the fetch fails, as for a holder without it, rather than the fetcher
                 del self._fetches[response.object_id]
                 done.append((response.object_id, None))
                 continue
             fetch.chunks[response.chunk_index] = parts[1].buffer  # a view of ZeroMQ's message: no copy
             fetch.chunk_count = response.chunk_count
+            fetch.total_size = response.total_size
             fetch.deadline = now + FETCH_TIMEOUT_SECONDS
             if len(fetch.chunks) < fetch.chunk_count:
                 continue
             del self._fetches[response.object_id]
             chunks = fetch.chunks
+            if sum(len(chunk) for chunk in chunks.values()) != fetch.total_size:
+                done.append((response.object_id, None))  # chunks short of (or past) the size the holder said
+                continue
             # joined into a bytearray: writable, so that arrays read from it out of band need no copy of their own
             payload = chunks[0] if fetch.chunk_count == 1 else bytearray().join(chunks[i] for i in range(len(chunks)))
             done.append((response.object_id, payload))  # bytes-like: a memoryview when it came in one chunk
@@ -254,3 +265,12 @@ class DataFetcher:
         self._sockets.clear()
         self._watched.clear()
         self._used.clear()
+
+
+def _chunk_fits(fetch: _Fetch, response: DataResponse) -> bool:
+    """Whether a chunk is one of the result the earlier chunks describe: its index within the count, the same count
+    and total size as theirs."""
+    count = response.chunk_count
+    if not 0 <= response.chunk_index < count:
+        return False
+    return not fetch.chunks or (count == fetch.chunk_count and response.total_size == fetch.total_size)
