@@ -25,8 +25,9 @@ from scaler.config import DEFAULT_OBJECT_CHUNK_BYTES
 from scaler.io.addresses import bare_host, tcp_host_port
 from scaler.io.curve import apply_data_server_keys
 from scaler.io.curve_keys import CurvePeerKeys
+from scaler.io.data_requests import IDS_PER_TURN, data_requests, ids_asked
 from scaler.io.shared_bytes import as_buffer
-from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
+from scaler.protocol import DataResponse, ProtocolError, decode_frame, encode
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,10 @@ class DataServer:
     def serve(self, held_payload: Callable[[bytes], Any]) -> None:
         """Answer the requests waiting on the socket (a bounded number per call)."""
         sock = self.sock
+        budget = IDS_PER_TURN
         for _ in range(_REQUESTS_PER_TURN):
+            if budget <= 0:
+                return
             try:
                 parts = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -83,17 +87,17 @@ class DataServer:
             try:
                 if len(parts) != 2:
                     raise ProtocolError(f"{len(parts) - 1} frames where one was expected")
-                requests = decode_frame(parts[1])
+                requests = data_requests(decode_frame(parts[1]))
             except ProtocolError as error:
                 self.malformed += 1
                 if self.malformed == 1:
                     logger.warning("data address: dropped a malformed request (further ones counted): %s", error)
                 continue
             peer = parts[0]
+            budget -= ids_asked(requests)
             for request in requests:
-                if type(request) is DataRequest:
-                    for object_id in request.object_ids:
-                        self._send(peer, object_id, held_payload(object_id))
+                for object_id in request.object_ids:
+                    self._send(peer, object_id, held_payload(object_id))
 
     def _send(self, peer: bytes, object_id: bytes, payload: Any) -> None:
         self.served_bytes += send_held(self.sock, [peer], object_id, payload, b"", self.chunk_bytes)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import zmq
 
+from scaler.io.data_requests import IDS_PER_TURN, MAX_IDS_PER_FRAME, data_requests, ids_asked
 from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
 
@@ -38,6 +39,8 @@ _MAX_REQUEST_BYTES = 1024 * 1024
 _MAX_RESPONSE_BYTES = 4096  # a DataResponse without its payload
 _ANCILLARY_BYTES = socket.CMSG_SPACE(array.array("i").itemsize)
 _REQUESTS_PER_TURN = 256  # then the holder's loop runs once before reading on
+# a reader this far behind in reading its answers is not reading them: it is closed rather than answered on
+_MAX_QUEUED_ANSWERS = 4 * MAX_IDS_PER_FRAME
 
 
 def local_name(data_address: str) -> bytes:
@@ -119,7 +122,10 @@ class LocalDataServer:
             self._poller.register(sock.fileno(), zmq.POLLIN)
 
     def _read(self, peer: _Peer, held_payload: Callable[[bytes], Any]) -> None:
+        budget = IDS_PER_TURN
         for _ in range(_REQUESTS_PER_TURN):
+            if budget <= 0:
+                return
             try:
                 data = peer.sock.recv(_MAX_REQUEST_BYTES + 1, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
@@ -132,17 +138,19 @@ class LocalDataServer:
             try:
                 if len(data) > _MAX_REQUEST_BYTES:
                     raise ProtocolError(f"a request of {len(data)} bytes or more")
-                requests = decode_frame(data)
+                requests = data_requests(decode_frame(data))
+                if len(peer.answers) > _MAX_QUEUED_ANSWERS:
+                    raise ProtocolError(f"{len(peer.answers)} answers not read yet, and still asking")
             except ProtocolError as error:
                 self.malformed += 1
                 if self.malformed == 1:
                     logger.warning("data address: closed a local reader that sent a malformed request: %s", error)
                 self._close(peer)
                 return
+            budget -= ids_asked(requests)
             for request in requests:
-                if type(request) is DataRequest:
-                    for object_id in request.object_ids:
-                        peer.answers.append(_answer(object_id, held_payload(object_id)))
+                for object_id in request.object_ids:
+                    peer.answers.append(_answer(object_id, held_payload(object_id)))
 
     def _write(self, peer: _Peer) -> None:
         answers = peer.answers

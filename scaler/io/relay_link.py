@@ -16,8 +16,9 @@ from scaler.config import object_chunk_bytes
 from scaler.io.addresses import tcp_host_port
 from scaler.io.curve import apply_peer_keys
 from scaler.io.curve_keys import CurvePeerKeys
+from scaler.io.data_requests import IDS_PER_TURN, data_requests, ids_asked
 from scaler.io.data_server import send_held
-from scaler.protocol import DataRequest, ProtocolError, RelayHello, decode_frame, encode
+from scaler.protocol import ProtocolError, RelayHello, decode_frame, encode
 
 logger = logging.getLogger(__name__)
 
@@ -61,20 +62,24 @@ class RelayLink:
     def serve(self, held_payload: Callable[[bytes], Any]) -> None:
         """Answer the requests the relay passed on (a bounded number per call)."""
         sock = self.sock
+        budget = IDS_PER_TURN
         for _ in range(_REQUESTS_PER_TURN):
+            if budget <= 0:
+                return
             try:
                 frame = sock.recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
             try:
-                requests = decode_frame(frame)
+                requests = data_requests(decode_frame(frame))
             except ProtocolError as error:
                 self.malformed += 1
                 if self.malformed == 1:
                     logger.warning("relay link: dropped a malformed message: %s", error)
                 continue
+            budget -= ids_asked(requests)
             for request in requests:
-                if type(request) is DataRequest and request.reply_to:
+                if request.reply_to:
                     for object_id in request.object_ids:
                         payload = held_payload(object_id)
                         self.served_bytes += send_held(sock, [], object_id, payload, request.reply_to, self.chunk_bytes)
