@@ -160,8 +160,7 @@ class LocalDataServer:
                 if shared is None:
                     peer.sock.send(header, socket.MSG_DONTWAIT)
                 else:
-                    fds = array.array("i", [shared.fd]).tobytes()
-                    peer.sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_DONTWAIT)
+                    _send_read_only(peer.sock, header, shared.fd)
                     self.served += shared.size
             except (BlockingIOError, InterruptedError):
                 self._poller.register(peer.sock.fileno(), zmq.POLLIN | zmq.POLLOUT)
@@ -303,3 +302,19 @@ def _close_fd(fd: int) -> None:
         socket.close(fd)
     except OSError:
         pass
+
+
+def _send_read_only(sock: socket.socket, header: bytes, fd: int) -> None:
+    """Send the file `fd` holds as a descriptor that only reads: the one the holder keeps can write, and a reader of
+    another user (without CurveZMQ nothing stops one connecting) would otherwise change what every later reader gets.
+    Opened anew through /proc for each answer (a new open file, read-only); where /proc is missing, `fd` itself."""
+    try:
+        read_only = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        read_only = -1
+    try:
+        fds = array.array("i", [fd if read_only < 0 else read_only]).tobytes()
+        sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)], socket.MSG_DONTWAIT)
+    finally:
+        if read_only >= 0:
+            os.close(read_only)

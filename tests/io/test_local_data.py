@@ -4,6 +4,7 @@ host (no such socket here) told to go through the network."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import time
@@ -211,3 +212,22 @@ def test_a_holder_gone_after_its_fetch_is_read_and_no_longer_polled() -> None:
     finally:
         fetcher.close()
         context.term()
+
+
+def test_a_reader_gets_a_descriptor_that_cannot_change_the_holders_bytes() -> None:
+    """Without CurveZMQ a reader of any user may connect: what it is handed reads, and writing through it fails."""
+    pair = Pair({b"a": SharedBytes.create(b"z" * 1000)})
+    try:
+        assert pair.reader.request(pair.address, b"a")
+        ((_, shared),) = pair.answers(1)[0]
+        assert shared is not None
+        assert fcntl.fcntl(shared.fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+        with pytest.raises(OSError):
+            os.pwrite(shared.fd, b"tampered", 0)
+        assert bytes(pair.held[b"a"].view()) == b"z" * 1000
+        private = shared.private_view()  # its own pages, as readers deserialize
+        private[:8] = b"its own!"
+        assert bytes(pair.held[b"a"].view()) == b"z" * 1000
+        del private, shared
+    finally:
+        pair.close()
