@@ -1116,6 +1116,7 @@ class ObjectRequest:
         "object_ids",
         "via_scheduler",
         "take_from",
+        "take_from_key",
         "raw",
     )
     WHICH = 9
@@ -1123,6 +1124,7 @@ class ObjectRequest:
     object_ids: list[bytes]
     via_scheduler: bool
     take_from: str
+    take_from_key: bytes
     raw: Optional[bytes]  # the whole encoded message this was decoded from; not part of eq/repr
 
     def __init__(
@@ -1131,10 +1133,12 @@ class ObjectRequest:
         object_ids: Optional[list[bytes]] = None,
         via_scheduler: bool = False,
         take_from: str = "",
+        take_from_key: bytes = b"",
     ) -> None:
         self.object_ids = [] if object_ids is None else object_ids
         self.via_scheduler = via_scheduler
         self.take_from = take_from
+        self.take_from_key = take_from_key
         self.raw = None
 
     def __eq__(self, other: object) -> bool:
@@ -1144,6 +1148,7 @@ class ObjectRequest:
             self.object_ids == other.object_ids
             and self.via_scheduler == other.via_scheduler
             and self.take_from == other.take_from
+            and self.take_from_key == other.take_from_key
         )
 
     def __repr__(self) -> str:
@@ -1152,6 +1157,7 @@ class ObjectRequest:
             + "object_ids=" + short_repr(self.object_ids)
             + ", via_scheduler=" + short_repr(self.via_scheduler)
             + ", take_from=" + short_repr(self.take_from)
+            + ", take_from_key=" + short_repr(self.take_from_key)
             + ")"
         )
 
@@ -2243,8 +2249,8 @@ _HEAD_TASK_CANCEL = bytes.fromhex("000000000100010007000000000000000000000000000
 _MESSAGE_TASK_CANCEL = struct.Struct("<II24siI")
 _HEAD_OBJECT_PUT = bytes.fromhex("000000000100010008000000000000000000000003000300")
 _MESSAGE_OBJECT_PUT = struct.Struct("<II24sHBxIIxxxxQiIiIiI")
-_HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000001000200")
-_MESSAGE_OBJECT_REQUEST = struct.Struct("<II24sBxxxxxxxiIiI")
+_HEAD_OBJECT_REQUEST = bytes.fromhex("000000000100010009000000000000000000000001000300")
+_MESSAGE_OBJECT_REQUEST = struct.Struct("<II24sBxxxxxxxiIiIiI")
 _HEAD_OBJECT_RESPONSE = bytes.fromhex("00000000010001000a000000000000000000000003000500")
 _MESSAGE_OBJECT_RESPONSE = struct.Struct("<II24sBxHIIxxxxQiIiIiIiIiI")
 _HEAD_OBJECT_DELETE = bytes.fromhex("00000000010001000b000000000000000000000000000100")
@@ -2621,6 +2627,7 @@ def _read_object_request(r: Reader, lo: int, hi: int, d: int, dn: int, p: int, p
     obj.via_scheduler = (u0 & 1) != 0
     obj.object_ids = read_data_list(r, lo, hi, p) if pn > 0 else []
     obj.take_from = read_text(r, lo, hi, p + 8) if pn > 1 else ""
+    obj.take_from_key = read_data(r, lo, hi, p + 16) if pn > 2 else b""
     obj.raw = None
     return obj
 
@@ -4818,7 +4825,7 @@ def _encode_object_put(msg: ObjectPut, parts: list) -> int:
 
 def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
     items1: list
-    segments, words, head, u0, a0, b0, a1, b1 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
+    segments, words, head, u0, a0, b0, a1, b1, a2, b2 = _MESSAGE_OBJECT_REQUEST.unpack_from(frame, pos)
     if segments or head != _HEAD_OBJECT_REQUEST:
         raise NotCanonical
     size = words * 8 + 8
@@ -4830,7 +4837,7 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
         m = frame
     obj = _new(ObjectRequest)
     obj.via_scheduler = (u0 & 1) != 0
-    c = 56
+    c = 64
     blobs = None
     if b0:
         if a0 + a0 != c - 46 or b0 & 7 != 6:
@@ -4870,6 +4877,21 @@ def _decode_object_request(frame: bytes, pos: int) -> ObjectRequest:
         raise NotCanonical
     else:
         obj.take_from = ""
+    if b2:
+        n = b2 >> 3
+        if a2 + a2 == c - 62 and b2 & 7 == 2:
+            obj.take_from_key = m[c : c + n]
+            c += n + 7 & -8
+        elif n >= 1024 and b2 & 7 == 2 and a2 & 3 == 1:
+            s = 64 + (a2 >> 2 << 3)
+            obj.take_from_key = m[s : s + n]
+            blobs = defer_blob(blobs, s, n)
+        else:
+            raise NotCanonical
+    elif a2:
+        raise NotCanonical
+    else:
+        obj.take_from_key = b""
     if blobs is not None:
         c = end_of_blobs(blobs, c)
     if c != size:
@@ -4886,7 +4908,7 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
     u0 = 1 if v is True else 0 if v is False else bool_bit(v)
     base = len(parts)
     parts.append(b"")
-    c = 56
+    c = 64
     blobs = None
     items1 = msg.object_ids
     if items1.__class__ is not list:
@@ -4929,7 +4951,23 @@ def _encode_object_request(msg: ObjectRequest, parts: list) -> int:
         c += n + 8 & -8
     else:
         a1 = b1 = 0
-    parts[base] = _MESSAGE_OBJECT_REQUEST.pack(0, c - 8 >> 3, _HEAD_OBJECT_REQUEST, u0, a0, b0, a1, b1)
+    v = msg.take_from_key
+    if v:
+        n = len(v)
+        if n < 1024:
+            a2 = c - 62 >> 1
+            b2 = n * 8 + 2
+            parts.append(v)
+            parts.append(PADDING[n & 7])
+            c += n + 7 & -8
+        else:
+            a2 = b2 = 0
+            blobs = defer_blob(blobs, 56, v)
+    elif v.__class__ is bytes:
+        a2 = b2 = 0
+    else:
+        raise NotCanonical  # None, or an empty value of another type: looked into by the careful path
+    parts[base] = _MESSAGE_OBJECT_REQUEST.pack(0, c - 8 >> 3, _HEAD_OBJECT_REQUEST, u0, a0, b0, a1, b1, a2, b2)
     if blobs is not None:
         return place_blobs(parts, base, blobs, c)
     return c
@@ -7324,6 +7362,7 @@ def _fill_object_request(buf: bytearray, blobs: Blobs, start: int, obj: ObjectRe
     _DATA_OBJECT_REQUEST.pack_into(buf, start, u0)
     write_data_list(buf, blobs, start + 8, obj.object_ids)
     write_text(buf, start + 16, obj.take_from)
+    write_data(buf, blobs, start + 24, obj.take_from_key)
 
 
 def _fill_object_response(buf: bytearray, blobs: Blobs, start: int, obj: ObjectResponse) -> None:
@@ -7616,7 +7655,7 @@ def _build_object_put(msg: ObjectPut, parts: list) -> int:
     return finish_message(parts, buf, blobs)
 
 
-_PREFIX_OBJECT_REQUEST = bytes.fromhex("0000000000000000000000000100010009000000000000000000000001000200") + bytes(24)
+_PREFIX_OBJECT_REQUEST = bytes.fromhex("0000000000000000000000000100010009000000000000000000000001000300") + bytes(32)
 
 
 def _build_object_request(msg: ObjectRequest, parts: list) -> int:
@@ -8096,6 +8135,7 @@ FIELDS: dict[type, tuple[FieldInfo, ...]] = {
         FieldInfo("object_ids", "objectIds", "data_list", None),
         FieldInfo("via_scheduler", "viaScheduler", "bool", None),
         FieldInfo("take_from", "takeFrom", "text", None),
+        FieldInfo("take_from_key", "takeFromKey", "data", None),
     ),
     ObjectResponse: (
         FieldInfo("object_id", "objectId", "data", None),

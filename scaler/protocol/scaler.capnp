@@ -240,6 +240,7 @@ struct ObjectRequest {
   takeFrom @2 :Text;      # scheduler to a worker that said Hello.takesHandoffs: fetch these results from the worker
                           # serving at this data address (a retiring holder) and hold them; it answers each with
                           # ObjectResponse{found, totalSize}: found = true once it holds it, false if it could not
+  takeFromKey @3 :Data;   # with CurveZMQ: the key that data address serves under (its DataKeys.publicKey)
 }
 
 struct ObjectResponse {

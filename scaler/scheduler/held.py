@@ -391,7 +391,8 @@ class HeldResults:
             asked.setdefault(target.identity, []).append(object_id)
             heapq.heapreplace(loads, (held_bytes + self.objects[object_id].total_size, order, target))
         for identity, ids in asked.items():
-            self._send_message(identity, ObjectRequest(object_ids=ids, take_from=worker.data_address))
+            request = ObjectRequest(object_ids=ids, take_from=worker.data_address, take_from_key=worker.data_key)
+            self._send_message(identity, request)
         if asked:
             logger.info(
                 "worker %s retiring: handing %d held result(s) over to %d other worker(s)",

@@ -1140,7 +1140,7 @@ class WorkerCore(ActorHosting):
                     self._outgoing.append((ObjectResponse(object_id=object_id, found=False), 0))
                 elif object_id not in self._taking:
                     self._taking.add(object_id)
-                    self._instructions.append(FetchData(request.take_from, object_id))
+                    self._instructions.append(FetchData(request.take_from, object_id, request.take_from_key))
             return
         for object_id in request.object_ids:
             payload = self.held_payload(object_id)

@@ -5,17 +5,20 @@ what it holds to another worker before it leaves."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Tuple
 
 import cloudpickle
 import psutil
 import pytest
 
 from scaler import Client
+from scaler.io.curve import generate_key_pair
 from scaler.testing.processes import wait_for
 from tests.e2e.live_cluster import LiveCluster
 from tests.e2e.monitor import counters
@@ -203,31 +206,59 @@ def counted_holder(marker_directory: str) -> bytes:
     return holder_pid(marker_directory)
 
 
-def test_a_holder_retired_mid_graph_hands_what_it_holds_over_and_nothing_runs_twice(live, tmp_path) -> None:
-    live.add_worker()
-    live.add_worker()
-    live.wait_workers(2)
-    marker = str(tmp_path)
-    graph = {
-        "held": (counted_holder, marker),
-        "reader": (read_when_allowed, "held", marker),
-        "last": (total, "held", "reader"),  # needs "held" again, after its holder has left
-    }
-    with Client(live.address) as client:
-        (future,) = client.submit_graph(graph, keys=["last"])
-        holder_file = tmp_path / "holder"
-        wait_for(lambda: holder_file.exists() and holder_file.read_text(), 30, "the holder's pid")
-        holder = psutil.Process(int(holder_file.read_text()))
-        (launcher,) = [launcher for launcher in live.launchers if launcher.pid == holder.ppid()]
-        os.kill(launcher.pid, signal.SIGTERM)  # scaler_cluster retires its worker
-        live.status(lambda status: any(worker.retiring for worker in status.workers))
-        (tmp_path / "go").touch()
-        assert future.result(timeout=60) == 2 * MiB
-        assert launcher.popen.wait(30) == 0, "the retired worker left"
-    assert len((tmp_path / "runs").read_text().splitlines()) == 1, "the held result was made once"
-    scheduler = live.scheduler.output()
-    assert "handing 1 held result(s) over to 1 other worker(s)" in scheduler
-    assert "running the task again" not in scheduler
+def _curve_options(directory: Path) -> Tuple[List[str], List[str], Dict[str, str]]:
+    """Keys for a scheduler, its workers and a client, all authorized: the scheduler's, the workers' and the client's
+    options."""
+    keys = directory / "keys"
+    for name in ("scheduler", "worker", "client"):
+        generate_key_pair(str(keys), name)
+    (keys / "authorized").mkdir()
+    for name in ("worker", "client"):
+        shutil.copy(keys / f"{name}.key", keys / "authorized")
+    scheduler = [
+        "--curve-secret-key",
+        str(keys / "scheduler.key_secret"),
+        "--curve-authorized-keys",
+        str(keys / "authorized"),
+    ]
+    server_key = str(keys / "scheduler.key")
+    worker = ["--curve-secret-key", str(keys / "worker.key_secret"), "--curve-server-key", server_key]
+    client = {"curve_secret_key_file": str(keys / "client.key_secret"), "curve_server_key_file": server_key}
+    return scheduler, worker, client
+
+
+@pytest.mark.parametrize("curve", [False, True], ids=["plain", "curve"])
+def test_a_holder_retired_mid_graph_hands_what_it_holds_over_and_nothing_runs_twice(tmp_path, curve) -> None:
+    scheduler_options, worker_options, client_options = _curve_options(tmp_path) if curve else ([], [], {})
+    live = LiveCluster(tmp_path, extra_args=scheduler_options)
+    try:
+        live.add_cluster(1, *worker_options)
+        live.add_cluster(1, *worker_options)
+        # from the log: with CurveZMQ the monitor address wants keys too
+        wait_for(lambda: live.scheduler.output().count("connected, capacity") >= 2, 30, "both workers registered")
+        marker = str(tmp_path)
+        graph = {
+            "held": (counted_holder, marker),
+            "reader": (read_when_allowed, "held", marker),
+            "last": (total, "held", "reader"),  # needs "held" again, after its holder has left
+        }
+        with Client(live.address, **client_options) as client:
+            (future,) = client.submit_graph(graph, keys=["last"])
+            holder_file = tmp_path / "holder"
+            wait_for(lambda: holder_file.exists() and holder_file.read_text(), 30, "the holder's pid")
+            holder = psutil.Process(int(holder_file.read_text()))
+            (launcher,) = [launcher for launcher in live.launchers if launcher.pid == holder.ppid()]
+            os.kill(launcher.pid, signal.SIGTERM)  # scaler_cluster retires its worker
+            wait_for(lambda: "retiring" in live.scheduler.output(), 30, "the holder retiring")
+            (tmp_path / "go").touch()
+            assert future.result(timeout=60) == 2 * MiB
+            assert launcher.popen.wait(30) == 0, "the retired worker left"
+        assert len((tmp_path / "runs").read_text().splitlines()) == 1, "the held result was made once"
+        scheduler = live.scheduler.output()
+        assert "handing 1 held result(s) over to 1 other worker(s)" in scheduler
+        assert "running the task again" not in scheduler
+    finally:
+        live.close()
 
 
 def test_results_are_freed_on_their_holders_once_read(live) -> None:
