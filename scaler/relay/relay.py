@@ -32,6 +32,7 @@ COUNTERS = struct.Struct("<QQQ")
 _MAX_REQUEST_BYTES = 1024 * 1024
 _SEND_HWM = 256  # chunks queued per peer before the relay drops more (the asker's fetch then times out)
 _CHECK_PARENT_SECONDS = 1.0
+_MAX_ASKED = 65536  # requests passed on and not answered in full yet
 
 
 class Relay:
@@ -63,7 +64,10 @@ class Relay:
             self._poller = zmq.Poller()
             self._poller.register(self.sock, zmq.POLLIN)
             self._poller.register(self.zap.socket, zmq.POLLIN)
-        self._holders: Dict[str, bytes] = {}  # data address -> the routing id of its connection here
+        # data address -> the routing id of its connection here, and with CurveZMQ the key it connected with
+        self._holders: Dict[str, Tuple[bytes, str]] = {}
+        # (requester, object id) -> the holder it was asked of: only that one's answers go back to it
+        self._asked: Dict[Tuple[bytes, bytes], bytes] = {}
         self._counters = counters
         self.requests = 0
         self.relayed_bytes = 0
@@ -101,9 +105,14 @@ class Relay:
             return
         kind = type(message)
         if kind is DataResponse:
-            if message.reply_to:
-                self.relayed_bytes += sum(len(part) for part in parts[2:])
-                self.sock.send_multipart([message.reply_to, *parts[1:]], copy=False)
+            asked = (message.reply_to, message.object_id)
+            if self._asked.get(asked) != sender:
+                self._refuse("an answer from a peer that was not asked for it")
+                return
+            if not message.found or message.chunk_index + 1 >= message.chunk_count:
+                del self._asked[asked]
+            self.relayed_bytes += sum(len(part) for part in parts[2:])
+            self.sock.send_multipart([message.reply_to, *parts[1:]], copy=False)
         elif kind is DataRequest:
             holder = self._holders.get(message.holder_address)
             if holder is None:
@@ -111,12 +120,32 @@ class Relay:
                     self.sock.send_multipart([sender, encode(DataResponse(object_id=object_id, found=False))])
                 return
             self.requests += 1
+            for object_id in message.object_ids:
+                self._ask(sender, object_id, holder[0])
             forwarded = DataRequest(object_ids=message.object_ids, reply_to=sender)
-            self.sock.send_multipart([holder, encode(forwarded)])
+            self.sock.send_multipart([holder[0], encode(forwarded)])
         elif kind is RelayHello:
-            if self._holders.get(message.data_address) != sender:
+            key = _curve_key(parts[1])
+            known = self._holders.get(message.data_address)
+            if known is not None and known[1] != key:
+                # with CurveZMQ, an address is served by the key that said so first: another peer the scheduler lets
+                # in cannot take its requests over and answer them
+                self._refuse(f"{message.data_address} claimed under another key than the one serving it")
+                return
+            if known is None or known[0] != sender:
                 logger.info("relay: %s serves through here", message.data_address)
-            self._holders[message.data_address] = sender
+            self._holders[message.data_address] = (sender, key)
+
+    def _ask(self, requester: bytes, object_id: bytes, holder: bytes) -> None:
+        asked = self._asked
+        if len(asked) >= _MAX_ASKED:  # requesters that left mid-answer: their oldest entries go
+            del asked[next(iter(asked))]
+        asked[requester, object_id] = holder
+
+    def _refuse(self, what: str) -> None:
+        self.malformed += 1
+        if self.malformed == 1:
+            logger.warning("relay: dropped %s (further ones counted)", what)
 
     def _publish(self) -> None:
         if self._counters is not None:
@@ -126,6 +155,14 @@ class Relay:
         self.sock.close(linger=0)
         if self.zap is not None:
             self.zap.close()
+
+
+def _curve_key(frame: zmq.Frame) -> str:
+    """The CURVE key the sender of `frame` connected with (its ZAP User-Id), "" without CurveZMQ."""
+    try:
+        return str(frame.get("User-Id") or "")
+    except zmq.ZMQError:
+        return ""
 
 
 def bind_avoiding(sock: zmq.Socket, endpoint: str, avoid_ports: Container[int]) -> int:

@@ -5,13 +5,15 @@ holder the relay does not know answered as not found; garbage dropped."""
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 import zmq
 
+from scaler.io.curve_keys import CurvePeerKeys, CurveServerKeys, raw_key
 from scaler.io.data_fetch import FETCH_TIMEOUT_SECONDS, DataFetcher
 from scaler.io.relay_link import RelayLink
+from scaler.protocol import DataResponse, encode
 from scaler.relay.relay import Relay, bind_avoiding
 from scaler.testing.processes import free_tcp_address, wait_for
 
@@ -93,6 +95,69 @@ def test_garbage_sent_to_the_relay_is_dropped_and_counted() -> None:
     finally:
         rogue.close(linger=0)
         world.close()
+
+
+def test_an_answer_from_a_peer_the_relay_did_not_ask_is_dropped() -> None:
+    """Only the holder a request went to answers it: another peer cannot slip bytes to the requester."""
+    world = World({b"a": b"genuine" * 1000})
+    rogue = world.context.socket(zmq.DEALER)
+    try:
+        rogue.connect(world.relay_address)
+        world.run_until(0, 0.5)
+        world.fetcher.fetch(world.holder_address, b"a", time.monotonic() - FETCH_TIMEOUT_SECONDS)
+        world.run_until(0, 0.1)  # the fetch goes to the relay; its socket exists from now on
+        (requester,) = [sock for sock, _ in world.poller.sockets]
+        forged = DataResponse(
+            object_id=b"a", found=True, chunk_count=1, total_size=6, reply_to=requester.getsockopt(zmq.ROUTING_ID)
+        )
+        rogue.send_multipart([encode(forged), b"forged"])
+        ((object_id, data, _),) = world.run_until(1, 10)
+        assert object_id == b"a" and bytes(data) == b"genuine" * 1000
+        assert world.relay.malformed == 1
+    finally:
+        rogue.close(linger=0)
+        world.close()
+
+
+def test_with_curve_an_address_is_served_by_the_key_that_claimed_it_first() -> None:
+    """Another peer the scheduler lets in claims a served holder's address at the relay: refused, and fetches through
+    the relay still reach the holder, under the key the scheduler named."""
+    scheduler, holder_keys, other_keys, requester_keys = (zmq.curve_keypair() for _ in range(4))
+    authorized = frozenset({holder_keys[0], other_keys[0], requester_keys[0]})
+    context = zmq.Context()
+    relay = Relay(context, "127.0.0.1", 64 * 1024 * 1024, None, CurveServerKeys(*scheduler, authorized))
+    relay_address = f"tcp://127.0.0.1:{relay.port}"
+    holder_address = free_tcp_address()
+    served: List[Tuple[RelayLink, Dict[bytes, bytes]]] = []
+    poller = zmq.Poller()
+    fetcher = DataFetcher(context, poller, CurvePeerKeys(*requester_keys, scheduler[0]))
+    fetcher.relay = relay_address
+    done: List[Any] = []
+
+    def turn() -> None:
+        relay.serve_once(10)
+        for link, held in served:
+            if link.sock.poll(0):
+                link.serve(held.get)
+        done.extend(fetcher.ready(dict(poller.poll(10)), time.monotonic()))
+
+    try:
+        for keys, held in ((holder_keys, b"genuine"), (other_keys, b"forged!")):
+            link_keys = CurvePeerKeys(*keys, scheduler[0])
+            link = RelayLink(context, relay_address, holder_address, 64 * 1024 * 1024, link_keys)
+            served.append((link, {b"a": held}))
+            wait_for(lambda: turn() or holder_address in relay._holders, 10, "the holder's RelayHello")
+        wait_for(lambda: turn() or relay.malformed == 1, 10, "the second claim refused")
+        fetcher.fetch(holder_address, b"a", time.monotonic() - FETCH_TIMEOUT_SECONDS, raw_key(holder_keys[0]))
+        wait_for(lambda: turn() or bool(done), 10, "the fetch through the relay")
+        ((object_id, data, _),) = done
+        assert object_id == b"a" and bytes(data) == b"genuine"
+    finally:
+        fetcher.close()
+        for link, _ in served:
+            link.close()
+        relay.close()
+        context.term()
 
 
 class _FirstPortTaken:
