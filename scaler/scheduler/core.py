@@ -96,6 +96,9 @@ _NEVER = float("inf")
 # longer gap means the scheduler itself was not listening (a huge graph frame being decoded, a paused process): that
 # time is not peers' silence.
 _STALL_SECONDS = 1.0
+# Balancing into a worker that its results left with nothing happens at once, at most this often (the periodic look
+# stays every --balance-interval): a burst of workers running dry costs one look, not one each
+PROMPT_BALANCE_SECONDS = 0.01
 # A graph node goes where most of its input bytes are held unless that worker has more than this many tasks more
 # than the least loaded one (see _place_bucket)
 LOCALITY_SLACK = 2
@@ -211,6 +214,10 @@ class SchedulerCore(HeldResults, Actors):
         self._liveness_order = 0
         self._outgoing: Dict[bytes, List[bytes]] = {}
         self._next_balance = now + settings.balance_interval_seconds
+        # A worker whose results left it with nothing is balanced into at once, not at the next look: with tasks of
+        # tens of milliseconds, the end of a graph otherwise waits on the last tasks queued behind a running one
+        self._went_idle = False
+        self._next_prompt_balance = now
         # graph nodes balancing took back from a worker: placed once without the locality rule, which would hand them
         # straight back to the worker holding their inputs, the one they were taken from
         self._rebalanced: Set[bytes] = set()
@@ -290,6 +297,11 @@ class SchedulerCore(HeldResults, Actors):
         if self.retiring:  # rare: one check per frame, none per task
             self._advance_retirements(now)
         self._assign_ready()
+        if self._went_idle:
+            self._went_idle = False
+            if now >= self._next_prompt_balance:
+                self._next_prompt_balance = now + PROMPT_BALANCE_SECONDS
+                self._balance()
 
     def receive_malformed(self, peer: bytes, reason: str, now: float) -> None:
         """A frame of `peer` that did not decode: counted, logged (rate limited, see scaler.rate_limit), dropped."""
@@ -1262,8 +1274,10 @@ class SchedulerCore(HeldResults, Actors):
         if task.failures or task.retries:
             message.attempts = _attempts(task)  # > 1: this attempt and an earlier one
             self._finish(task, status, message, None)  # re-encoded with its attempts
-            return
-        self._finish(task, status, message, message.raw)
+        else:
+            self._finish(task, status, message, message.raw)
+        if not worker.assigned:
+            self._went_idle = True
 
     # ---- memory (scheduler/memory.py) --------------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import List, Tuple
+
 from scaler.protocol import (
     PROTOCOL_VERSION,
     BalanceRequest,
@@ -30,6 +32,7 @@ from scaler.protocol import (
     decode_frame,
     encode_many,
 )
+from scaler.scheduler.core import PROMPT_BALANCE_SECONDS
 from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type, result
 
 
@@ -446,13 +449,19 @@ def test_canceling_a_parent_cancels_its_nested_children() -> None:
     }
 
 
-def test_idle_worker_receives_queued_tasks_through_balancing() -> None:
-    harness = Harness(balance_interval_seconds=1.0)
+def _eight_queued_on_a_then_b(balance_interval_seconds: float) -> Tuple[Harness, List[Task]]:
+    """Worker A holds 8 tasks (it was alone when they came), then worker B connects, holding nothing."""
+    harness = Harness(balance_interval_seconds=balance_interval_seconds)
     harness.connect_client()
     harness.connect_worker(WORKER_A, capacity=100)
-    tasks = [harness.task() for _ in range(8)]
-    harness.send(CLIENT, *tasks)
+    queued = [harness.task() for _ in range(8)]
+    harness.send(CLIENT, *queued)
     harness.connect_worker(WORKER_B, capacity=100)
+    return harness, queued
+
+
+def test_idle_worker_receives_queued_tasks_through_balancing() -> None:
+    harness, tasks = _eight_queued_on_a_then_b(balance_interval_seconds=1.0)
     out = harness.tick(advance=1.5)
     (request,) = out[WORKER_A]
     assert request == BalanceRequest(count=4)
@@ -461,6 +470,36 @@ def test_idle_worker_receives_queued_tasks_through_balancing() -> None:
     out = harness.send(WORKER_A, BalanceResponse(task_ids=moved))
     assert [t.task_id for t in out[WORKER_B]] == moved
     assert len(harness.core.workers[WORKER_A].assigned) == 4
+
+
+def test_a_worker_its_results_leave_with_nothing_is_balanced_into_at_once() -> None:
+    harness, queued = _eight_queued_on_a_then_b(balance_interval_seconds=60.0)  # no periodic look in the test
+    first, second = harness.task(), harness.task()
+    harness.send(CLIENT, first, second)  # both to B, the least loaded; A still holds 8
+    out = harness.send(WORKER_B, result(first))
+    assert WORKER_A not in out  # B still has a task: nothing moves
+    out = harness.send(WORKER_B, result(second))
+    (request,) = out[WORKER_A]  # in the same step, not at the next look
+    assert request == BalanceRequest(count=4)
+    out = harness.send(WORKER_A, BalanceResponse(task_ids=[t.task_id for t in queued[4:]]))
+    assert [t.task_id for t in out[WORKER_B]] == [t.task_id for t in queued[4:]]
+
+
+def test_a_worker_running_dry_again_soon_waits_for_the_next_prompt_look() -> None:
+    harness, queued = _eight_queued_on_a_then_b(balance_interval_seconds=60.0)
+    first = harness.task()
+    harness.send(CLIENT, first)
+    (request,) = harness.send(WORKER_B, result(first))[WORKER_A]
+    moved = queued[4:]
+    harness.send(WORKER_A, BalanceResponse(task_ids=[t.task_id for t in moved]))
+    assert set(harness.core.workers[WORKER_B].assigned) == {t.task_id for t in moved}
+    out = harness.send(WORKER_B, *[result(t) for t in moved])  # dry again, A still holding 4
+    assert WORKER_A not in out  # within PROMPT_BALANCE_SECONDS of the last look
+    harness.now += PROMPT_BALANCE_SECONDS
+    last = harness.task()
+    harness.send(CLIENT, last)
+    out = harness.send(WORKER_B, result(last))
+    assert out[WORKER_A] == [BalanceRequest(count=2)]
 
 
 def test_balance_response_for_a_canceling_task_ends_it_canceled() -> None:
