@@ -4,7 +4,7 @@ answer "not found" for a second or more while its heartbeats wait, until it is t
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 from scaler.protocol import DataRequest, ProtocolError
 
@@ -12,14 +12,11 @@ MAX_IDS_PER_FRAME = 1024  # beyond this a frame of requests is malformed
 IDS_PER_TURN = 4096  # answered per call of a server; then the holder's loop runs once before it reads on
 
 
-def data_requests(messages: list) -> List[DataRequest]:
-    """The DataRequests among a frame's messages; ProtocolError if together they ask for more than MAX_IDS_PER_FRAME."""
+def data_requests(messages: list) -> Tuple[List[DataRequest], int]:
+    """The DataRequests among a frame's messages, and how many ids they ask for together; ProtocolError if more than
+    MAX_IDS_PER_FRAME."""
     requests = [message for message in messages if type(message) is DataRequest]
     asked = sum(len(request.object_ids) for request in requests)
     if asked > MAX_IDS_PER_FRAME:
         raise ProtocolError(f"requests for {asked} results in one frame, more than {MAX_IDS_PER_FRAME}")
-    return requests
-
-
-def ids_asked(requests: List[DataRequest]) -> int:
-    return sum(len(request.object_ids) for request in requests)
+    return requests, asked

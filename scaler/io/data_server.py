@@ -25,7 +25,7 @@ from scaler.config import DEFAULT_OBJECT_CHUNK_BYTES
 from scaler.io.addresses import bare_host, tcp_host_port
 from scaler.io.curve import apply_data_server_keys
 from scaler.io.curve_keys import CurvePeerKeys
-from scaler.io.data_requests import IDS_PER_TURN, data_requests, ids_asked
+from scaler.io.data_requests import IDS_PER_TURN, data_requests
 from scaler.io.shared_bytes import as_buffer
 from scaler.protocol import DataResponse, ProtocolError, decode_frame, encode
 
@@ -87,14 +87,14 @@ class DataServer:
             try:
                 if len(parts) != 2:
                     raise ProtocolError(f"{len(parts) - 1} frames where one was expected")
-                requests = data_requests(decode_frame(parts[1]))
+                requests, asked = data_requests(decode_frame(parts[1]))
             except ProtocolError as error:
                 self.malformed += 1
                 if self.malformed == 1:
                     logger.warning("data address: dropped a malformed request (further ones counted): %s", error)
                 continue
             peer = parts[0]
-            budget -= ids_asked(requests)
+            budget -= asked
             for request in requests:
                 for object_id in request.object_ids:
                     self._send(peer, object_id, held_payload(object_id))

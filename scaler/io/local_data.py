@@ -29,7 +29,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import zmq
 
-from scaler.io.data_requests import IDS_PER_TURN, MAX_IDS_PER_FRAME, data_requests, ids_asked
+from scaler.io.data_requests import IDS_PER_TURN, MAX_IDS_PER_FRAME, data_requests
 from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, decode_frame, encode
 
@@ -138,7 +138,7 @@ class LocalDataServer:
             try:
                 if len(data) > _MAX_REQUEST_BYTES:
                     raise ProtocolError(f"a request of {len(data)} bytes or more")
-                requests = data_requests(decode_frame(data))
+                requests, asked = data_requests(decode_frame(data))
                 if len(peer.answers) > _MAX_QUEUED_ANSWERS:
                     raise ProtocolError(f"{len(peer.answers)} answers not read yet, and still asking")
             except ProtocolError as error:
@@ -147,7 +147,7 @@ class LocalDataServer:
                     logger.warning("data address: closed a local reader that sent a malformed request: %s", error)
                 self._close(peer)
                 return
-            budget -= ids_asked(requests)
+            budget -= asked
             for request in requests:
                 for object_id in request.object_ids:
                     peer.answers.append(_answer(object_id, held_payload(object_id)))

@@ -16,7 +16,7 @@ from scaler.config import object_chunk_bytes
 from scaler.io.addresses import tcp_host_port
 from scaler.io.curve import apply_peer_keys
 from scaler.io.curve_keys import CurvePeerKeys
-from scaler.io.data_requests import IDS_PER_TURN, data_requests, ids_asked
+from scaler.io.data_requests import IDS_PER_TURN, data_requests
 from scaler.io.data_server import send_held
 from scaler.protocol import ProtocolError, RelayHello, decode_frame, encode
 
@@ -71,13 +71,13 @@ class RelayLink:
             except zmq.Again:
                 return
             try:
-                requests = data_requests(decode_frame(frame))
+                requests, asked = data_requests(decode_frame(frame))
             except ProtocolError as error:
                 self.malformed += 1
                 if self.malformed == 1:
                     logger.warning("relay link: dropped a malformed message: %s", error)
                 continue
-            budget -= ids_asked(requests)
+            budget -= asked
             for request in requests:
                 if request.reply_to:
                     for object_id in request.object_ids:

@@ -99,9 +99,7 @@ class Relay:
                 raise ProtocolError("an empty message")
             (message,) = decode_frame(parts[1].bytes)
         except (ProtocolError, ValueError) as error:
-            self.malformed += 1
-            if self.malformed == 1:
-                logger.warning("relay: dropped a malformed message (further ones counted): %s", error)
+            self._refuse(f"a malformed message: {error}")
             return
         kind = type(message)
         if kind is DataResponse:
