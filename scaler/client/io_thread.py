@@ -268,7 +268,7 @@ class IOThread:
             self._zap = ZapResponder(self._context, warnings=refusal_log())
             poller.register(self._zap.socket, zmq.POLLIN)
         try:
-            server = DataServer(self._context, host, self.curve)
+            server = DataServer(self._context, host, self.curve, self._zap)
         except zmq.ZMQError as error:
             logger.info("no data address on %s (%s): large objects go through the scheduler", host, error)
             return

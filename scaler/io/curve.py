@@ -86,6 +86,15 @@ def z85_keys(raw_keys: Iterable[bytes]) -> FrozenSet[bytes]:
     return frozenset(z85.encode(key) for key in raw_keys if len(key) == 32)
 
 
+def sender_key(frame: zmq.Frame) -> str:
+    """The Z85 CURVE public key the sender of a received `frame` connected with (the User-Id our ZAP handler gave its
+    connection), "" without CurveZMQ."""
+    try:
+        return str(frame.get("User-Id") or "")
+    except zmq.ZMQError:
+        return ""
+
+
 def refusal_log(prefix: str = "") -> LimitedLog:
     """A holder's log of refused handshakes on its data address, rate limited per peer address as the scheduler's is:
     a stranger trying new keys in a loop floods nothing."""

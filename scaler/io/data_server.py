@@ -10,20 +10,22 @@ under the scheduler's frame limit (`chunk_bytes`), which requesters cap their so
 
 With CurveZMQ, the ROUTER is a CURVE server under the peer's own key pair, and the ZapResponder of its context (made
 first by the owner) decides who may connect: the keys the scheduler accepts, as its DataKeys said
-(scaler/io/curve.py; docs/deployment/security.md).
+(scaler/io/curve.py; docs/deployment/security.md). ZAP is asked at the handshake only, so each request's key is
+checked against that set again: a key the scheduler no longer accepts (it restarted with fewer) gets nothing more on a
+connection it opened before.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Set
 
 import zmq
 
 from scaler.config import DEFAULT_OBJECT_CHUNK_BYTES
 from scaler.io.addresses import bare_host, tcp_host_port
-from scaler.io.curve import apply_data_server_keys
+from scaler.io.curve import ZapResponder, apply_data_server_keys, sender_key
 from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.data_requests import IDS_PER_TURN, data_requests
 from scaler.io.shared_bytes import as_buffer
@@ -57,8 +59,15 @@ def data_host(scheduler_address: str) -> Optional[str]:
 
 
 class DataServer:
-    def __init__(self, context: zmq.Context, host: str, curve: Optional[CurvePeerKeys] = None) -> None:
-        """`curve`: this peer's keys, with CurveZMQ; bind a ZapResponder on `context` before."""
+    def __init__(
+        self, context: zmq.Context, host: str, curve: Optional[CurvePeerKeys] = None, zap: Optional[ZapResponder] = None
+    ) -> None:
+        """`curve`: this peer's keys, with CurveZMQ, and `zap` the ZapResponder bound on `context` before, whose
+        authorized keys requests are served to."""
+        if (curve is None) != (zap is None):
+            raise ValueError("a data address with CurveZMQ needs both this peer's keys and its ZAP handler")
+        self._zap = zap
+        self._revoked: Set[str] = set()  # keys refused since they were let in: each logged once
         self.sock = context.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 0)
@@ -81,9 +90,12 @@ class DataServer:
             if budget <= 0:
                 return
             try:
-                parts = sock.recv_multipart(zmq.NOBLOCK)
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
+            if self._zap is not None and not self._still_authorized(self._zap, frames[-1]):
+                continue
+            parts = [frame.bytes for frame in frames]
             try:
                 if len(parts) != 2:
                     raise ProtocolError(f"{len(parts) - 1} frames where one was expected")
@@ -98,6 +110,17 @@ class DataServer:
             for request in requests:
                 for object_id in request.object_ids:
                     self._send(peer, object_id, held_payload(object_id))
+
+    def _still_authorized(self, zap: ZapResponder, frame: zmq.Frame) -> bool:
+        key = sender_key(frame)
+        if key.encode() in zap.authorized_keys:
+            return True
+        if key not in self._revoked:
+            self._revoked.add(key)
+            logger.warning(
+                "data address: refused the requests of public key %s, no longer among the authorized keys", key
+            )
+        return False
 
     def _send(self, peer: bytes, object_id: bytes, payload: Any) -> None:
         self.served_bytes += send_held(self.sock, [peer], object_id, payload, b"", self.chunk_bytes)

@@ -21,7 +21,7 @@ from typing import Container, Dict, List, Optional, Tuple
 
 import zmq
 
-from scaler.io.curve import ZapResponder, apply_server_keys
+from scaler.io.curve import ZapResponder, apply_server_keys, sender_key
 from scaler.io.curve_keys import CurveServerKeys
 from scaler.protocol import DataRequest, DataResponse, ProtocolError, RelayHello, decode_frame, encode
 
@@ -123,7 +123,7 @@ class Relay:
             forwarded = DataRequest(object_ids=message.object_ids, reply_to=sender)
             self.sock.send_multipart([holder[0], encode(forwarded)])
         elif kind is RelayHello:
-            key = _curve_key(parts[1])
+            key = sender_key(parts[1])
             known = self._holders.get(message.data_address)
             if known is not None and known[1] != key:
                 # with CurveZMQ, an address is served by the key that said so first: another peer the scheduler lets
@@ -153,14 +153,6 @@ class Relay:
         self.sock.close(linger=0)
         if self.zap is not None:
             self.zap.close()
-
-
-def _curve_key(frame: zmq.Frame) -> str:
-    """The CURVE key the sender of `frame` connected with (its ZAP User-Id), "" without CurveZMQ."""
-    try:
-        return str(frame.get("User-Id") or "")
-    except zmq.ZMQError:
-        return ""
 
 
 def bind_avoiding(sock: zmq.Socket, endpoint: str, avoid_ports: Container[int]) -> int:

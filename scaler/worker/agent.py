@@ -569,7 +569,7 @@ class WorkerAgent:
             self._zap = ZapResponder(self._context, warnings=refusal_log(f"{self._name}: "))
             self._poller.register(self._zap.socket, zmq.POLLIN)
         try:
-            server = DataServer(self._context, host, curve)
+            server = DataServer(self._context, host, curve, self._zap)
         except zmq.ZMQError as error:
             logging.warning("%s: no data address on %s (%s): results go through the scheduler", self._name, host, error)
             return None

@@ -35,7 +35,7 @@ class Holder:
         self.zap = ZapResponder(self.context)
         # as a DataKeys from the scheduler brings them: 32 bytes each
         self.zap.authorized_keys = z85_keys(raw_key(keys.public_key) for keys in authorized)
-        self.server = DataServer(self.context, "127.0.0.1", self.keys)
+        self.server = DataServer(self.context, "127.0.0.1", self.keys, self.zap)
         self.held = held
 
     def serve_once(self) -> None:
@@ -96,6 +96,28 @@ def test_a_requester_with_an_authorized_key_fetches_a_large_object_in_chunks(clo
     ((object_id, fetched, timed_out),) = _run(holder, requester, 20)
     assert (object_id, bytes(fetched), timed_out) == (OBJECT, payload, False)
     assert holder.zap.refusals == 0
+
+
+def test_a_key_no_longer_authorized_gets_nothing_on_the_connection_it_opened(closing, caplog) -> None:
+    """ZAP checks a key at the handshake only: a holder whose scheduler came back accepting fewer keys (DataKeys)
+    still has connections open from the keys it dropped, and must not answer them."""
+    kept, dropped = _keys(), _keys()
+    holder = Holder([kept, dropped], {OBJECT: b"x" * 100 * KiB})
+    closing(holder)
+    requester = Requester(dropped)
+    closing(requester)
+    key = raw_key(holder.keys.public_key)
+    requester.fetcher.fetch(holder.server.address, OBJECT, time.monotonic(), key)
+    assert [(object_id, timed_out) for object_id, _, timed_out in _run(holder, requester, 20)] == [(OBJECT, False)]
+    served = holder.server.served_bytes
+    holder.zap.authorized_keys = z85_keys([raw_key(kept.public_key)])
+    with caplog.at_level(logging.WARNING, logger="scaler.io.data_server"):
+        requester.fetcher.fetch(holder.server.address, OBJECT, time.monotonic(), key)  # the same connection
+        assert _run(holder, requester, 2.0) == [], "never answered"
+    assert holder.server.served_bytes == served
+    assert holder.zap.refusals == 0, "no new handshake: the connection it had"
+    refusals = [record.getMessage() for record in caplog.records if "no longer among" in record.getMessage()]
+    assert len(refusals) == 1 and dropped.public_key.decode() in refusals[0]
 
 
 def test_a_requester_without_the_holders_key_does_not_try(closing) -> None:
