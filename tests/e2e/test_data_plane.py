@@ -5,7 +5,6 @@ what it holds to another worker before it leaves."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -18,7 +17,7 @@ import psutil
 import pytest
 
 from scaler import Client
-from scaler.io.curve import generate_key_pair
+from scaler.testing.curve_files import client_key_options, make_key_files, peer_key_options, scheduler_key_options
 from scaler.testing.processes import wait_for
 from tests.e2e.live_cluster import LiveCluster
 from tests.e2e.monitor import counters
@@ -209,22 +208,8 @@ def counted_holder(marker_directory: str) -> bytes:
 def _curve_options(directory: Path) -> Tuple[List[str], List[str], Dict[str, str]]:
     """Keys for a scheduler, its workers and a client, all authorized: the scheduler's, the workers' and the client's
     options."""
-    keys = directory / "keys"
-    for name in ("scheduler", "worker", "client"):
-        generate_key_pair(str(keys), name)
-    (keys / "authorized").mkdir()
-    for name in ("worker", "client"):
-        shutil.copy(keys / f"{name}.key", keys / "authorized")
-    scheduler = [
-        "--curve-secret-key",
-        str(keys / "scheduler.key_secret"),
-        "--curve-authorized-keys",
-        str(keys / "authorized"),
-    ]
-    server_key = str(keys / "scheduler.key")
-    worker = ["--curve-secret-key", str(keys / "worker.key_secret"), "--curve-server-key", server_key]
-    client = {"curve_secret_key_file": str(keys / "client.key_secret"), "curve_server_key_file": server_key}
-    return scheduler, worker, client
+    keys = make_key_files(directory / "keys", ["worker", "client"])
+    return scheduler_key_options(keys), peer_key_options(keys, "worker"), client_key_options(keys, "client")
 
 
 @pytest.mark.parametrize("curve", [False, True], ids=["plain", "curve"])

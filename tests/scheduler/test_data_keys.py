@@ -3,14 +3,12 @@ data address is to accept and answers with the key it serves under, which reques
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import List
 
 import pytest
 from zmq.utils import z85
 
-from scaler.io.curve import generate_key_pair
 from scaler.io.curve_keys import load_peer_keys
 from scaler.protocol import (
     PROTOCOL_VERSION,
@@ -24,6 +22,7 @@ from scaler.protocol import (
     Task,
     TaskResult,
 )
+from scaler.testing.curve_files import make_key_files
 from scaler.testing.scheduler_harness import CLIENT, WORKER_A, WORKER_B, Harness, of_type
 
 ADDRESS_A = "tcp://10.0.0.1:5001"
@@ -39,12 +38,7 @@ def _raw(path: Path) -> bytes:
 
 @pytest.fixture
 def keys(tmp_path: Path) -> Path:
-    for name in ("scheduler", "worker", "client"):
-        generate_key_pair(str(tmp_path), name)
-    (tmp_path / "authorized").mkdir()
-    for name in ("worker", "client"):
-        shutil.copy(tmp_path / f"{name}.key", tmp_path / "authorized")
-    return tmp_path
+    return make_key_files(tmp_path, ["worker", "client"])
 
 
 def _curve_harness(keys: Path) -> Harness:

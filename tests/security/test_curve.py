@@ -19,6 +19,7 @@ from scaler.errors import AuthenticationError
 from scaler.io.curve import answer_zap_request, generate_key_pair
 from scaler.io.curve_keys import load_peer_keys, load_server_keys, raw_key, z85_decode
 from scaler.scheduler.settings import SchedulerSettings
+from scaler.testing.curve_files import make_key_files, peer_key_options
 from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 from scaler.worker.settings import WorkerSettings
 
@@ -151,10 +152,7 @@ def test_keygen_cli_writes_pairs_and_never_overwrites(tmp_path: Path) -> None:
 def test_only_authorized_clients_are_served(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     log = tmp_path / "scheduler.log"
-    generate_key_pair(str(keys), "alice")
-    generate_key_pair(str(keys), "mallory")
-    (keys / "authorized").mkdir()
-    shutil.copy(keys / "alice.key", keys / "authorized" / "alice.key")
+    make_key_files(keys, ["alice"], strangers=["mallory"], scheduler=False)  # the combo makes its own
     combo = SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_level="INFO", logging_paths=[str(log)])
     try:
         server_key = combo.curve_server_key_file
@@ -191,13 +189,10 @@ def test_public_bind_without_curve_warns(tmp_path: Path) -> None:
 
 def test_monitors_need_an_authorized_key_too(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
-    generate_key_pair(str(keys), "monitor")
-    (keys / "authorized").mkdir()
-    shutil.copy(keys / "monitor.key", keys / "authorized")
+    make_key_files(keys, ["monitor"], scheduler=False)
     with SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_level="WARNING") as combo:
         top = [str(BIN / "scaler_top"), combo.get_monitor_address(), "--once", "--timeout", "5"]
-        key_options = ["--curve-secret-key", str(keys / "monitor.key_secret")]
-        key_options += ["--curve-server-key", str(keys / "scheduler.key")]
+        key_options = peer_key_options(keys, "monitor")
 
         def keyed_top_sees_the_worker() -> bool:
             keyed = subprocess.run([*top, *key_options], capture_output=True, text=True, timeout=30)

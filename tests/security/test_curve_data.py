@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -18,9 +17,9 @@ import pytest
 import zmq
 
 from scaler import Client, SchedulerClusterCombo
-from scaler.io.curve import generate_key_pair
 from scaler.io.curve_keys import CurvePeerKeys, load_peer_keys
 from scaler.protocol import DataRequest, DataResponse, decode_frame, encode
+from scaler.testing.curve_files import make_key_files
 from scaler.testing.processes import wait_for
 from tests.e2e.monitor import counters, wait_for_status
 
@@ -35,10 +34,7 @@ class Cluster:
     def __init__(self, directory: Path) -> None:
         self.keys = directory / "keys"
         self.log = directory / "cluster.log"
-        generate_key_pair(str(self.keys), "client")
-        generate_key_pair(str(self.keys), "stranger")  # never authorized
-        (self.keys / "authorized").mkdir(parents=True)
-        shutil.copy(self.keys / "client.key", self.keys / "authorized")
+        make_key_files(self.keys, ["client"], strangers=["stranger"], scheduler=False)  # the combo makes its own
         self.combo = SchedulerClusterCombo(
             n_workers=2,
             curve_keys_dir=str(self.keys),

@@ -19,8 +19,8 @@ from typing import Callable, Dict, Iterator, List
 
 import pytest
 
-from scaler.io.curve import generate_key_pair
 from scaler.io.curve_keys import load_peer_keys
+from scaler.testing.curve_files import client_key_options, make_key_files, peer_key_options, scheduler_key_options
 from scaler.testing.processes import ROOT, ScalerProcess, free_tcp_address
 from tests.e2e.monitor import counters, wait_for_status
 
@@ -114,16 +114,11 @@ CLIENT_SCRIPT = textwrap.dedent(
 def _make_keys(keys: Path, scheduler_args: List[str], worker_args: List[str]) -> List[str]:
     """Key pairs for the scheduler, the workers, a client and a stranger (not authorized) in `keys`; adds the
     scheduler's and workers' CurveZMQ options to their arguments and returns the client's (secret, server key)."""
-    for name in ("scheduler", "worker", "client", "stranger"):
-        generate_key_pair(str(keys), name)
-    (keys / "authorized").mkdir()
-    for name in ("worker", "client"):
-        shutil.copy(keys / f"{name}.key", keys / "authorized")
-    scheduler_args += ["--curve-secret-key", str(keys / "scheduler.key_secret")]
-    scheduler_args += ["--curve-authorized-keys", str(keys / "authorized")]
-    worker_args += ["--curve-secret-key", str(keys / "worker.key_secret")]
-    worker_args += ["--curve-server-key", str(keys / "scheduler.key")]
-    return [str(keys / "client.key_secret"), str(keys / "scheduler.key")]
+    make_key_files(keys, ["worker", "client"], strangers=["stranger"])
+    scheduler_args += scheduler_key_options(keys)
+    worker_args += peer_key_options(keys, "worker")
+    client = client_key_options(keys, "client")
+    return [client["curve_secret_key_file"], client["curve_server_key_file"]]
 
 
 def _run_cluster(hosts: Dict[str, List[str]], tmp_path: Path, curve: bool) -> List[str]:
