@@ -339,6 +339,12 @@ class ClientCore:
     # ---- the queue ---------------------------------------------------------------------------------------------------
 
     def _queue_locked(self, message: Outgoing) -> None:
+        leaving = self.disconnecting
+        if leaving is not None and not leaving.shutdown_cluster and message is not leaving:
+            # the scheduler forgets this client at its ClientDisconnect: a release or fetch behind it (a future
+            # dropped, a gather still running) would reach it from a stranger, and be answered with a Goodbye. (A
+            # shutdown may be refused, and the client goes on: what is queued meanwhile must still leave.)
+            return
         if self.send_queue.add_one(message):
             self._wake()
 
@@ -606,7 +612,8 @@ class ClientCore:
             if self.registered:
                 self.lost(reason)
             return  # else our Hello is on its way
-        logger.warning("%s", reason)
+        # leaving, we are told what we said: the scheduler forgot us (or a new one never knew us)
+        (logger.info if self.disconnecting is not None else logger.warning)("%s", reason)
         self.commands.append((DISCONNECTED, DisconnectReply(accepted=True, reason=reason)))  # going away anyway
         self.terminate(reason, SchedulerGoneError(reason))
         self.commands.append((STOP,))

@@ -7,6 +7,7 @@ settles exactly once, with the right outcome. `ClientCore.validate()` runs after
 from __future__ import annotations
 
 import io
+import logging
 import pickle
 import random
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
@@ -709,6 +710,36 @@ def test_a_disconnect_is_sent_again_to_a_new_scheduler_until_answered() -> None:
     assert sent[-1] == ClientDisconnect(shutdown_cluster=False) and len(of_type(sent, ClientDisconnect)) == 1
     reply = DisconnectReply(accepted=True)
     assert harness.receive(reply) == [(DISCONNECTED, reply)]
+
+
+def test_nothing_queued_behind_a_disconnect_goes_to_the_scheduler(caplog) -> None:
+    """The scheduler forgets a client at its ClientDisconnect: a cancel or a release queued behind it (another
+    thread's gather, a future dropped meanwhile) would reach it from a stranger, and be answered with a Goodbye that
+    the leaving client logged as a warning."""
+    harness = connected()
+    future = harness.submit()
+    harness.take()
+    harness.core.disconnect(False)
+    harness.core.cancel_tasks([future.task_id])
+    assert harness.take() == [ClientDisconnect(shutdown_cluster=False)]
+    with caplog.at_level(logging.INFO, logger="scaler.client.core"):
+        commands = harness.receive(Goodbye(reason="not registered: send Hello first", reconnect=True))
+    assert [command[0] for command in commands] == [DISCONNECTED, STOP]
+    assert [record.levelno for record in caplog.records if "said goodbye" in record.getMessage()] == [logging.INFO]
+
+
+def test_what_is_queued_while_a_shutdown_waits_still_leaves() -> None:
+    """A shutdown may be refused (a protected scheduler), and the client goes on: nothing queued meanwhile is lost."""
+    harness = connected()
+    future = harness.submit()
+    harness.take()
+    harness.core.disconnect(True)
+    harness.core.cancel_tasks([future.task_id])
+    assert harness.take() == [ClientDisconnect(shutdown_cluster=True), TaskCancel(task_ids=[future.task_id])]
+    harness.receive(DisconnectReply(accepted=False, reason="protected mode"))
+    harness.core.disconnect_answered()
+    harness.core.cancel_tasks([future.task_id])
+    assert harness.take() == [TaskCancel(task_ids=[future.task_id])]
 
 
 def test_a_heartbeat_echo_gives_the_lag_and_the_cadence_it_names() -> None:
