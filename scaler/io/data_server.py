@@ -93,7 +93,7 @@ class DataServer:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
-            if self._zap is not None and not self._still_authorized(self._zap, frames[-1]):
+            if self._zap is not None and len(frames) > 1 and not self._still_authorized(self._zap, frames[1]):
                 continue
             parts = [frame.bytes for frame in frames]
             try:
