@@ -1,4 +1,5 @@
-"""Key files for tests of clusters with CurveZMQ, as `scaler_keygen` writes them, and the options that name them."""
+"""Internal: key files for tests of clusters with CurveZMQ, as `scaler_keygen` writes them, and the options naming
+them."""
 
 from __future__ import annotations
 
