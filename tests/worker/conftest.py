@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import signal
+import time
 from typing import Callable, Iterator, List, NamedTuple
 
 import pytest
@@ -46,8 +48,16 @@ def start_cluster(peer: SchedulerPeer, tmp_path) -> Iterator[Callable[..., Scale
         return process
 
     yield start
+    # SIGTERM retires a worker: the peer lets it go at once, as a scheduler would, so it need not wait to hear nothing
+    # for the peer timeout; one whose peer is gone or that ignores the answer gets stop()'s SIGKILL in the end
+    peer.let_retiring_workers_go = True
     for process in started:
         tree = [process.pid, *(child.pid for child in process.descendants())]
+        if process.popen.poll() is None:
+            process.popen.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            while process.popen.poll() is None and time.monotonic() < deadline:
+                peer.pump(0.02)
         process.stop()
         print(f"--- output of cluster {process.pid} ---\n{process.output()}")  # shown by pytest when a test fails
         wait_for(lambda tree=tree: all_gone(tree), 10, f"no process left of cluster {process.pid}")

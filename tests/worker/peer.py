@@ -19,6 +19,7 @@ from scaler.protocol import (
     PROTOCOL_VERSION,
     Argument,
     ArgumentKind,
+    Goodbye,
     HeartbeatEcho,
     Hello,
     HelloReply,
@@ -28,6 +29,7 @@ from scaler.protocol import (
     Task,
     TaskResult,
     WorkerHeartbeat,
+    WorkerRetire,
     decode_frame,
     encode_many,
 )
@@ -48,6 +50,9 @@ class SchedulerPeer:
         self.object_requests: List[bytes] = []  # every id any worker asked for, in order
         self.heartbeats: List[Tuple[float, bytes, WorkerHeartbeat]] = []  # (arrival time, worker, heartbeat)
         self.inbox: List[Received] = []
+        # Answer a WorkerRetire with Goodbye(retired) at once, as a scheduler does to a worker with nothing left to
+        # run, instead of handing it to the test: set by the fixtures as they stop their workers.
+        self.let_retiring_workers_go = False
         self._context = zmq.Context()
         if max_frame_bytes is None:
             self._router = create_router(self._context, "tcp://127.0.0.1:*")
@@ -124,6 +129,8 @@ class SchedulerPeer:
             self.heartbeats.append((time.monotonic(), identity, message))
             if self.echo_heartbeats:
                 self.send(identity, HeartbeatEcho(sent_at_us=message.sent_at_us))
+        elif type(message) is WorkerRetire and self.let_retiring_workers_go:
+            self.send(identity, Goodbye(reason="retired (test over)", retired=True))
         elif type(message) is ObjectRequest:
             self.object_requests.extend(message.object_ids)
             self.send(identity, *[response for object_id in message.object_ids for response in self._serve(object_id)])
