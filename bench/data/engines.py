@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import psutil
 
 from bench.localcluster import CPYTHON, ROOT, LocalCluster, RssSampler, environment_kept, interpreter_label
-from scaler.testing.processes import free_tcp_address, stop_process_group, wait_for
+from scaler.testing.processes import free_tcp_address, stop_process_group, wait_exited, wait_for
 
 SEED_VERSION = "1.9.9"
 SEED_PACKAGES = [f"scaler=={SEED_VERSION}", "numpy"]  # numpy: the workloads with arrays
@@ -308,8 +308,7 @@ def stop_children() -> None:
     for child in children:
         with contextlib.suppress(psutil.NoSuchProcess):
             child.terminate()
-    _, alive = psutil.wait_procs(children, timeout=10)
-    for child in alive:
+    for child in wait_exited(children, 10):
         with contextlib.suppress(psutil.NoSuchProcess):
             child.kill()
 

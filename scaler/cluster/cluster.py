@@ -118,13 +118,13 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 launcher.kill()  # its workers and their processors get SIGKILL from the kernel (PDEATHSIG)
                 launcher.wait()
-        stragglers = _wait_exited(tree, timeout)
+        stragglers = wait_exited(tree, timeout)
         for process in stragglers:
             try:
                 process.kill()
             except psutil.NoSuchProcess:
                 pass
-        _wait_exited(stragglers, timeout)
+        wait_exited(stragglers, timeout)
         return launcher.returncode
 
     def __enter__(self) -> Cluster:
@@ -145,7 +145,7 @@ def _processes(pids: List[int]) -> List[psutil.Process]:
     return processes
 
 
-def _wait_exited(processes: List[psutil.Process], timeout: float) -> List[psutil.Process]:
+def wait_exited(processes: List[psutil.Process], timeout: float) -> List[psutil.Process]:
     """Wait until every process has exited; returns those still running after `timeout` seconds.
 
     A zombie has exited: grandchildren re-parented to an init that reaps lazily (as in many containers) would otherwise

@@ -12,6 +12,8 @@ from typing import Callable, List, Optional, Sequence
 
 import psutil
 
+from scaler.cluster.cluster import wait_exited  # also for tests: a zombie has exited (see there)
+
 # the repository's root, when run from a checkout (as the tests are): the processes' working directory
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -34,8 +36,7 @@ def stop_process_group(popen: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(popen.pid, signal.SIGKILL)
         popen.wait(5)
-    _, alive = psutil.wait_procs(tree, timeout=5)  # those that left the group are in `tree` too
-    for process in alive:
+    for process in wait_exited(tree, 5):  # those that left the group are in `tree` too
         process.kill()
 
 
@@ -108,8 +109,7 @@ class ScalerProcess:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait(5)
-        _, alive = psutil.wait_procs(tree, timeout=timeout)
-        for process in alive:
+        for process in wait_exited(tree, timeout):
             process.kill()
         self._log.close()
         return self.popen.returncode

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 import psutil
 
-from scaler.testing.processes import wait_for
+from scaler.testing.processes import wait_exited, wait_for
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 
@@ -202,7 +202,7 @@ class LocalSlurm:
                 process.kill()
             except psutil.NoSuchProcess:
                 pass
-        psutil.wait_procs(self.leftovers(), timeout=5)
+        wait_exited(self.leftovers(), 5)
         shutil.rmtree(self.directory, ignore_errors=True)
         return killed
 

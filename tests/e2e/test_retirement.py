@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from scaler import Client
-from scaler.testing.processes import ScalerProcess, wait_for
+from scaler.testing.processes import ScalerProcess, wait_exited, wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -57,7 +57,7 @@ def start_cluster(address: str, log: Path, workers: int, retire_timeout: float) 
 
 def assert_exits_cleanly(process: ScalerProcess, tree: List[psutil.Process], within: float) -> None:
     assert process.popen.wait(within) == 0, process.output()
-    _, alive = psutil.wait_procs(tree, timeout=5)
+    alive = wait_exited(tree, 5)
     assert not alive, f"left behind: {alive}"
 
 

@@ -11,7 +11,7 @@ from typing import List
 
 import psutil
 
-from scaler.testing.processes import ROOT
+from scaler.testing.processes import ROOT, wait_exited
 
 EXIT_MARK = "exited with status"
 
@@ -61,7 +61,6 @@ class Tmux:
             tree = []
         subprocess.run(["tmux", "-S", self.socket_path, "kill-server"], capture_output=True, timeout=10)
         self.started = False
-        _, alive = psutil.wait_procs(tree, timeout=5)
-        for process in alive:
+        for process in wait_exited(tree, 5):
             process.kill()
         shutil.rmtree(self._directory, ignore_errors=True)  # the server's socket, which tmux leaves behind

@@ -28,7 +28,7 @@ from scaler.config import (
     DEFAULT_PEER_WARNINGS_PER_PEER,
 )
 from scaler.errors import ProcessorDiedError
-from scaler.testing.processes import ROOT, ScalerProcess, fill_pipe, free_tcp_address, wait_for
+from scaler.testing.processes import ROOT, ScalerProcess, fill_pipe, free_tcp_address, wait_exited, wait_for
 from tests.e2e.monitor import wait_for_status
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -93,8 +93,7 @@ class UnreadStdout:
         if self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait(10)
-        _, alive = psutil.wait_procs(tree, timeout=10)
-        for process in alive:
+        for process in wait_exited(tree, 10):
             process.kill()
         if self._read_fd >= 0:
             os.close(self._read_fd)
@@ -196,7 +195,7 @@ def test_cluster_with_full_stdout_serves_while_its_processors_die_and_stops(tmp_
         took = cluster.stop()
         assert took is not None, f"scaler_cluster did not exit within {STOP_SECONDS}s of SIGTERM: {cluster.stderr()}"
         assert cluster.popen.returncode == 0, cluster.stderr()
-        _, alive = psutil.wait_procs(workers, timeout=5)
+        alive = wait_exited(workers, 5)
         assert not alive, f"left behind: {alive}"
     finally:
         cluster.kill()
