@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import psutil
 
 from bench.localcluster import CPYTHON, ROOT, LocalCluster, RssSampler, environment_kept, interpreter_label
-from scaler.testing.processes import free_tcp_address, stop_process_group, wait_exited, wait_for
+from scaler.testing.processes import free_tcp_address, still_running, stop_process_group, wait_exited, wait_for
 
 SEED_VERSION = "1.9.9"
 SEED_PACKAGES = [f"scaler=={SEED_VERSION}", "numpy"]  # numpy: the workloads with arrays
@@ -65,11 +65,7 @@ class Cluster:
 def _exited(processes: Dict[str, psutil.Process]) -> Optional[str]:
     """Which of `processes` (psutil handles: a reused pid does not fool them) is no longer running, if one."""
     for name, process in processes.items():
-        try:
-            running = process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            running = False
-        if not running:
+        if not still_running(process):
             return f"its {name} (pid {process.pid}) exited"
     return None
 

@@ -153,15 +153,17 @@ def wait_exited(processes: List[psutil.Process], timeout: float) -> List[psutil.
     deadline = time.monotonic() + timeout
     running = processes
     while True:
-        running = [process for process in running if _still_running(process)]
+        running = [process for process in running if still_running(process)]
         if not running or time.monotonic() >= deadline:
             return running
         time.sleep(0.01)
 
 
-def _still_running(process: psutil.Process) -> bool:
+def still_running(process: psutil.Process) -> bool:
+    """Whether the process has not exited yet: a zombie has (see wait_exited), and so has one whose pid now names
+    another process."""
     try:
-        return process.status() != psutil.STATUS_ZOMBIE
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
 

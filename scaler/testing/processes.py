@@ -8,14 +8,27 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Iterable, List, Optional, Sequence, Union
 
 import psutil
 
-from scaler.cluster.cluster import wait_exited  # also for tests: a zombie has exited (see there)
+from scaler.cluster.cluster import still_running, wait_exited  # also for tests: a zombie has exited (see there)
 
 # the repository's root, when run from a checkout (as the tests are): the processes' working directory
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def all_exited(processes: Iterable[Union[int, psutil.Process]]) -> bool:
+    """Whether every one of these processes (pids, or psutil handles, which a reused pid does not fool) has exited;
+    a zombie has."""
+    for process in processes:
+        try:
+            handle = process if isinstance(process, psutil.Process) else psutil.Process(process)
+        except psutil.NoSuchProcess:
+            continue
+        if still_running(handle):
+            return False
+    return True
 
 
 def stop_process_group(popen: subprocess.Popen) -> None:

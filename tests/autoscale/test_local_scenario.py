@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-import psutil
 import pytest
 
+from scaler.testing.processes import all_exited
 from tests.autoscale.scenario import Scenario
 
 INTERVAL = 0.5
@@ -47,7 +47,5 @@ def test_local_pool_grows_with_a_burst_and_shrinks_back_to_min(tmp_path) -> None
 
         children = autoscaler.descendants()
         assert scenario.stop_autoscaler(timeout=30) == 0
-        assert not [
-            process for process in children if process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-        ]
+        assert all_exited(children)
         assert "stopped (SIGTERM)" in autoscaler.output()

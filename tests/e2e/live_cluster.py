@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence
 import psutil
 
 from scaler.protocol import SchedulerStatus
-from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
+from scaler.testing.processes import ScalerProcess, all_exited, free_tcp_address, still_running, wait_for
 from tests.e2e.monitor import counters, wait_for_status
 
 UNFINISHED_STATES = ("waiting", "ready", "assigned", "canceling")
@@ -78,7 +78,7 @@ class LiveCluster:
                 agents += [child for child in psutil.Process(launcher.pid).children() if child.is_running()]
             except psutil.NoSuchProcess:
                 pass
-        return [agent for agent in agents if agent.status() != psutil.STATUS_ZOMBIE]
+        return [agent for agent in agents if still_running(agent)]
 
     def kill_worker(self, agent: Optional[psutil.Process] = None) -> int:
         """SIGKILL a worker agent (its fork server and processors die with it); returns its pid."""
@@ -112,7 +112,7 @@ class LiveCluster:
         for launcher in self.launchers:
             launcher.stop()
         self.scheduler.stop()
-        wait_for(lambda: not any(_running(p) for p in self._seen_pids.values()), 10, "no process left of the cluster")
+        wait_for(lambda: all_exited(self._seen_pids.values()), 10, "no process left of the cluster")
 
 
 def unfinished(status: SchedulerStatus) -> int:
@@ -122,10 +122,3 @@ def unfinished(status: SchedulerStatus) -> int:
 
 def _alive(pid: int) -> bool:
     return psutil.pid_exists(pid)
-
-
-def _running(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

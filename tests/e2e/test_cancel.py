@@ -10,11 +10,10 @@ import time
 from typing import Iterator
 
 import cloudpickle
-import psutil
 import pytest
 
 from scaler import Client
-from scaler.testing.processes import wait_for
+from scaler.testing.processes import all_exited, wait_for
 from tests.e2e.live_cluster import LiveCluster, unfinished
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -80,7 +79,7 @@ def test_cancel_of_a_running_task_stops_it_and_frees_its_worker(client, tmp_path
     wait_for(lambda: marker.exists() and marker.read_text(), 20, "the task to start")
     pid = int(marker.read_text())
     assert future.cancel() is True
-    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10, "kill")
+    wait_for(lambda: all_exited([pid]), 10, "kill")
     assert [f.result(timeout=20) for f in [client.submit(sleep_then, 0, n) for n in range(4)]] == [0, 1, 2, 3]
 
 

@@ -13,15 +13,11 @@ import psutil
 import pytest
 
 from scaler import Client, SchedulerClusterCombo
-from scaler.testing.processes import ROOT, free_tcp_address, wait_for
+from scaler.testing.processes import ROOT, all_exited, free_tcp_address, wait_for
 
 
 def _tree(pid: int) -> List[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
-
-
-def _all_gone(processes: List[psutil.Process]) -> bool:
-    return not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in processes)
 
 
 def test_combo_runs_tasks_and_shutdown_leaves_no_process() -> None:
@@ -35,7 +31,7 @@ def test_combo_runs_tasks_and_shutdown_leaves_no_process() -> None:
     finally:
         combo.shutdown()
     combo.shutdown()  # idempotent
-    wait_for(lambda: _all_gone(started), 10, "every process of the combo to exit")
+    wait_for(lambda: all_exited(started), 10, "every process of the combo to exit")
 
 
 def test_combo_as_context_manager_with_explicit_address() -> None:
@@ -114,7 +110,7 @@ def test_no_orphan_after_the_parent_is_killed(tmp_path) -> None:
         tree = _tree(parent.pid)
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        wait_for(lambda: _all_gone(tree), 15, "the combo's processes to exit after its parent was SIGKILLed")
+        wait_for(lambda: all_exited(tree), 15, "the combo's processes to exit after its parent was SIGKILLed")
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -18,7 +18,7 @@ import pytest
 
 from scaler import Client
 from scaler.errors import ProcessorDiedError, WorkerDiedError
-from scaler.testing.processes import ROOT, wait_for
+from scaler.testing.processes import ROOT, all_exited, wait_for
 from tests.e2e.live_cluster import LiveCluster, unfinished
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -69,7 +69,7 @@ def test_sigkilled_worker_mid_task_its_tasks_run_elsewhere(live, tmp_path) -> No
     starts = sorted(name.split(".")[0] for name in os.listdir(markers))
     assert len(starts) > 6, "the task running on the killed worker ran again"
     assert set(starts) == {str(value) for value in range(6)}
-    assert not psutil.pid_exists(victim) or psutil.Process(victim).status() == psutil.STATUS_ZOMBIE
+    assert all_exited([victim])
 
 
 def test_worker_added_mid_run_takes_queued_tasks(live) -> None:

@@ -10,11 +10,10 @@ import time
 from typing import Iterator
 
 import cloudpickle
-import psutil
 import pytest
 
 from scaler import Client
-from scaler.testing.processes import wait_for
+from scaler.testing.processes import all_exited, wait_for
 from tests.e2e.live_cluster import LiveCluster
 from tests.e2e.monitor import counters
 
@@ -124,4 +123,4 @@ def test_canceling_a_parent_cancels_its_children(live, tmp_path) -> None:
         pid = int(marker.read_text())
         assert parent.cancel()
         live.wait_idle()  # children canceled too: nothing stays running or queued
-    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10, "kill")
+    wait_for(lambda: all_exited([pid]), 10, "kill")

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from scaler import Client, SchedulerClusterCombo
-from scaler.testing.processes import wait_for
+from scaler.testing.processes import all_exited, wait_for
 from tests.e2e.live_cluster import LiveCluster
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -57,7 +57,7 @@ def test_unprotected_shutdown_stops_scheduler_and_workers_cleanly(tmp_path) -> N
         assert live.scheduler.popen.wait(10) == 0
         for launcher in launchers:
             assert launcher.popen.wait(15) == 0, launcher.output()
-        wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree), 10, "no orphan")
+        wait_for(lambda: all_exited(tree), 10, "no orphan")
         assert "scheduler said goodbye" in launchers[0].output()
     finally:
         live.close()

@@ -7,8 +7,8 @@ from typing import Callable, Iterator, List, NamedTuple
 import pytest
 
 from scaler.protocol import Hello
-from scaler.testing.processes import ScalerProcess, wait_for
-from tests.worker.helpers import all_gone, processor_pids
+from scaler.testing.processes import ScalerProcess, all_exited, wait_for
+from tests.worker.helpers import processor_pids
 from tests.worker.peer import SchedulerPeer
 
 
@@ -60,7 +60,7 @@ def start_cluster(peer: SchedulerPeer, tmp_path) -> Iterator[Callable[..., Scale
                 peer.pump(0.02)
         process.stop()
         print(f"--- output of cluster {process.pid} ---\n{process.output()}")  # shown by pytest when a test fails
-        wait_for(lambda tree=tree: all_gone(tree), 10, f"no process left of cluster {process.pid}")
+        wait_for(lambda tree=tree: all_exited(tree), 10, f"no process left of cluster {process.pid}")
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Helpers for worker tests: finding the processes of a cluster, waiting on heartbeats and exits."""
+"""Helpers for worker tests: finding the processes of a cluster, waiting on heartbeats and exits (a process that
+exited: scaler.testing.processes.all_exited)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,6 @@ import psutil
 from scaler.protocol import WorkerHeartbeat
 from scaler.testing.processes import ScalerProcess, wait_for
 from tests.worker.peer import SchedulerPeer
-
-
-def all_gone(pids: List[int]) -> bool:
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.NoSuchProcess:
-            pass
-    return True
 
 
 def processor_pids(process: ScalerProcess) -> List[int]:

@@ -14,8 +14,8 @@ from scaler import config
 from scaler.cluster import Cluster
 from scaler.protocol import WorkerDisconnect
 from scaler.settings_spec import CLUSTER, WORKER
-from scaler.testing.processes import ROOT, ScalerProcess, wait_for
-from tests.worker.helpers import all_gone, wait_exit
+from scaler.testing.processes import ROOT, ScalerProcess, all_exited, wait_for
+from tests.worker.helpers import wait_exit
 
 
 def run_cli(*arguments: str) -> subprocess.CompletedProcess:
@@ -80,7 +80,7 @@ def test_cluster_api_start_and_shutdown_leave_no_process(peer, tmp_path):
     finally:
         exit_code = cluster.shutdown(timeout=10)
     assert exit_code == 0
-    wait_for(lambda: all_gone(pids), 10, "every process of the cluster to end")
+    wait_for(lambda: all_exited(pids), 10, "every process of the cluster to end")
 
     def disconnects() -> int:
         return sum(type(message) is WorkerDisconnect for _, message in peer.inbox)
@@ -108,7 +108,7 @@ def test_sigkill_of_the_launcher_kills_workers_and_processors(peer, start_cluste
     tree = [child.pid for child in process.descendants()]
     os.kill(process.pid, signal.SIGKILL)
     process.popen.wait(10)
-    wait_for(lambda: all_gone(tree), 10, "the whole tree to die with its launcher")
+    wait_for(lambda: all_exited(tree), 10, "the whole tree to die with its launcher")
 
 
 def test_cluster_started_from_python_stops_when_its_caller_dies(peer, tmp_path):
@@ -125,7 +125,7 @@ def test_cluster_started_from_python_stops_when_its_caller_dies(peer, tmp_path):
         tree = [child.pid for child in caller.descendants()]
         os.kill(caller.pid, signal.SIGKILL)
         caller.popen.wait(10)
-        wait_for(lambda: peer.pump(0.02) or all_gone(tree), 10, "the cluster to stop after its caller died")
+        wait_for(lambda: peer.pump(0.02) or all_exited(tree), 10, "the cluster to stop after its caller died")
     finally:
         caller.stop()
     assert "parent" in caller.output() and "is gone, stopping workers" in caller.output()

@@ -12,8 +12,8 @@ import pytest
 
 from scaler.errors import ProcessorDiedError
 from scaler.protocol import TaskStatus, heartbeat_flags
-from scaler.testing.processes import wait_for
-from tests.worker.helpers import all_gone, processor_pids, wait_heartbeat
+from scaler.testing.processes import all_exited, wait_for
+from tests.worker.helpers import processor_pids, wait_heartbeat
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -111,5 +111,5 @@ def test_processor_death_is_seen_even_if_its_children_keep_its_socket_open(peer,
     result = peer.run(worker.identity, peer.task(fork_sleeper_then_exit, pid_path))
     assert result.status == TaskStatus.failed and "exit code 4" in result.error_text
     child = int(open(pid_path).read())
-    wait_for(lambda: all_gone([child]), 10, "the task's child to be killed with its processor's group")
+    wait_for(lambda: all_exited([child]), 10, "the task's child to be killed with its processor's group")
     assert cloudpickle.loads(peer.run(worker.identity, peer.task(double, 1)).payload) == 2
