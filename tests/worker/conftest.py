@@ -49,18 +49,24 @@ def start_cluster(peer: SchedulerPeer, tmp_path) -> Iterator[Callable[..., Scale
 
     yield start
     # SIGTERM retires a worker: the peer lets it go at once, as a scheduler would, so it need not wait to hear nothing
-    # for the peer timeout; one whose peer is gone or that ignores the answer gets stop()'s SIGKILL in the end
+    # for the peer timeout. Every process of the tree must then exit by itself: what stop() has to SIGKILL is a failure
+    # of the test, reported once every cluster is stopped.
     peer.let_retiring_workers_go = True
+    left_behind = []
     for process in started:
         tree = [process.pid, *(child.pid for child in process.descendants())]
         if process.popen.poll() is None:
             process.popen.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            while process.popen.poll() is None and time.monotonic() < deadline:
-                peer.pump(0.02)
+        deadline = time.monotonic() + 15
+        while not all_exited(tree) and time.monotonic() < deadline:
+            peer.pump(0.02)
+        running = [pid for pid in tree if not all_exited([pid])]
+        if running:
+            left_behind.append(f"cluster {process.pid}: {running} still running 15 s after its SIGTERM")
         process.stop()
         print(f"--- output of cluster {process.pid} ---\n{process.output()}")  # shown by pytest when a test fails
-        wait_for(lambda tree=tree: all_exited(tree), 10, f"no process left of cluster {process.pid}")
+    if left_behind:
+        pytest.fail("processes outlived their cluster's SIGTERM: " + "; ".join(left_behind))
 
 
 @pytest.fixture
