@@ -36,7 +36,9 @@ from scaler.worker.processor_messages import ProcessorOrders, ProcessorReport, P
 _HEADER = struct.Struct("<Q")
 SMALL_MESSAGE_BYTES = 64 * 1024  # below this, header and body go in one syscall; above, concatenating would copy
 _READ_CHUNK_BYTES = 256 * 1024
-# Descriptors one message carries at most (Linux passes at most 253 per sendmsg): a message with more is split.
+# Descriptors one sendmsg passes at most (Linux passes at most 253): a message with more is split between its items,
+# and one item with more (a task reading hundreds of graph results) has them sent with its first bytes, this many with
+# each byte (the reader takes them in order).
 MAX_SHARED_PER_MESSAGE = 250
 _ANCILLARY_BYTES = socket.CMSG_SPACE(4 * MAX_SHARED_PER_MESSAGE * 4)  # a read returns one message's at most
 # On the wire the NamedTuples travel as plain tuples: marshal writes no tuple subclass, and pickle writes a NamedTuple
@@ -167,17 +169,35 @@ def frame_encoded(body: bytes) -> Tuple[bytes, ...]:
     return header, body
 
 
-def send_encoded(sock: socket.socket, body: bytes, shared: Sequence[SharedBytes] = ()) -> None:
-    """Send a message (blocking), the descriptors of its shared payloads with its first byte."""
-    parts = frame_encoded(body)
-    if shared:
-        first = parts[0]
-        sent = sock.sendmsg([first], [fd_message(shared)])  # the descriptors go with the first byte sent
-        if sent < len(first):
-            sock.sendall(memoryview(first)[sent:])
-        parts = parts[1:]
+def pieces(body: bytes, shared: Sequence[SharedBytes] = ()) -> List[Tuple[memoryview, Sequence[SharedBytes]]]:
+    """What to send of an encoded message, in order: (bytes, the shared payloads whose descriptors go with them). The
+    descriptors go with its first bytes, MAX_SHARED_PER_MESSAGE at most with each: a piece of one byte for each such
+    batch but the last, which goes with the rest of its part. Each sendmsg's descriptors then arrive with a read of its
+    bytes, and the message is complete only once they all have."""
+    parts = [memoryview(part) for part in frame_encoded(body)]
+    if not shared:
+        return [(part, ()) for part in parts]
+    batches = [shared[i : i + MAX_SHARED_PER_MESSAGE] for i in range(0, len(shared), MAX_SHARED_PER_MESSAGE)]
+    out: List[Tuple[memoryview, Sequence[SharedBytes]]] = []
     for part in parts:
-        sock.sendall(part)
+        while batches and (len(batches) > 1 and len(part) > 1):
+            out.append((part[:1], batches.pop(0)))
+            part = part[1:]
+        out.append((part, batches.pop(0) if batches else ()))
+    if batches:  # a message has a byte for each of its shared payloads at least: never
+        raise ValueError(f"{len(shared)} descriptors for a message of {len(body)} bytes")
+    return out
+
+
+def send_encoded(sock: socket.socket, body: bytes, shared: Sequence[SharedBytes] = ()) -> None:
+    """Send a message (blocking), the descriptors of its shared payloads with its first bytes (pieces())."""
+    for piece, descriptors in pieces(body, shared):
+        if descriptors:
+            sent = sock.sendmsg([piece], [fd_message(descriptors)])
+            if sent < len(piece):
+                sock.sendall(piece[sent:])
+        else:
+            sock.sendall(piece)
 
 
 def fd_message(shared: Sequence[SharedBytes]) -> Tuple[int, int, bytes]:

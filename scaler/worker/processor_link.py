@@ -15,7 +15,7 @@ import psutil
 
 from scaler.io.shared_bytes import SharedBytes
 from scaler.worker.capture import OutputReader
-from scaler.worker.channel import MessageReader, encode_shared, fd_message, frame_encoded, split_for_descriptors
+from scaler.worker.channel import MessageReader, encode_shared, fd_message, pieces, split_for_descriptors
 from scaler.worker.processor_messages import OutputChunk, ProcessorOrders, ProcessorTask
 from scaler.worker.zygote import ForkedProcessor
 
@@ -67,11 +67,11 @@ class ProcessorLink:
         is written by write() as the loop finds room. Raises OSError if the processor is gone (the poll then sees
         its end of file)."""
         for message in split_for_descriptors(orders):
-            body, shared = encode_shared(message)
-            parts = frame_encoded(body)
-            for index, part in enumerate(parts):
-                # the descriptors of its shared payloads go with its first byte (and stay open until they went)
-                self._unsent.append((memoryview(part), index == len(parts) - 1, shared if index == 0 else None))
+            message_pieces = pieces(*encode_shared(message))
+            last = len(message_pieces) - 1
+            for index, (piece, shared) in enumerate(message_pieces):
+                # the descriptors of its shared payloads go with its first bytes (and stay open until they went)
+                self._unsent.append((piece, index == last, list(shared) if shared else None))
         self.write()
 
     def write(self) -> None:

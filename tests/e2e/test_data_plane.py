@@ -185,6 +185,22 @@ def test_a_holder_on_this_host_that_left_costs_the_worker_that_read_from_it_noth
     assert sum(reader.cpu_times()[:2]) - before < 0.3, "the reader's agent idles"
 
 
+def length_of_all(*parts: bytes) -> int:
+    return sum(len(part) for part in parts)
+
+
+def test_a_task_reading_hundreds_of_held_results_runs(live) -> None:
+    """More graph results than one sendmsg passes descriptors (253) go to one task: the worker hands them over in
+    batches (before, its channel to the task process stopped for good and the graph never ended)."""
+    live.add_cluster(2)
+    live.wait_workers(2)
+    count, size = 600, 70 * 1024  # above the inline limit: each held where it was made
+    graph: Dict[str, Any] = {f"part-{index}": (make, index, size) for index in range(count)}
+    graph["total"] = (length_of_all, *[f"part-{index}" for index in range(count)])
+    with Client(live.address) as client:
+        assert client.get(graph, ["total"], block=False)["total"].result(timeout=60) == count * size
+
+
 def view_of(size: int) -> memoryview:
     return memoryview(bytes(range(256)) * (size // 256))
 

@@ -8,7 +8,15 @@ import socket
 
 import pytest
 
-from scaler.worker.channel import MessageReader, SharedProgress, decode_message, encode_message, send_message
+from scaler.io.shared_bytes import SharedBytes
+from scaler.worker.channel import (
+    MAX_SHARED_PER_MESSAGE,
+    MessageReader,
+    SharedProgress,
+    decode_message,
+    encode_message,
+    send_message,
+)
 from scaler.worker.processor_messages import (
     ProcessorArgument,
     ProcessorOrders,
@@ -72,6 +80,30 @@ def test_every_message_shape_crosses_unchanged() -> None:
     assert ProcessorArgument(*task.arguments[1]) == ("key", b"o" * 32, None, True)
     results = received[2].results
     assert [type(r) for r in results] == [ProcessorResult] * 2 and results[0].peak_memory == 4096
+
+
+def test_a_task_with_more_shared_inputs_than_one_sendmsg_passes_gets_them_all() -> None:
+    """Linux passes at most 253 descriptors per sendmsg; a task reading 600 graph results has them sent in batches
+    with its first bytes (before, sendmsg failed with EINVAL and the channel stopped for good)."""
+    count = 2 * MAX_SHARED_PER_MESSAGE + 100
+    shared = [SharedBytes.create(bytes([index % 256]) * (100 + index)) for index in range(count)]
+    arguments = [ProcessorArgument("", b"o%d" % index, payload, False) for index, payload in enumerate(shared)]
+    task = ProcessorTask(1, b"t" * 16, b"", None, b"f" * 32, None, arguments, False, [])
+    left, right = socket.socketpair()
+    try:
+        send_message(left, ProcessorOrders([task], [], shared=shared))
+        send_message(left, ProcessorOrders([], [b"after"]))
+        reader = MessageReader(right)
+        received: list = []
+        while len(received) < 2:
+            received += reader.wait()
+    finally:
+        left.close()
+        right.close()
+    (orders, after) = received
+    payloads = [ProcessorArgument(*argument).payload for argument in ProcessorTask(*orders.tasks[0]).arguments]
+    assert [bytes(payload.view()) for payload in payloads] == [bytes(p.view()) for p in shared]
+    assert after.drops == [b"after"], "the channel goes on after it"
 
 
 def test_a_message_marshal_cannot_write_crosses_as_a_pickle() -> None:
