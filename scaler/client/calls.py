@@ -15,7 +15,7 @@ from scaler.client.objects import ObjectReference
 from scaler.client.options import TaskOptions
 from scaler.client.task_message import task_message
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
-from scaler.protocol import Argument, Task, Template, make_template
+from scaler.protocol import Argument, Task, Template, make_template, worth_a_template
 from scaler.tracebacks import note_unserializable_argument
 
 _SHAPES_PER_ENCODER = 256  # argument lengths remembered per encoder; past that it starts over
@@ -30,6 +30,7 @@ class CallEncoder:
         "profiling",
         "_serialize",
         "_templates",
+        "_seen",
         "options",
         "retries",
     )
@@ -51,6 +52,7 @@ class CallEncoder:
         self.profiling = profiling
         self._serialize = serialize
         self._templates: Dict[Any, Optional[Template]] = {}  # length of the one argument, or tuple of lengths
+        self._seen: Dict[Any, int] = {}  # shapes met too few times to be worth a template yet
 
     def serialize_args(self, args: Sequence[Any]) -> Tuple[List[bytes], bool]:
         """The bytes of the arguments before the first object reference, and whether the call can be encoded here:
@@ -82,6 +84,13 @@ class CallEncoder:
         return template.encode([task_id, *datas])
 
     def _make(self, key: Any, task_id: bytes, datas: List[bytes]) -> Optional[Template]:
+        seen = self._seen.get(key, 0) + 1
+        if not worth_a_template(seen, 1 + len(datas)):
+            if len(self._seen) >= _SHAPES_PER_ENCODER:
+                self._seen = {}
+            self._seen[key] = seen
+            return None
+        self._seen.pop(key, None)
         if len(self._templates) >= _SHAPES_PER_ENCODER:
             self._templates = {}
         function_id, parent, profiling = self.function_id, self.parent, self.profiling

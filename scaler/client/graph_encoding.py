@@ -24,7 +24,7 @@ from scaler.client.task_message import shaped_like, task_message
 from scaler.client.tasks import OBJECT_REF, TaskFactory, check_reference
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.errors import FrameTooLargeError
-from scaler.protocol import Argument, ArgumentKind, Builder, Task, Template, encode, make_template
+from scaler.protocol import Argument, ArgumentKind, Builder, Task, Template, encode, make_template, worth_a_template
 
 _TASK_REF = int(ArgumentKind.task_ref)
 _INLINE = int(ArgumentKind.inline)
@@ -176,6 +176,7 @@ class _NodeEncoder:
 
     def __init__(self) -> None:
         self._templates: Dict[tuple, Optional[Template]] = {}
+        self._seen: Dict[tuple, int] = {}  # shapes met too few times to be worth a template yet
 
     def encode(self, tasks: List[Task]) -> bytes:
         templates = self._templates
@@ -191,12 +192,23 @@ class _NodeEncoder:
             )
             template = templates.get(key, _NOT_MADE)
             if template is _NOT_MADE:
-                template = templates[key] = make_template(_node_builder(task), _lengths(task))
+                template = self._template(key, task)
             if template is None:
                 parts.append(encode(task))
             else:
                 parts.append(template.encode([task.task_id, *[argument.data for argument in args], *dependencies]))
         return b"".join(parts)
+
+    def _template(self, key: tuple, task: Task) -> Optional[Template]:
+        """The shape's template once it is worth making (None until then, and if none can be trusted)."""
+        lengths = _lengths(task)
+        seen = self._seen.get(key, 0) + 1
+        if not worth_a_template(seen, len(lengths)):
+            self._seen[key] = seen
+            return None
+        self._seen.pop(key, None)
+        template = self._templates[key] = make_template(_node_builder(task), lengths)
+        return template
 
 
 def _lengths(task: Task) -> List[int]:

@@ -12,7 +12,7 @@ into scaler/fastpath/_messages.py, a pure-Python implementation that runs on CPy
 from scaler.fastpath._messages import *  # noqa: F403  (every message class, enum, PROTOCOL_VERSION, MESSAGE_TYPES)
 from scaler.fastpath._messages import __all__ as _generated_names
 from scaler.fastpath.codec import Encoded, decode_frame, decode_frame_for_routing, encode, encode_many
-from scaler.fastpath.templates import Builder, Template, make_template
+from scaler.fastpath.templates import Builder, Template, make_template, worth_a_template
 from scaler.fastpath.wire import ProtocolError
 from scaler.protocol import heartbeat_flags
 
@@ -28,4 +28,5 @@ __all__ = [
     "encode_many",
     "heartbeat_flags",
     "make_template",
+    "worth_a_template",
 ]

@@ -76,7 +76,7 @@ def test_map_tasks_are_the_tasks_submit_would_send(client: Client, peer: Protoco
         assert task == expected
 
 
-def test_a_call_encoder_makes_a_template_per_shape_and_starts_over_when_full(monkeypatch) -> None:
+def test_a_call_encoder_makes_a_template_per_shape_met_often_and_starts_over_when_full(monkeypatch) -> None:
     made = []
 
     def recording(build, lengths):
@@ -87,43 +87,74 @@ def test_a_call_encoder_makes_a_template_per_shape_and_starts_over_when_full(mon
     monkeypatch.setattr(calls, "_SHAPES_PER_ENCODER", 2)
     encoder = calls.CallEncoder(b"f" * 16, b"", b"", False, pickle.dumps, DEFAULT_OPTIONS)
     task_id = b"t" * 16
-    for value in (1, 2, 3, 1000, "many bytes", 4):
+    values = (1, 2, 3, 4, 1000, 1001, 1002, "many bytes", "more bytes", "most bytes", 5)
+    for value in values:
         datas, plain = encoder.serialize_args((value,))
         assert plain
         encoded = encoder.encode(task_id, datas)
-        assert encoded == encode(Task(task_id=task_id, function_id=b"f" * 16, args=[Argument(data=datas[0])]))
-    # 1, 2, 3 and 4 share a length: three shapes, the third made after starting over, then the first again
-    lengths = [len(pickle.dumps(value)) for value in (1, 1000, "many bytes", 4)]
+        expected = encode(Task(task_id=task_id, function_id=b"f" * 16, args=[Argument(data=datas[0])]))
+        assert encoded is None or encoded == expected
+    # a shape of two values (the id, the argument) gets its template when met the third time: the small ints at 3,
+    # 1000-1002 at 1002, the strings at "most bytes" after starting over; 5 finds the small ints' template gone (the
+    # templates started over), and their count too (which started over at "many bytes")
+    lengths = [len(pickle.dumps(value)) for value in (3, 1002, "most bytes")]
     assert made == [[16, length] for length in lengths]
+
+
+def test_a_graph_node_met_once_is_encoded_once_however_wide(monkeypatch) -> None:
+    """A template costs an encoding per variable field: a node reading thousands of results, a shape met once, is
+    encoded in full (making its template took 18 s for 1,000 of them)."""
+    from scaler.client import graph_encoding
+
+    made = []
+
+    def recording(build, lengths):
+        made.append(len(lengths))
+        return make_template(build, lengths)
+
+    monkeypatch.setattr(graph_encoding, "make_template", recording)
+    ids = [index.to_bytes(16, "big") for index in range(1001)]
+    ref = ArgumentKind.task_ref
+    leaves = [Task(task_id=ids[i], function_id=b"f" * 16, args=[Argument(data=b"%d" % (i % 10))]) for i in range(1000)]
+    wide = Task(
+        task_id=ids[1000], function_id=b"g" * 16, args=[Argument(kind=ref, data=i) for i in ids[:1000]],
+        dependencies=ids[:1000],
+    )  # fmt: skip
+    assert graph_encoding._NodeEncoder().encode([*leaves, wide]) == encode_many([*leaves, wide])
+    assert made == [2], "the leaves' shape got a template, the wide node none"
 
 
 def test_graph_nodes_encoded_by_template_are_the_tasks_themselves() -> None:
     from scaler.client.graph_encoding import _NodeEncoder
 
-    ids = [bytes([index]) * 16 for index in range(8)]
     ref, inline, obj = ArgumentKind.task_ref, ArgumentKind.inline, ArgumentKind.object_ref
-    tasks = [
-        Task(task_id=ids[0], function_id=b"f" * 16, args=[Argument(data=b"1")], report_result=False),
-        Task(task_id=ids[1], function_id=b"f" * 16, args=[Argument(data=b"2")], report_result=False),
-        Task(
-            task_id=ids[2],
-            function_id=b"g" * 16,
-            args=[Argument(kind=ref, data=ids[0]), Argument(kind=ref, name="right", data=ids[1])],
-            dependencies=[ids[0], ids[1]],
-            parent_task_id=b"p" * 16,
-            serializer_id=b"s" * 16,
-            profiling=True,
-        ),
-        Task(
-            task_id=ids[3],
-            function_id=b"g" * 16,
-            args=[Argument(kind=obj, data=b"o" * 16), Argument(kind=inline, data=b"x" * 2000)],
-            dependencies=[],
-        ),
-        Task(task_id=ids[4], function_id=b"h" * 16, args=[], dependencies=[ids[2], ids[3]]),
-    ]
-    tasks.append(Task(task_id=ids[5], function_id=b"f" * 16, args=[Argument(data=b"3")], report_result=False))
-    assert _NodeEncoder().encode(tasks) == encode_many(tasks)
+    tasks = []
+    # each shape met often enough to get its template (worth_a_template), with other bytes each time
+    for round in range(6):
+        ids = [bytes([round * 8 + index]) * 16 for index in range(5)]
+        tasks += [
+            Task(task_id=ids[0], function_id=b"f" * 16, args=[Argument(data=b"%d" % round)], report_result=False),
+            Task(task_id=ids[1], function_id=b"f" * 16, args=[Argument(data=b"2")], report_result=False),
+            Task(
+                task_id=ids[2],
+                function_id=b"g" * 16,
+                args=[Argument(kind=ref, data=ids[0]), Argument(kind=ref, name="right", data=ids[1])],
+                dependencies=[ids[0], ids[1]],
+                parent_task_id=b"p" * 16,
+                serializer_id=b"s" * 16,
+                profiling=True,
+            ),
+            Task(
+                task_id=ids[3],
+                function_id=b"g" * 16,
+                args=[Argument(kind=obj, data=bytes([round]) * 16), Argument(kind=inline, data=b"x" * 2000)],
+                dependencies=[],
+            ),
+            Task(task_id=ids[4], function_id=b"h" * 16, args=[], dependencies=[ids[2], ids[3]]),
+        ]
+    encoder = _NodeEncoder()
+    assert encoder.encode(tasks) == encode_many(tasks)
+    assert len([template for template in encoder._templates.values() if template is not None]) == 4
 
 
 def test_a_graph_node_template_copies_every_field_a_task_has() -> None:
