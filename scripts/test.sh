@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine (as root, or with sudo), builds and checks the sdist and
 # wheel, builds the documentation site strictly, then runs every test: the whole suite on CPython, and the protocol
-# and scheduler suites again on PyPy, where the scheduler runs. A suite that passes but leaves files in the temporary
+# and scheduler suites and the data relay's tests again on PyPy, where the scheduler and its relay run. A suite that passes but leaves files in the temporary
 # directories fails (scripts/leftovers.py). Extra arguments go to both pytest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +45,6 @@ bash packaging/nuitka/build.sh
 echo "== tests on CPython"
 .venv/bin/python scripts/leftovers.py -- .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
 
-echo "== protocol and scheduler tests on PyPy"
+echo "== protocol, scheduler and relay tests on PyPy"
 .venv/bin/python scripts/leftovers.py -- \
-    .venv-pypy/bin/python -m pytest -q -p no:cacheprovider tests/protocol tests/scheduler "$@"
+    .venv-pypy/bin/python -m pytest -q -p no:cacheprovider tests/protocol tests/scheduler tests/io/test_relay.py "$@"

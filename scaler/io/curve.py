@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 import zmq
 import zmq.auth
@@ -93,6 +93,34 @@ def sender_key(frame: zmq.Frame) -> str:
         return str(frame.get("User-Id") or "")
     except zmq.ZMQError:
         return ""
+    except NotImplementedError:  # pyzmq's CFFI backend (PyPy's) has no Frame.get: libzmq is asked directly
+        return _cffi_frame_property(frame, b"User-Id")
+
+
+def _cffi_frame_property(frame: zmq.Frame, name: bytes) -> str:
+    """zmq_msg_gets on a frame of pyzmq's CFFI backend (received with copy=False, so it still holds its message), ""
+    if the message has no such property."""
+    import ctypes
+
+    from zmq.backend.cffi._cffi import ffi  # type: ignore[import-not-found]
+
+    value = _zmq_msg_gets()(ctypes.c_void_p(int(ffi.cast("uintptr_t", frame.zmq_msg))), name)
+    return value.decode() if value else ""
+
+
+@functools.cache
+def _zmq_msg_gets() -> Any:
+    """libzmq's zmq_msg_gets, from the libzmq this process loaded for pyzmq (the CFFI backend declares no binding)."""
+    import ctypes
+
+    with open("/proc/self/maps") as maps:
+        paths = {line.split(None, 5)[5].strip() for line in maps if "libzmq" in line and "/" in line}
+    if len(paths) != 1:
+        raise RuntimeError(f"cannot read a message's CURVE key: libzmq loaded from {sorted(paths) or 'nowhere'}")
+    function = ctypes.CDLL(paths.pop()).zmq_msg_gets
+    function.restype = ctypes.c_char_p
+    function.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    return function
 
 
 def refusal_log(prefix: str = "") -> LimitedLog:
