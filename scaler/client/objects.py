@@ -45,8 +45,12 @@ class ContentIds:
         self._key = key
 
     def of(self, payload: Any) -> bytes:
-        """The id of `payload`: bytes, or SharedBytes."""
-        return hashlib.blake2b(as_buffer(payload), digest_size=CONTENT_ID_BYTES, key=self._key).digest()
+        """The id of `payload`: bytes, or SharedBytes (read through a mapping dropped at once: served on this host by
+        its descriptor, it needs no other)."""
+        if type(payload) is SharedBytes:
+            with payload.mapped_once() as data:
+                return hashlib.blake2b(data, digest_size=CONTENT_ID_BYTES, key=self._key).digest()
+        return hashlib.blake2b(payload, digest_size=CONTENT_ID_BYTES, key=self._key).digest()
 
 
 class LargeObject:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 
 class SharedBytes:
@@ -40,6 +41,18 @@ class SharedBytes:
             os.close(fd)
             raise
         return cls(fd, size)
+
+    @contextmanager
+    def mapped_once(self) -> Iterator[Any]:
+        """The bytes, readable within the block only: a mapping of its own, unmapped at its end (unless view() keeps one
+        already). mmap dups the descriptor it maps, so the mapping view() keeps costs a second descriptor for as long
+        as the object lives; a reader that looks once (the client hashing an object it then serves by descriptor)
+        need not pay it."""
+        if self._map is not None or not self.size:
+            yield self.view()
+            return
+        with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as mapped:
+            yield mapped
 
     def view(self) -> memoryview:
         if self._map is None:
