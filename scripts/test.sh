@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine (as root, or with sudo), builds and checks the sdist and
 # wheel, builds the documentation site strictly, then runs every test: the whole suite on CPython, and the protocol
-# and scheduler suites and the data relay's tests again on PyPy, where the scheduler and its relay run. A suite that passes but leaves files in the temporary
-# directories fails (scripts/leftovers.py). Extra arguments go to both pytest runs.
+# and scheduler suites and the data relay's tests again on PyPy, where the scheduler and its relay run. A suite that
+# passes but leaves files in the temporary directories fails (scripts/leftovers.py). Extra arguments go to both pytest
+# runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh

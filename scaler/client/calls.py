@@ -84,13 +84,10 @@ class CallEncoder:
         return template.encode([task_id, *datas])
 
     def _make(self, key: Any, task_id: bytes, datas: List[bytes]) -> Optional[Template]:
-        seen = self._seen.get(key, 0) + 1
-        if not worth_a_template(seen, 1 + len(datas)):
-            if len(self._seen) >= _SHAPES_PER_ENCODER:
-                self._seen = {}
-            self._seen[key] = seen
+        if len(self._seen) >= _SHAPES_PER_ENCODER:
+            self._seen = {}
+        if not worth_a_template(self._seen, key, 1 + len(datas)):
             return None
-        self._seen.pop(key, None)
         if len(self._templates) >= _SHAPES_PER_ENCODER:
             self._templates = {}
         function_id, parent, profiling = self.function_id, self.parent, self.profiling

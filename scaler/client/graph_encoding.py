@@ -202,11 +202,8 @@ class _NodeEncoder:
     def _template(self, key: tuple, task: Task) -> Optional[Template]:
         """The shape's template once it is worth making (None until then, and if none can be trusted)."""
         lengths = _lengths(task)
-        seen = self._seen.get(key, 0) + 1
-        if not worth_a_template(seen, len(lengths)):
-            self._seen[key] = seen
+        if not worth_a_template(self._seen, key, len(lengths)):
             return None
-        self._seen.pop(key, None)
         template = self._templates[key] = make_template(_node_builder(task), lengths)
         return template
 

@@ -19,7 +19,7 @@ times (worth_a_template): a graph node reading a thousand results, met once, is 
 from __future__ import annotations
 
 import os
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from scaler.fastpath.codec import encode
 
@@ -71,11 +71,16 @@ def _filler(constants: List[bytes], order: List[int]) -> Callable[[Sequence[byte
     return fill
 
 
-def worth_a_template(seen: int, values: int) -> bool:
-    """Whether a shape met `seen` times so far (this one included), of `values` variable fields, has been met often
-    enough that its template costs less than encoding it in full every time: make_template encodes it values + 2
-    times."""
-    return seen > values
+def worth_a_template(seen: Dict[Any, int], shape: Any, values: int) -> bool:
+    """Count one more meeting of `shape`, of `values` variable fields, in `seen` (shape -> meetings); whether it has
+    now been met often enough that its template costs less than encoding it in full every time (make_template encodes
+    it values + 2 times). A shape worth it leaves `seen`: its template is kept by the caller."""
+    count = seen.get(shape, 0) + 1
+    if count > values:
+        seen.pop(shape, None)
+        return True
+    seen[shape] = count
+    return False
 
 
 def make_template(build: Builder, lengths: Sequence[int]) -> Optional[Template]:

@@ -40,7 +40,7 @@ _READ_CHUNK_BYTES = 256 * 1024
 # and one item with more (a task reading hundreds of graph results) has them sent with its first bytes, this many with
 # each byte (the reader takes them in order).
 MAX_SHARED_PER_MESSAGE = 250
-_ANCILLARY_BYTES = socket.CMSG_SPACE(4 * MAX_SHARED_PER_MESSAGE * 4)  # a read returns one message's at most
+_ANCILLARY_BYTES = socket.CMSG_SPACE(4 * MAX_SHARED_PER_MESSAGE * 4)  # a read returns one sendmsg's at most
 # On the wire the NamedTuples travel as plain tuples: marshal writes no tuple subclass, and pickle writes a NamedTuple
 # as a call of its class, which costs about eight times as much to write and read as the same fields in a plain tuple.
 _ORDERS = 0
@@ -180,7 +180,7 @@ def pieces(body: bytes, shared: Sequence[SharedBytes] = ()) -> List[Tuple[memory
     batches = [shared[i : i + MAX_SHARED_PER_MESSAGE] for i in range(0, len(shared), MAX_SHARED_PER_MESSAGE)]
     out: List[Tuple[memoryview, Sequence[SharedBytes]]] = []
     for part in parts:
-        while batches and (len(batches) > 1 and len(part) > 1):
+        while len(batches) > 1 and len(part) > 1:
             out.append((part[:1], batches.pop(0)))
             part = part[1:]
         out.append((part, batches.pop(0) if batches else ()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List
+from typing import List, Tuple
 
 import psutil
 
@@ -22,3 +22,15 @@ def memfd_holders(processes: List[psutil.Process]) -> List[str]:
         if "memfd:scaler-data" in maps or any("memfd:scaler-data" in link for link in fds):
             found.append(f"{process.pid} {process.name()}")
     return found
+
+
+def data_descriptors() -> Tuple[int, int]:
+    """This process's descriptors of Scaler's shared memory files of data, and how many distinct files they are."""
+    files = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if "memfd:scaler-data" in os.readlink(f"/proc/self/fd/{fd}"):
+                files.append(os.stat(f"/proc/self/fd/{fd}").st_ino)
+        except OSError:  # closed meanwhile
+            continue
+    return len(files), len(set(files))

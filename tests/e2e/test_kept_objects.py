@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterator, Tuple
+from typing import Any, Iterator
 
 import cloudpickle
 import numpy
@@ -19,7 +19,7 @@ import pytest
 from scaler import Client, Serializer
 from scaler.testing.processes import wait_for
 from tests.e2e.live_cluster import LiveCluster
-from tests.e2e.shared_memory import memfd_holders
+from tests.e2e.shared_memory import data_descriptors, memfd_holders
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -143,18 +143,6 @@ def test_a_client_that_leaves_frees_what_it_kept_on_every_worker(live) -> None:
 
 def index_of(blob: bytes) -> int:
     return int.from_bytes(blob[:2], "big")
-
-
-def data_descriptors() -> Tuple[int, int]:
-    """This process's descriptors of Scaler's shared memory files, and how many distinct files they are."""
-    files = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if "memfd:scaler-data" in os.readlink(f"/proc/self/fd/{fd}"):
-                files.append(os.stat(f"/proc/self/fd/{fd}").st_ino)
-        except OSError:  # closed meanwhile
-            continue
-    return len(files), len(set(files))
 
 
 def test_a_client_keeps_one_descriptor_per_object_it_serves(live) -> None:
