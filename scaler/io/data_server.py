@@ -28,7 +28,7 @@ from scaler.io.addresses import bare_host, tcp_host_port
 from scaler.io.curve import ZapResponder, apply_data_server_keys, sender_key
 from scaler.io.curve_keys import CurvePeerKeys
 from scaler.io.data_requests import IDS_PER_TURN, data_requests
-from scaler.io.shared_bytes import as_buffer
+from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import DataResponse, ProtocolError, decode_frame, encode
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,8 @@ def send_held(
     total = len(payload)
     chunk = chunk_bytes
     count = max(1, -(-total // chunk))
-    view = memoryview(as_buffer(payload))  # held in shared memory, or bytes: sent from where it is
+    # held in shared memory, or bytes: sent from where it is
+    view = payload.sent_view() if type(payload) is SharedBytes else memoryview(payload)
     for index in range(count):
         header = DataResponse(
             object_id=object_id,

@@ -54,6 +54,14 @@ class SharedBytes:
         with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as mapped:
             yield mapped
 
+    def sent_view(self) -> memoryview:
+        """A read-only view for a send that ends later (ZeroMQ's, without a copy): of a mapping of its own unless view()
+        keeps one, unmapped with its descriptor once the send released the last view of it. A result served once does
+        not keep a second descriptor for the rest of its life (see mapped_once)."""
+        if self._map is not None or not self.size:
+            return self.view()
+        return memoryview(mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ))
+
     def view(self) -> memoryview:
         if self._map is None:
             self._map = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) if self.size else mmap.mmap(-1, 1)
@@ -84,6 +92,11 @@ class SharedBytes:
 
     def __getitem__(self, index: slice) -> memoryview:
         return self.view()[index]
+
+    def to_bytes(self) -> bytes:
+        """A copy of the bytes, read through a mapping unmapped at once (no second descriptor kept for it)."""
+        with self.mapped_once() as mapped:
+            return bytes(mapped)
 
     def __del__(self) -> None:
         try:
