@@ -39,6 +39,9 @@ _MAX_REQUEST_BYTES = 1024 * 1024
 _MAX_RESPONSE_BYTES = 4096  # a DataResponse without its payload
 _ANCILLARY_BYTES = socket.CMSG_SPACE(array.array("i").itemsize)
 _REQUESTS_PER_TURN = 256  # then the holder's loop runs once before reading on
+# answers a reader takes per turn at most, then its loop runs once (the poll says readable again): each is a
+# descriptor until the reader's cache keeps it or copies it (scaler/worker/objects.py)
+_ANSWERS_PER_TURN = 64
 # a reader this far behind in reading its answers is not reading them: it is closed rather than answered on
 _MAX_QUEUED_ANSWERS = 4 * MAX_IDS_PER_FRAME
 
@@ -58,7 +61,8 @@ class _Peer:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.fd = sock.fileno()  # kept: a closed socket's fileno() is -1
-        self.answers: Deque[Tuple[bytes, Optional[SharedBytes]]] = deque()  # what the socket did not take yet
+        # what the socket did not take yet: a header, and what is held (None: not found; else bytes or SharedBytes)
+        self.answers: Deque[Tuple[bytes, Any]] = deque()
 
 
 def same_user(sock: socket.socket) -> bool:
@@ -155,13 +159,18 @@ class LocalDataServer:
     def _write(self, peer: _Peer) -> None:
         answers = peer.answers
         while answers:
-            header, shared = answers[0]
+            header, payload = answers[0]
+            if payload is not None and type(payload) is not SharedBytes:
+                # held as bytes (scaler/worker/objects.py): copied into a shared memory file of its own as it is sent,
+                # not as it is asked for, so that a long queue keeps no descriptors
+                payload = SharedBytes.create(payload)
+                answers[0] = (header, payload)
             try:
-                if shared is None:
+                if payload is None:
                     peer.sock.send(header, socket.MSG_DONTWAIT)
                 else:
-                    _send_read_only(peer.sock, header, shared.fd)
-                    self.served += shared.size
+                    _send_read_only(peer.sock, header, payload.fd)
+                    self.served += payload.size
             except (BlockingIOError, InterruptedError):
                 self._poller.register(peer.sock.fileno(), zmq.POLLIN | zmq.POLLOUT)
                 return
@@ -185,11 +194,10 @@ class LocalDataServer:
         self._listener.close()
 
 
-def _answer(object_id: bytes, payload: Any) -> Tuple[bytes, Optional[SharedBytes]]:
+def _answer(object_id: bytes, payload: Any) -> Tuple[bytes, Any]:
     if payload is None:
         return encode(DataResponse(object_id=object_id, found=False)), None
-    shared = payload if type(payload) is SharedBytes else SharedBytes.create(payload)
-    return encode(DataResponse(object_id=object_id, found=True, total_size=len(shared))), shared
+    return encode(DataResponse(object_id=object_id, found=True, total_size=len(payload))), payload
 
 
 class LocalDataReader:
@@ -256,7 +264,7 @@ class LocalDataReader:
         sock = self._by_address[address]
         assert sock is not None
         done: List[Tuple[bytes, Optional[SharedBytes]]] = []
-        while True:
+        while len(done) < _ANSWERS_PER_TURN:
             try:
                 data, ancillary, _, _ = sock.recvmsg(_MAX_RESPONSE_BYTES, _ANCILLARY_BYTES, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
@@ -284,6 +292,7 @@ class LocalDataReader:
                 self._drop(sock)  # not a holder we understand: through the network from now on
                 return done, address
             done.append((response.object_id, SharedBytes(received[0], response.total_size) if received else None))
+        return done, None
 
     def _drop(self, sock: socket.socket) -> None:
         address = self._addresses.pop(sock.fileno())

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
@@ -30,6 +31,7 @@ from scaler.gc_tuning import tune_for_a_loop
 from scaler.io.curve import ZapResponder, refusal_log, z85_keys
 from scaler.io.data_fetch import DataFetcher
 from scaler.io.data_server import DataServer, data_host
+from scaler.io.limits import raise_open_files_limit
 from scaler.io.local_data import LocalDataServer
 from scaler.io.relay_link import RelayLink, follow_relay, relay_address
 from scaler.io.shared_bytes import SharedBytes
@@ -165,6 +167,10 @@ class WorkerAgent:
             self._replaces,
             self._data.address if self._data is not None else "",
         )
+        # A quarter of the open-files limit (raised by scaler_cluster already) for the shared memory files of held
+        # results; the rest for their copies handed to task processes, fetches in flight, sockets and libraries.
+        open_files = raise_open_files_limit().soft
+        self._core.cache.shared_quota = open_files // 4 if open_files else sys.maxsize
         self._set_up_memory_limit()
         # the processors, forked from the fork server before this, keep the defaults: the tasks they run are the user's
         tune_for_a_loop()

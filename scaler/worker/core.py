@@ -1400,8 +1400,8 @@ class WorkerCore(ActorHosting):
 
     def _charge(self, object_id: bytes, number: int, size: int) -> None:
         """A held result processor `number` wrote: its cgroup must allow that much more (AllowMemory)."""
-        if self.cache.held_payload(object_id) is None:
-            return  # put to the scheduler, not held
+        if type(self.cache.held_payload(object_id)) is not SharedBytes:
+            return  # put to the scheduler, not held; or held as bytes, in the agent's memory (objects.py)
         self._charged_to[object_id] = (number, size)
         self._allowances[number] = self._allowances.get(number, 0) + size
         self._allowances_changed.add(number)

@@ -86,6 +86,7 @@ def check_invariants(core: Any) -> None:
         assert core.tasks[task_id].task.stream_output
     pins = Counter(object_id for task in core.tasks.values() for object_id in task.needs)
     assert pins == Counter(core.cache.pins()), (pins, core.cache.pins())
+    core.cache.check()
     assert core.preloading <= core.processors.keys()  # processors yet to say how their preload went
     if core.awaiting_preload:  # the worker connects once its first processor ran the preload
         assert core.connection != CONNECTED and not core.registrations

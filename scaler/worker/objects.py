@@ -4,7 +4,15 @@ No clock here: every call that records a use is told the time (see core.py)."""
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from scaler.io.shared_bytes import SharedBytes
+
+# Past its quota of descriptors (ObjectCache.shared_quota), the cache keeps new payloads of at most this many bytes as
+# bytes (a copy this small costs microseconds), not as shared memory files: what bounds how many results a worker
+# holds is then its memory, not its open-files limit. Larger ones are few enough for the memory they take.
+COMPACT_BYTES = 1024 * 1024
 
 _NOTHING_MISSING: Set[bytes] = frozenset()  # type: ignore[assignment]  # shared by every task that misses nothing
 _NOTHING_DROPPED: List[bytes] = []  # shared by every unpin that drops nothing: never added to
@@ -29,9 +37,16 @@ class ObjectCache:
         self._pins: Dict[bytes, int] = {}
         self._partial: Dict[bytes, _PartialObject] = {}
         self._doomed: Set[bytes] = set()  # deleted by the scheduler while a task here needed them: dropped after it
-        self._held: Set[bytes] = (
-            set()
-        )  # results of tasks run here, kept for the cluster until the scheduler deletes them
+        self._held: Set[bytes] = set()  # results of tasks run here, kept for the cluster until the scheduler frees them
+        self.shared_count = 0  # payloads that are SharedBytes: the descriptors the cache keeps open
+        # how many it may keep before it keeps small payloads as bytes: the agent sets a share of its open-files limit
+        # (its task processes' inputs, fetches in flight, sockets and libraries need descriptors too)
+        self.shared_quota = sys.maxsize
+
+    def check(self) -> None:
+        """Its invariants (core.validate)."""
+        assert self.shared_count == sum(type(payload) is SharedBytes for payload in self._payloads.values())
+        assert self._held <= self._payloads.keys()
 
     def __contains__(self, object_id: bytes) -> bool:
         return object_id in self._payloads
@@ -161,12 +176,20 @@ class ObjectCache:
         deleted = []
         for object_id in object_ids:
             if object_id in self._payloads and object_id not in self._pins:
-                del self._payloads[object_id]
+                if type(self._payloads.pop(object_id)) is SharedBytes:
+                    self.shared_count -= 1
                 del self._last_used[object_id]
                 self._held.discard(object_id)
                 deleted.append(object_id)
         return deleted
 
-    def _store(self, object_id: bytes, payload: bytes, now: float) -> None:
+    def _store(self, object_id: bytes, payload: Any, now: float) -> None:
+        if type(self._payloads.get(object_id)) is SharedBytes:
+            self.shared_count -= 1
+        if type(payload) is SharedBytes:
+            if self.shared_count >= self.shared_quota and len(payload) <= COMPACT_BYTES:
+                payload = payload.to_bytes()  # its descriptor closes as the last reference to it goes
+            else:
+                self.shared_count += 1
         self._payloads[object_id] = payload
         self._last_used[object_id] = now

@@ -62,10 +62,11 @@ class LiveCluster:
         """One more worker, under a launcher of its own so it can be killed alone."""
         return self.add_cluster(1)
 
-    def add_cluster(self, workers: int, *options: str) -> ScalerProcess:
-        """A `scaler_cluster -n WORKERS OPTIONS...` of its own, once its workers started."""
+    def add_cluster(self, workers: int, *options: str, prefix: Sequence[str] = ()) -> ScalerProcess:
+        """A `scaler_cluster -n WORKERS OPTIONS...` of its own, once its workers started; `prefix` goes before its
+        command (`prlimit ...`)."""
         log = str(self._directory / f"cluster{len(self.launchers)}.log")
-        launcher = ScalerProcess("scaler.cluster", ["-n", str(workers), *options, self.address], log)
+        launcher = ScalerProcess("scaler.cluster", ["-n", str(workers), *options, self.address], log, prefix=prefix)
         self.launchers.append(launcher)
         launcher.wait_for_output(f"Worker[{workers - 1}] started", timeout=60.0)  # a loaded machine starts slowly
         return launcher

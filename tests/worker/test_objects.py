@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from scaler.worker.objects import ObjectCache
+from scaler.io.shared_bytes import SharedBytes
+from scaler.worker.objects import COMPACT_BYTES, ObjectCache
 
 
 def cache_with(*object_ids: bytes) -> ObjectCache:
@@ -44,3 +45,26 @@ def test_pinned_objects_survive_eviction_and_deletion_until_unpinned() -> None:
     cache.unpin([b"f", b"a"], now=1000.0)
     assert cache.pins() == {}
     assert cache.delete([b"a"]) == [b"a"] and cache.evict_unused(now=2000.0) == [b"f"]
+
+
+def test_past_its_quota_of_descriptors_the_cache_keeps_small_payloads_as_bytes() -> None:
+    """A worker holding tens of thousands of results would otherwise run out of descriptors (one per shared memory
+    file) long before it runs out of memory; large payloads stay shared, whatever their number."""
+    cache = ObjectCache(retention_seconds=60.0)
+    cache.shared_quota = 2
+    small = [SharedBytes.create(bytes([index]) * 100_000) for index in range(4)]
+    cache.hold(b"a", small[0], 0.0)
+    cache.add_chunk(b"fetched", small[1], 0, 1, 0.0)
+    cache.hold(b"b", small[2], 0.0)
+    cache.hold(b"large", SharedBytes.create(b"L" * (COMPACT_BYTES + 1)), 0.0)
+    kinds = [type(cache.get(object_id)) for object_id in (b"a", b"fetched", b"b", b"large")]
+    assert kinds == [SharedBytes, SharedBytes, bytes, SharedBytes]
+    assert cache.get(b"b") == bytes([2]) * 100_000 and cache.shared_count == 3
+    cache.check()
+    cache.delete([b"a", b"fetched"])
+    assert cache.shared_count == 1
+    cache.hold(b"c", small[3], 0.0)
+    assert type(cache.get(b"c")) is SharedBytes, "under its quota again"
+    cache.hold(b"c", b"made again", 0.0)
+    assert cache.shared_count == 1
+    cache.check()
