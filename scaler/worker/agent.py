@@ -275,6 +275,7 @@ class WorkerAgent:
                 core.stop(EXIT_SCHEDULER_LOST, f"the cluster process {self._parent_pid} is gone")
         self._execute()
         self._flush()
+        core.stalled(time.monotonic() - now, now)
 
     def _on_signals(self) -> None:
         try:

@@ -175,6 +175,7 @@ RETIRE_GRACE_SECONDS = config.DEFAULT_RETIRE_GRACE_SECONDS
 _BEFORE_CONNECTED = (HelloReply.WHICH, Goodbye.WHICH, DataKeys.WHICH)  # read on a connection not accepted yet
 MEMORY_SAMPLE_SECONDS = config.DEFAULT_MEMORY_SAMPLE_SECONDS  # with a memory limit, while a task runs
 MAX_PEAKS_PER_HEARTBEAT = 64  # function peaks a heartbeat carries at most; the rest go with the next ones
+STALL_SECONDS = 1.0  # a turn of the shell's loop this long is a stall (see stalled)
 SPILL_BYTES_AT_ONCE = 256 * 1024 * 1024  # held results moved to disk per sample at most: the agent's loop turns
 
 _SUCCESS = TaskStatus.success
@@ -492,6 +493,21 @@ class WorkerCore(ActorHosting):
         if was_active:
             self.active = self._start_processor()
         self._dispatch()
+
+    def stalled(self, seconds: float, now: float) -> None:
+        """One turn of the shell's loop took `seconds` (a task message of a gigabyte encoded, a swapped-out heap): it
+        read nothing from the scheduler meanwhile, nor sent the heartbeats the scheduler answers, so that time is not
+        the scheduler's silence (as the scheduler forgives its own stalls)."""
+        if seconds < STALL_SECONDS:
+            return
+        self.last_heard += seconds
+        self.warnings.log(
+            "stalled",
+            now,
+            "%s: busy for %.1fs in one step: the scheduler's silence counted without it",
+            self.name,
+            seconds,
+        )
 
     def tick(self, now: float) -> None:
         """Timers: the scheduler's silence, heartbeats, reconnection, spares, object retention."""

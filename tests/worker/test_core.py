@@ -493,6 +493,22 @@ def test_the_death_timeout_exits_with_what_was_heard():
     assert harness.exit.code == EXIT_SCHEDULER_LOST and "nothing heard from the scheduler for 3s" in harness.exit.reason
 
 
+def test_a_long_step_of_the_worker_is_not_the_schedulers_silence():
+    """One turn of the agent's loop took 6 s (a task message of a gigabyte encoded): it read nothing and sent no
+    heartbeat meanwhile, so the scheduler's peer timeout (5 s) has not run out; before, the worker dropped its tasks and
+    registered again, and its graph ran again elsewhere."""
+    harness = connected()
+    harness.tick(0.5)
+    harness.now += 6.0
+    harness.core.stalled(6.0, harness.now)
+    harness.tick(0.0)
+    assert harness.connections == 1 and harness.exit is None, "still the same connection"
+    harness.now += 5.0
+    harness.core.stalled(0.9, harness.now)  # an ordinary turn: nothing forgiven
+    harness.tick(0.0)
+    assert harness.connections == 2, "then silent for its peer timeout: lost, and registering again"
+
+
 def _waiting_lines(caplog) -> list:
     lines = [record.getMessage() for record in caplog.records]
     return [line for line in lines if "still waiting for the scheduler" in line]
