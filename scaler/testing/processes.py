@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
 import time
-from typing import Callable, Iterable, List, Optional, Sequence, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Set, Union
 
 import psutil
 
@@ -54,9 +55,39 @@ def stop_process_group(popen: subprocess.Popen) -> None:
 
 
 def free_tcp_address() -> str:
+    """A loopback address whose port is free now, below the kernel's ephemeral range when it can: ports in that range
+    go to every outgoing connection (ZeroMQ's reconnects among them), so one picked there may be taken before the
+    server it is for binds it ("address already in use" in a test that did nothing wrong)."""
+    lowest_ephemeral = _lowest_ephemeral_port()
+    if lowest_ephemeral > _LOWEST_TEST_PORT + 1000:
+        for _ in range(100):
+            port = random.randrange(_LOWEST_TEST_PORT, lowest_ephemeral)
+            if port in _GIVEN:  # free, maybe, but picked for another server not started yet
+                continue
+            if len(_GIVEN) > 1000:
+                _GIVEN.clear()
+            _GIVEN.add(port)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:  # in use (or waiting out TIME_WAIT): another one
+                    continue
+                return f"tcp://127.0.0.1:{port}"
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+
+
+_LOWEST_TEST_PORT = 10000  # well above the ports of system services
+_GIVEN: Set[int] = set()  # ports this process picked already
+
+
+def _lowest_ephemeral_port() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0  # not Linux: the kernel picks
 
 
 def fill_pipe(fd: int) -> None:
