@@ -4,10 +4,11 @@ import signal
 import time
 from typing import Callable, Iterator, List, NamedTuple
 
+import psutil
 import pytest
 
 from scaler.protocol import Hello
-from scaler.testing.processes import ScalerProcess, all_exited, wait_for
+from scaler.testing.processes import ScalerProcess, all_exited, still_running, wait_for
 from tests.worker.helpers import processor_pids
 from tests.worker.peer import SchedulerPeer
 
@@ -54,13 +55,14 @@ def start_cluster(peer: SchedulerPeer, tmp_path) -> Iterator[Callable[..., Scale
     peer.let_retiring_workers_go = True
     left_behind = []
     for process in started:
-        tree = [process.pid, *(child.pid for child in process.descendants())]
-        if process.popen.poll() is None:
+        # handles taken before the SIGTERM: a pid reused meanwhile is not taken for a process left behind
+        tree = [psutil.Process(process.pid), *process.descendants()] if process.popen.poll() is None else []
+        if tree:
             process.popen.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 15
         while not all_exited(tree) and time.monotonic() < deadline:
             peer.pump(0.02)
-        running = [pid for pid in tree if not all_exited([pid])]
+        running = [handle.pid for handle in tree if still_running(handle)]
         if running:
             left_behind.append(f"cluster {process.pid}: {running} still running 15 s after its SIGTERM")
         process.stop()
