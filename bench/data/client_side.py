@@ -27,7 +27,8 @@ import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 ENGINES = ("scaler", "seed", "dask", "dask-direct")
-WORKLOADS = ("results", "chains", "args", "results-numpy", "args-numpy", "matmul", "heavy")
+WORKLOADS = ("results", "chains", "args", "results-numpy", "args-numpy", "matmul", "heavy", "fanin")
+FANIN_LEAF_BYTES = 70 * 1024  # above the inline limit (64 KiB): each leaf is held where it was made
 TAG_BYTES = 8  # a payload ends with its index: payloads differ, and a misplaced one is caught
 
 
@@ -131,6 +132,11 @@ def chain_size(payload: Any, size: int) -> Tuple[int, int, bool]:
     payload = bytes(payload) if isinstance(payload, memoryview) else payload
     intact = len(payload) == size and payload.endswith(memoryview(_bytes_body(size))[: size - TAG_BYTES])
     return len(payload), int.from_bytes(payload[:TAG_BYTES], "little"), intact
+
+
+def fanin_check(size: int, *leaves: Any) -> Tuple[int, int]:
+    """How many leaves one node read, and how many of them arrived intact, each in its place."""
+    return len(leaves), sum(bytes_intact(leaf, index, size) for index, leaf in enumerate(leaves))
 
 
 def heavy_function(sec: int, payload: bytes) -> int:
@@ -281,6 +287,18 @@ def run_workload(api: Any, workload: str, params: Dict[str, Any]) -> Tuple[float
         start = time.perf_counter()
         for index, value in enumerate(api.get(graph, keys)):
             outcome.check(tuple(value) == (size, index, True), f"chain {index} answered {value!r}")
+    elif workload == "fanin":
+        leaves = params["fanin_leaves"]
+        graph = {"size": FANIN_LEAF_BYTES}  # every argument a key, as in chains
+        for index in range(leaves):
+            graph[f"index-{index}"] = index
+            graph[f"leaf-{index}"] = (chain_make, f"index-{index}", "size")
+        graph["read"] = (fanin_check, "size", *[f"leaf-{index}" for index in range(leaves)])
+        outcome = Outcome(1, leaves * FANIN_LEAF_BYTES)
+        _bytes_body(FANIN_LEAF_BYTES)
+        start = time.perf_counter()
+        (value,) = api.get(graph, ["read"])
+        outcome.check(tuple(value) == (leaves, leaves), f"the node read {value!r} of {leaves} leaves")
     elif workload == "matmul":
         import dask.array as da
         import numpy

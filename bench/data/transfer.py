@@ -14,6 +14,9 @@ Workloads (sizes are options; the defaults are those of issues 27 and 28):
 - results-numpy, args-numpy: the same with float64 numpy arrays.
 - matmul: dask.array `(x @ x.T).mean()` on a random SIDE x SIDE array in CHUNK x CHUNK chunks, seconds (Scaler:
   dask.compute(..., scheduler=client.get); the seeds' client.get cannot run a dask collection).
+- fanin: FANIN_LEAVES graph leaves each return 70 KiB (above the inline limit, so held where made), one node reads
+  them all and checks each, through client.get: MB/s of leaves read. A worker holding more results than a share of its
+  descriptors, and one task reading tens of thousands of them.
 - heavy: the seeds' test_heavy_function: one functools.partial holding HEAVY_MB, mapped over HEAVY_TASKS tasks with
   its custom serializer, seconds, and whether a worker missed its heartbeats (was removed for it) meanwhile.
 
@@ -60,6 +63,7 @@ SHORT = {"scaler": "Scaler", "dask": "Dask", "seed": "seeds' 1.9.9", "dask-direc
 SECONDS_WORKLOADS = ("matmul", "heavy")  # reported in seconds; the others in MB/s
 MIB = 2**20
 QUICK = {"payload_mib": 0.25, "tasks": 4, "chains": 2, "matmul_side": 200, "matmul_chunk": 100, "heavy_mb": 5}
+QUICK.update(fanin_leaves=20)
 
 
 def parse_args() -> argparse.Namespace:
@@ -75,6 +79,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chains", type=int, help="chains of the chains graph (default 16)")
     parser.add_argument("--matmul-side", type=int, help="side of matmul's square array (default 4000)")
     parser.add_argument("--matmul-chunk", type=int, help="side of its square chunks (default 1000)")
+    parser.add_argument("--fanin-leaves", type=int, help="leaves of 70 KiB the fanin node reads (default 5000)")
     parser.add_argument("--heavy-mb", type=float, help="MB held by heavy's partial (default 500)")
     parser.add_argument("--heavy-tasks", type=int, default=5, help="tasks heavy maps its partial over")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, 1 round, Scaler only unless --engine")
@@ -90,7 +95,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--logs", type=Path, help="keep each trial's logs in this directory (made if missing)")
     args = parser.parse_args()
     defaults = {"payload_mib": 16.0, "tasks": 64, "chains": 16, "matmul_side": 4000, "matmul_chunk": 1000}
-    defaults.update(heavy_mb=500.0, repeat=3)
+    defaults.update(heavy_mb=500.0, fanin_leaves=5000, repeat=3)
     if args.quick:
         defaults.update(QUICK, repeat=1)
         args.engine = args.engine or ["scaler"]
@@ -100,6 +105,7 @@ def parse_args() -> argparse.Namespace:
     args.workload = args.workload or list(WORKLOADS)
     args.engine = args.engine or DEFAULT_ENGINES
     counts = (args.repeat, args.workers, args.tasks, args.chains, args.heavy_tasks, args.matmul_side, args.matmul_chunk)
+    counts += (args.fanin_leaves,)
     if min(counts) < 1 or args.payload_mib * MIB < 64 or args.heavy_mb <= 0:
         parser.error("counts must be >= 1, --payload-mib at least 64 bytes, --heavy-mb > 0")
     return args
@@ -115,6 +121,7 @@ def workload_params(args: argparse.Namespace) -> Dict[str, Any]:
         "matmul_chunk": args.matmul_chunk,
         "heavy_bytes": int(args.heavy_mb * 10**6),
         "heavy_tasks": args.heavy_tasks,
+        "fanin_leaves": args.fanin_leaves,
     }
 
 
@@ -279,7 +286,8 @@ def main() -> None:
     print(
         f"\n{args.workers} workers per engine; payloads of {params['payload_bytes'] / MIB:g} MiB ({args.tasks} tasks, "
         f"{args.chains} chains); matmul {args.matmul_side}^2 in {args.matmul_chunk}^2 chunks; heavy "
-        f"{args.heavy_mb:g} MB x {args.heavy_tasks} tasks; {args.repeat} round(s), interleaved; "
+        f"{args.heavy_mb:g} MB x {args.heavy_tasks} tasks; fanin {args.fanin_leaves} leaves of 70 KiB; "
+        f"{args.repeat} round(s), interleaved; "
         f"{os.cpu_count()} CPUs, load {args.load_before[0]:.2f} before, {load[0]:.2f} after"
     )
     for engine in made:
