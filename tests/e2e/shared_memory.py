@@ -26,6 +26,18 @@ def memfd_holders(processes: List[psutil.Process]) -> List[str]:
 
 def data_descriptors() -> Tuple[int, int]:
     """This process's descriptors of Scaler's shared memory files of data, and how many distinct files they are."""
+    files = _data_file_of_each_descriptor()
+    return len(files), len(set(files))
+
+
+def descriptors_of(fd: int) -> int:
+    """How many descriptors of this process name the shared memory file of data `fd` names (mmap dups the one it
+    maps)."""
+    return _data_file_of_each_descriptor().count(os.fstat(fd).st_ino)
+
+
+def _data_file_of_each_descriptor() -> List[int]:
+    """The file (inode) of each of this process's descriptors of Scaler's shared memory files of data."""
     files = []
     for fd in os.listdir("/proc/self/fd"):
         try:
@@ -33,4 +45,4 @@ def data_descriptors() -> Tuple[int, int]:
                 files.append(os.stat(f"/proc/self/fd/{fd}").st_ino)
         except OSError:  # closed meanwhile
             continue
-    return len(files), len(set(files))
+    return files

@@ -3,8 +3,6 @@ descriptor once sent: a worker serving tens of thousands of results would otherw
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import zmq
 
@@ -12,20 +10,9 @@ from scaler.io.data_server import send_held
 from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import DataResponse, decode_frame
 from scaler.testing.processes import wait_for
+from tests.e2e.shared_memory import descriptors_of
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def descriptors_of(fd: int) -> int:
-    """How many descriptors of this process name the file `fd` names (mmap dups the one it maps)."""
-    wanted = os.fstat(fd).st_ino
-    count = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            count += os.stat(f"/proc/self/fd/{name}").st_ino == wanted
-        except OSError:  # closed meanwhile
-            continue
-    return count
 
 
 def test_a_held_result_served_keeps_no_second_descriptor_once_sent() -> None:
