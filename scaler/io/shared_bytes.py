@@ -77,7 +77,7 @@ class SharedBytes:
     def to_read(self, by_default_loads: bool) -> Any:
         """What a deserializer is given of these bytes: the default one (serializer.default_loads) a copy-on-write
         view, whose arrays it maps in place for a reader that may modify them; a custom one `bytes`, as promised."""
-        return self.private_view() if by_default_loads else bytes(self.view())
+        return self.private_view() if by_default_loads else self.to_bytes()
 
     def move_to(self, fd: int) -> None:
         """From now on the bytes are those of `fd` (a file holding the same bytes: a worker spilling a held result to
