@@ -14,7 +14,7 @@ import pickle
 import struct
 import types
 from collections import ChainMap
-from typing import IO, Any, List, Type, Union
+from typing import IO, Any, List, Optional, Type, Union
 
 import cloudpickle
 
@@ -148,18 +148,23 @@ def known_large(value: Any, limit: int) -> bool:
     return type(nbytes) is int and nbytes > limit
 
 
-def dump_to_shared(value: Any) -> SharedBytes:
+def dump_to_shared(value: Any, spare: Optional[SharedBytes] = None) -> SharedBytes:
     """The value as the default serializer writes it, straight into shared memory: a large bytes object or array
     buffer is written to the file directly, so it is copied once, not into a bytes object and then again; arrays go
-    out of band (dump_with_buffers), so that readers map them instead of copying them out."""
-    fd = shared_fd("scaler-data")
+    out of band (dump_with_buffers), so that readers map them instead of copying them out. Into a new file, or into
+    `spare`'s (a file no reader maps any more, written over from its start; see worker/spares.py)."""
+    fd = spare.take_fd() if spare is not None else shared_fd("scaler-data")
     try:
+        if spare is not None:
+            os.lseek(fd, 0, os.SEEK_SET)
         with open(fd, "wb", buffering=0, closefd=False) as file:
             if type(value) is bytes or type(value) is memoryview:  # a raw buffer: its bytes, written once
                 pickle.dump(memory_as_pickleable(value) if type(value) is memoryview else value, file, protocol=5)
             else:
                 dump_with_buffers(value, file)
             size = file.tell()
+        if spare is not None:
+            os.ftruncate(fd, size)  # what it held past the new bytes goes
     except BaseException:
         os.close(fd)
         raise

@@ -197,6 +197,8 @@ class LocalDataServer:
 def _answer(object_id: bytes, payload: Any) -> Tuple[bytes, Any]:
     if payload is None:
         return encode(DataResponse(object_id=object_id, found=False)), None
+    if type(payload) is SharedBytes:
+        payload.lent = True  # a reader outside the worker will map it: never written again
     return encode(DataResponse(object_id=object_id, found=True, total_size=len(payload))), payload
 
 

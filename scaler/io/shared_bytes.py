@@ -18,29 +18,45 @@ class SharedBytes:
     """Bytes in a memfd. The holder of the object owns the descriptor: it is closed when the object is dropped (the
     mapping lives on while a memoryview of it does, such as a send ZeroMQ has not finished). Reads go through
     `view()`, a read-only memoryview of the mapping, or `private_view()`, a copy-on-write one; `len()` and slicing
-    work as on bytes, slices being views."""
+    work as on bytes, slices being views.
 
-    __slots__ = ("fd", "size", "_map")
+    `lent` says the memory was shown beyond the task processes its descriptor was handed to (mapped here, for a send
+    or a read; its descriptor served to a reader on the host; moved to disk): such a file is never written again
+    (worker/spares.py reuses the others)."""
+
+    __slots__ = ("fd", "size", "lent", "_map")
 
     def __init__(self, fd: int, size: int) -> None:
         self.fd = fd
         self.size = size
+        self.lent = False
         self._map: Optional[mmap.mmap] = None
 
     @classmethod
-    def create(cls, data: Any) -> SharedBytes:
-        """A new memfd holding a copy of `data` (bytes-like)."""
-        fd = shared_fd("scaler-data")
+    def create(cls, data: Any, spare: Optional[SharedBytes] = None) -> SharedBytes:
+        """A memfd holding a copy of `data` (bytes-like): a new one, or `spare`'s (a file no reader maps any more,
+        whose memory is written over rather than allocated anew; see worker/spares.py)."""
+        fd = spare.take_fd() if spare is not None else shared_fd("scaler-data")
         size = len(data)
         try:
-            os.ftruncate(fd, size)
-            if size:
-                with mmap.mmap(fd, size) as writable:
-                    writable[:] = data
+            if spare is not None:
+                _write_at_start(fd, data)
+                os.ftruncate(fd, size)
+            else:
+                os.ftruncate(fd, size)
+                if size:
+                    with mmap.mmap(fd, size) as writable:
+                        writable[:] = data
         except BaseException:
             os.close(fd)
             raise
         return cls(fd, size)
+
+    def take_fd(self) -> int:
+        """The descriptor, now the caller's to close: this object no longer owns it."""
+        fd, self.fd = self.fd, -1
+        self._map = None
+        return fd
 
     @contextmanager
     def mapped_once(self) -> Iterator[Any]:
@@ -60,9 +76,11 @@ class SharedBytes:
         not keep a second descriptor for the rest of its life (see mapped_once)."""
         if self._map is not None or not self.size:
             return self.view()
+        self.lent = True
         return memoryview(mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ))
 
     def view(self) -> memoryview:
+        self.lent = True
         if self._map is None:
             self._map = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) if self.size else mmap.mmap(-1, 1)
         return memoryview(self._map)[: self.size]
@@ -86,6 +104,7 @@ class SharedBytes:
         os.dup2(fd, self.fd, inheritable=False)
         os.close(fd)
         self._map = None
+        self.lent = True
 
     def __len__(self) -> int:
         return self.size
@@ -99,10 +118,18 @@ class SharedBytes:
             return bytes(mapped)
 
     def __del__(self) -> None:
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+
+def _write_at_start(fd: int, data: Any) -> None:
+    view = memoryview(data).cast("B")
+    written = 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], written)
 
 
 def as_buffer(payload: Any) -> Any:

@@ -47,6 +47,7 @@ from scaler.worker.instructions import (
     Exit,
     FetchData,
     ForgetObjects,
+    GiveSpares,
     HandTasks,
     KillProcessor,
     ReadBackHeld,
@@ -396,6 +397,8 @@ class WorkerAgent:
                 self._order(instruction.number, ProcessorLink.end_parking)
             elif kind is ForgetObjects:
                 self._order(instruction.number, ProcessorLink.forget, instruction.object_ids)
+            elif kind is GiveSpares:
+                self._order(instruction.number, ProcessorLink.give_spares, instruction.spares)
             elif kind is FetchData:
                 self._fetch(instruction)
             elif kind is AcceptDataKeys:
@@ -508,10 +511,14 @@ class WorkerAgent:
             elif number in self._links:
                 pids[number] = self._links[number].pid
         if pids:
-            by_rss = {number: rss_bytes(pid) for number, pid in pids.items()}
+            links = self._links  # their spare files are their memory too, which no mapping shows (spares.py)
+            by_rss = {number: rss_bytes(pid) + links[number].progress.spare() for number, pid in pids.items()}
             if sum(by_rss.values()) + sum(usage.values()) >= instruction.exact_above:  # RSS counts shared pages
-                links = self._links  # in full: PSS shares them out, and leaves out held results kept mapped
-                by_rss = {number: pss_bytes(pid, links[number].progress.kept()) for number, pid in pids.items()}
+                # in full: PSS shares them out, and leaves out held results kept mapped
+                by_rss = {
+                    number: pss_bytes(pid, links[number].progress.kept()) + links[number].progress.spare()
+                    for number, pid in pids.items()
+                }
             usage.update(by_rss)
         self._core.memory_sampled(usage, time.monotonic())
 

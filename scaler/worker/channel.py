@@ -58,7 +58,9 @@ def _to_wire(message: Any, shared: List[SharedBytes]) -> tuple:
         if tasks and type(tasks[0]) is not tuple:  # NamedTuples (tests): as plain tuples, like the agent's own
             tasks = [(*task[:6], [_placed(argument, shared) for argument in task[6]], *task[7:]) for task in tasks]
         shared.extend(message.shared)
-        return (_ORDERS, tasks, message.drops, message.end_of_parking, tuple(message.forget), len(shared))
+        spares = tuple((object_id, spare.size) for object_id, spare in message.spares)
+        shared.extend(spare for _, spare in message.spares)
+        return (_ORDERS, tasks, message.drops, message.end_of_parking, tuple(message.forget), len(shared), spares)
     if type(message) is ProcessorReport:
         results = [tuple(result) for result in message.results]
         shared.extend(message.shared)
@@ -92,8 +94,9 @@ def _from_wire(wire: tuple, fds: Deque[int]) -> Any:
                     if type(argument[2]) is int:
                         shared = SharedBytes(fds.popleft(), argument[2])
                         arguments[index] = (argument[0], argument[1], shared, argument[3])
+        spares = tuple((object_id, SharedBytes(fds.popleft(), size)) for object_id, size in wire[6])
         # Tasks and their arguments stay plain tuples: the processor unpacks each once (processor.py).
-        return new(ProcessorOrders, (tasks, wire[2], wire[3], wire[4], ()))  # shared payloads: in the tasks now
+        return new(ProcessorOrders, (tasks, wire[2], wire[3], wire[4], (), spares))  # shared payloads: in the tasks
     results = wire[1]
     if wire[5]:
         results = [
@@ -292,15 +295,16 @@ class SharedProgress:
     """A few counters in memory shared by an agent and its processor (a memfd both map), read and written without a
     system call: the seq of the task the processor started last and of the one it finished last (written by the
     processor), how many orders the agent posted (written by the agent, so that the processor reads its socket
-    between tasks only when there is something to read), and how many bytes of held results the processor keeps
-    mapped (written by the processor; the agent's memory sample leaves them out, as held results count already).
+    between tasks only when there is something to read), how many bytes of held results the processor keeps
+    mapped (written by the processor; the agent's memory sample leaves them out, as held results count already), and
+    how many its spare files hold (written by the processor; the agent's memory sample adds them).
 
     Native 8-byte aligned integers, each written by one side only, with one store each (struct's native format
     copies the whole word), so a reader never sees half of one; the seqs and the count of orders only grow."""
 
-    _WORDS = struct.Struct("QQQQ")  # started, finished, orders posted, kept bytes
+    _WORDS = struct.Struct("QQQQQ")  # started, finished, orders posted, kept bytes, spare bytes
     _WORD = struct.Struct("Q")
-    _STARTED, _FINISHED, _POSTED, _KEPT = 0, 8, 16, 24
+    _STARTED, _FINISHED, _POSTED, _KEPT, _SPARE = 0, 8, 16, 24, 32
 
     def __init__(self, fd: int) -> None:
         self._memory = mmap.mmap(fd, self._WORDS.size)  # mmap keeps its own duplicate of fd
@@ -326,15 +330,22 @@ class SharedProgress:
     def set_kept(self, kept_bytes: int) -> None:
         self._WORD.pack_into(self._memory, self._KEPT, kept_bytes)
 
+    def set_spare(self, spare_bytes: int) -> None:
+        self._WORD.pack_into(self._memory, self._SPARE, spare_bytes)
+
     # the agent's side
     def read(self) -> Tuple[int, int]:
         """(seq of the task started last, seq of the task finished last)."""
-        started, finished, _, _ = self._WORDS.unpack_from(self._memory)
+        started, finished, _, _, _ = self._WORDS.unpack_from(self._memory)
         return started, finished
 
     def kept(self) -> int:
         """The bytes of held results the processor keeps mapped (mapped_inputs.py)."""
         return self._WORD.unpack_from(self._memory, self._KEPT)[0]
+
+    def spare(self) -> int:
+        """The bytes of the spare files the processor keeps (spares.py): its memory, which no mapping shows."""
+        return self._WORD.unpack_from(self._memory, self._SPARE)[0]
 
     def post_orders(self) -> None:
         self._posted += 1

@@ -101,6 +101,7 @@ from scaler.worker.instructions import (
     Exit,
     FetchData,
     ForgetObjects,
+    GiveSpares,
     HandTasks,
     KillProcessor,
     ReadBackHeld,
@@ -178,6 +179,7 @@ MAX_PEAKS_PER_HEARTBEAT = 64  # function peaks a heartbeat carries at most; the 
 STALL_SECONDS = 1.0  # a turn of the shell's loop this long is a stall (see stalled)
 SPILL_BYTES_AT_ONCE = 256 * 1024 * 1024  # held results moved to disk per sample at most: the agent's loop turns
 
+_SPARES_PER_ORDER = 16  # files given back to a processor in one order (spares.py keeps as many at most)
 _SUCCESS = TaskStatus.success
 _FAILED = TaskStatus.failed
 _INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
@@ -268,6 +270,9 @@ class WorkerCore(ActorHosting):
         # with cgroups: held results in memory by the processor that wrote them (the kernel charges them to its
         # cgroup), and what each processor's cgroup must allow beyond the limit for them; changed ones are told
         self._charged_to: Dict[bytes, Tuple[int, int]] = {}  # object id -> (processor number, bytes)
+        # Held results in shared memory that no process but their writer was handed: their files go back to it once
+        # they are freed (worker/spares.py). Object id -> (the writer's number, the held SharedBytes).
+        self._reusable: Dict[bytes, Tuple[int, SharedBytes]] = {}
         self._allowances: Dict[int, int] = {}
         self._allowances_changed: Set[int] = set()
         self.memory_enforcement = "watchdog"  # or "cgroup": what the shell set up (it says so at start)
@@ -963,6 +968,9 @@ class WorkerCore(ActorHosting):
                     self._not_held(processor, task_id)
                 elif self.memory_enforcement == "cgroup":
                     self._charge(task_id, processor.number, len(payload))
+                elif self.cache.held_payload(task_id) is payload:  # not kept as bytes instead (objects.py)
+                    # (a file given back under a cgroup would keep pages the core no longer allows its writer)
+                    self._reusable[task_id] = (processor.number, payload)
         self._take_success_results()
 
     def _not_held(self, processor: ProcessorState, task_id: bytes) -> None:
@@ -1193,11 +1201,29 @@ class WorkerCore(ActorHosting):
             for object_id in object_ids:
                 self._uncharge(object_id)
         self._forget_in_processors(object_ids)
+        if self._reusable:
+            self._give_back(object_ids)
         for object_id in object_ids:
             self.durations.pop(object_id, None)
             if self.function_peaks:
                 self.function_peaks.pop(object_id, None)
                 self._peaks_to_report.pop(object_id, None)
+
+    def _give_back(self, object_ids: List[bytes]) -> None:
+        """Give the files of these freed results to the processors that wrote them, if no other process ever read
+        them: those processors write their next results over them (spares.py). Sent after the evictions, which drop
+        the processors' own mappings of them; a processor writes over a file only once nothing there maps it."""
+        spares: Dict[int, List[Tuple[bytes, SharedBytes]]] = {}
+        for object_id in object_ids:
+            written = self._reusable.pop(object_id, None)
+            if written is None:
+                continue
+            number, payload = written
+            if not payload.lent and number in self.processors and object_id not in self.cache:
+                spares.setdefault(number, []).append((object_id, payload))
+        for number, given in spares.items():
+            for start in range(0, len(given), _SPARES_PER_ORDER):
+                self._instructions.append(GiveSpares(number, given[start : start + _SPARES_PER_ORDER]))
 
     def _forget_in_processors(self, object_ids: List[bytes]) -> None:
         """Processors drop what they kept of these objects: their deserialized copies, the results they made, their
@@ -1644,6 +1670,8 @@ class WorkerCore(ActorHosting):
                 if type(payload) is SharedBytes:
                     shared.append(payload)
                     payload = payload.size
+                    if self._reusable:
+                        self._read_by(argument.data, processor)
                 arguments.append((argument.name, argument.data, payload, True))
             else:  # a graph result is used by one task or a few: not worth a deserialized copy in the processor
                 if self.spilled:
@@ -1652,6 +1680,8 @@ class WorkerCore(ActorHosting):
                 if type(payload) is SharedBytes:
                     shared.append(payload)
                     payload = payload.size
+                    if self._reusable:
+                        self._read_by(argument.data, processor)
                 arguments.append((argument.name, argument.data, payload, False))
         return (  # type: ignore[return-value]
             task.seq,
@@ -1665,6 +1695,12 @@ class WorkerCore(ActorHosting):
             forget,
             message.stream_output and self.output_forwarded,  # an older scheduler would drop TaskOutput's frames
         )
+
+    def _read_by(self, object_id: bytes, processor: ProcessorState) -> None:
+        """A held result is handed to a processor: one other than its writer makes its file not reusable."""
+        written = self._reusable.get(object_id)
+        if written is not None and written[0] != processor.number:
+            del self._reusable[object_id]
 
     def _payload_for(self, processor: ProcessorState, serializer_id: bytes, object_id: bytes) -> Optional[bytes]:
         """The object's bytes, or None when this processor already has them (to deserialize with that serializer)."""

@@ -3,7 +3,7 @@ agent.py)."""
 
 from __future__ import annotations
 
-from typing import FrozenSet, List, NamedTuple
+from typing import FrozenSet, List, NamedTuple, Tuple
 
 from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import WorkerHeartbeat
@@ -37,6 +37,13 @@ class ForgetObjects(NamedTuple):
 
     number: int
     object_ids: List[bytes]
+
+
+class GiveSpares(NamedTuple):
+    """Give a processor the files of freed results it wrote, to write its next results into (spares.py)."""
+
+    number: int
+    spares: List[Tuple[bytes, SharedBytes]]  # (object id, its file)
 
 
 class FetchData(NamedTuple):

@@ -87,6 +87,8 @@ def check_invariants(core: Any) -> None:
     pins = Counter(object_id for task in core.tasks.values() for object_id in task.needs)
     assert pins == Counter(core.cache.pins()), (pins, core.cache.pins())
     core.cache.check()
+    for object_id, (_, payload) in core._reusable.items():  # held results whose files may go back to their writer
+        assert core.cache.held_payload(object_id) is payload, object_id
     assert core.preloading <= core.processors.keys()  # processors yet to say how their preload went
     if core.awaiting_preload:  # the worker connects once its first processor ran the preload
         assert core.connection != CONNECTED and not core.registrations

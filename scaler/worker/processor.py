@@ -37,6 +37,7 @@ from scaler.worker.processor_messages import (
     ProcessorTask,
 )
 from scaler.worker.profiling import CallProfile
+from scaler.worker.spares import SpareFiles
 
 # A result larger than this goes to the agent in shared memory (a SharedBytes): the agent holds results above the
 # inline limit, and a copy through the channel would cost more than the memfd.
@@ -131,7 +132,7 @@ def run_processor(
             target=_exit_when_orphaned, args=(parent_pid,), name="scaler-orphan-check", daemon=True
         ).start()
     progress = SharedProgress(progress_fd)
-    runner = TaskRunner(progress.set_kept)
+    runner = TaskRunner(progress.set_kept, progress.set_spare)
     reader = MessageReader(sock)
     reporter = _Reporter(sock)
     context.on_block = reporter.on_block
@@ -174,6 +175,8 @@ def run_processor(
         for order in orders:
             if order.forget:  # sent only when every task handed before it was answered: none of them needs these
                 runner.forget(order.forget)
+            if order.spares:
+                runner.spares.offer(order.spares)
             pending.extend(order.tasks)
             to_drop.update(order.drops)
         orders = []
@@ -389,6 +392,8 @@ def _skip_to_end_of_parking(reader: MessageReader, runner: TaskRunner) -> Option
                 return orders[index + 1 :]
             if order.forget:
                 runner.forget(order.forget)
+            if order.spares:
+                runner.spares.offer(order.spares)
             for task in order.tasks:
                 runner.absorb(task)
 
@@ -403,9 +408,12 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 
 class TaskRunner:
-    def __init__(self, say_kept: Optional[Callable[[int], None]] = None) -> None:
+    def __init__(
+        self, say_kept: Optional[Callable[[int], None]] = None, say_spare: Optional[Callable[[int], None]] = None
+    ) -> None:
         """`say_kept`: told the bytes of held results this processor keeps mapped whenever they change (before a task
-        runs, and as they are forgotten), for the agent's memory samples, which leave them out."""
+        runs, and as they are forgotten), for the agent's memory samples, which leave them out; `say_spare`: told the
+        bytes of its spare files (spares.py), which they add."""
         # Values are deserialized on first use, so absorbing a task that never runs costs no deserialization.
         self._values: Dict[_ValueKey, Any] = {}
         # The last large results this processor made, as the objects its tasks returned: a graph node placed here
@@ -419,6 +427,7 @@ class TaskRunner:
         self._lent: Sequence[Tuple[int, int]] = _NOTHING_LENT  # kept mappings the running task reads (_arguments)
         self._say_kept = say_kept
         self._kept_said = 0
+        self.spares = SpareFiles(say_spare)  # files of freed results this processor wrote, to write results into
 
     def absorb(self, task: ProcessorTask) -> None:
         """Take what the agent sent with a task: its evictions, and the objects it now counts as held here."""
@@ -443,6 +452,7 @@ class TaskRunner:
         values = self._values
         for key in [key for key in values if key[1] in forgotten]:
             del values[key]
+        self.spares.forgotten(forgotten)
 
     def _hold_arguments(self, serializer_id: bytes, arguments: List[ProcessorArgument]) -> None:
         values = self._values
@@ -502,12 +512,12 @@ class TaskRunner:
         payload: Any
         try:
             if serializer is _CLOUDPICKLE and known_large(value, _SHARED_RESULT_BYTES):
-                payload = dump_to_shared(value)  # written where the agent holds it: no copy in between
+                payload = dump_to_shared(value, self.spares.take())  # where the agent holds it: no copy between
                 self._keep_made(task_id, value, payload.size)
             else:
                 payload = serializer.serialize(value)
                 if len(payload) > _SHARED_RESULT_BYTES:  # to the agent as a descriptor, not through the channel
-                    payload = SharedBytes.create(payload)
+                    payload = SharedBytes.create(payload, self.spares.take())
                 elif payload.__class__ is not bytes:
                     payload = bytes(payload)
         except BaseException as error:  # noqa: B036 - an unserializable result is the task's failure
@@ -538,7 +548,9 @@ class TaskRunner:
                     value = made[0]
                     lent.extend(made[2])  # a view of it is a view of the mappings it may view
                 elif serializer is _CLOUDPICKLE:
-                    value = default_loads(self._mapped.view(object_id, payload, lent))
+                    view = self._mapped.view(object_id, payload, lent)
+                    self.spares.mapped(object_id, view)
+                    value = default_loads(view)
                 else:
                     value = deserialize(payload.to_read(False))
             elif serializer is _CLOUDPICKLE and len(payload) > _SHARED_RESULT_BYTES:  # relayed whole: maybe laid out
@@ -570,6 +582,8 @@ class TaskRunner:
             payload = value.payload
             if type(payload) is SharedBytes:  # a large object, in the memory its holder handed over
                 payload = payload.to_read(serializer is _CLOUDPICKLE)
+                if type(payload) is memoryview:  # a mapping, which the values made from it keep
+                    self.spares.mapped(object_id, payload)
             try:
                 value = default_loads(payload) if serializer is _CLOUDPICKLE else serializer.deserialize(payload)
             except Exception as error:

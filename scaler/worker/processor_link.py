@@ -52,6 +52,9 @@ class ProcessorLink:
     def forget(self, object_ids: List[bytes]) -> None:
         self._post(ProcessorOrders([], [], False, tuple(object_ids)))
 
+    def give_spares(self, spares: Sequence[Tuple[bytes, SharedBytes]]) -> None:
+        self._post(ProcessorOrders([], [], spares=spares))
+
     def end_parking(self) -> None:
         """Tell a parked processor that every task handed so far was taken back (see processor.py)."""
         self._post(ProcessorOrders([], [], True))

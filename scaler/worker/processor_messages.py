@@ -47,6 +47,9 @@ class ProcessorOrders(NamedTuple):
     # The shared payloads of the tasks' arguments, in order: in the tasks, each is its size (an int) in place of its
     # bytes, its descriptor sent beside (set by the core as it builds the tasks: no scan per task to find them).
     shared: Sequence[SharedBytes] = ()
+    # Files of freed results this processor wrote, by object id, to write its next results into (spares.py); in
+    # orders of their own, never with tasks
+    spares: Sequence[Tuple[bytes, SharedBytes]] = ()
 
 
 class ProcessorResult(NamedTuple):

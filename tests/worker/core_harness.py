@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Deque, Dict, FrozenSet, List, Optional, Set
+from typing import Deque, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import cloudpickle
 
+from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import (
     PROTOCOL_VERSION,
     Argument,
@@ -36,6 +37,7 @@ from scaler.worker.instructions import (
     Exit,
     FetchData,
     ForgetObjects,
+    GiveSpares,
     HandTasks,
     KillProcessor,
     ReadBackHeld,
@@ -74,6 +76,7 @@ class SimProcessor:
         self.alive = True
         self.ran: List[bytes] = []  # every task id it started, in order
         self.forgotten: List[bytes] = []  # object ids it was told to drop on their own, not with a task
+        self.spares: List[Tuple[bytes, SharedBytes]] = []  # files of freed results given back to it (spares.py)
 
     def read_orders(self) -> None:
         if self.skipping:
@@ -89,6 +92,7 @@ class SimProcessor:
             if order.forget:  # dropped at once: no task it was handed may still need them
                 assert not self.pending and self.running is None, f"forget {order.forget} reached a busy processor"
                 self.forgotten.extend(order.forget)
+            self.spares.extend(order.spares)
             self.pending.extend(order.tasks)
             self.to_drop.update(order.drops)
 
@@ -289,6 +293,8 @@ class Harness:
                 self.fetches.append(instruction)
             elif kind is AcceptDataKeys:
                 self.data_keys.append(instruction.keys)
+            elif kind is GiveSpares:
+                self.processors[instruction.number].inbox.append(ProcessorOrders([], [], spares=instruction.spares))
             elif kind is ForgetObjects:
                 self.processors[instruction.number].inbox.append(
                     ProcessorOrders([], [], False, list(instruction.object_ids))
