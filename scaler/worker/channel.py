@@ -265,13 +265,15 @@ class MessageReader:
         while self._fds:
             os.close(self._fds.popleft())
 
-    def wait(self) -> List[Any]:
-        """Block until at least one message is complete or the peer has gone."""
+    def wait(self, timeout: Optional[float] = None) -> List[Any]:
+        """Block until at least one message is complete or the peer has gone, or for at most `timeout` seconds without
+        a byte (then []) if given."""
         while True:
             messages = self.read_available()
             if messages or self.closed:
                 return messages
-            select.select([self._sock], [], [])
+            if not select.select([self._sock], [], [], timeout)[0] and timeout is not None:
+                return []
 
     def _parse(self) -> List[Any]:
         messages = []

@@ -106,6 +106,42 @@ def test_a_task_with_more_shared_inputs_than_one_sendmsg_passes_gets_them_all() 
     assert after.drops == [b"after"], "the channel goes on after it"
 
 
+def test_spares_cross_with_their_object_ids_and_files() -> None:
+    """The files of freed results an agent gives back to their writer (worker/spares.py), after a task's shared
+    inputs: each arrives as its own file, under its result's id."""
+    inputs = [SharedBytes.create(b"i" * 100)]
+    spares = [(b"s%d" % index, SharedBytes.create(bytes([index]) * (200 + index))) for index in range(3)]
+    task = ProcessorTask(1, b"t" * 16, b"", None, b"f" * 32, None, [("", b"in", inputs[0], False)], False, [])
+    left, right = socket.socketpair()
+    try:
+        send_message(left, ProcessorOrders([task], []))  # a test's NamedTuple task: its input is placed as sent
+        send_message(left, ProcessorOrders([], [], spares=spares))
+        reader = MessageReader(right)
+        received: list = []
+        while len(received) < 2:
+            received += reader.wait()
+    finally:
+        left.close()
+        right.close()
+    given = received[1].spares
+    assert [object_id for object_id, _ in given] == [object_id for object_id, _ in spares]
+    assert [os.fstat(spare.fd).st_ino for _, spare in given] == [os.fstat(spare.fd).st_ino for _, spare in spares]
+    assert [spare.size for _, spare in given] == [200, 201, 202]
+
+
+def test_waiting_for_orders_with_a_timeout_ends_empty_when_none_come() -> None:
+    """What lets an idle processor give its heap back (worker/heap.py) and then wait on."""
+    left, right = socket.socketpair()
+    try:
+        reader = MessageReader(right)
+        assert reader.wait(0.05) == [] and not reader.closed
+        send_message(left, ProcessorOrders([], [b"late"]))
+        assert [orders.drops for orders in reader.wait(5.0)] == [[b"late"]]
+    finally:
+        left.close()
+        right.close()
+
+
 def test_a_message_marshal_cannot_write_crosses_as_a_pickle() -> None:
     """Marshal refuses a bytes object over 2 GiB (too large to make here) with the ValueError it raises for any value
     it cannot write, such as a range: the message goes as a pickle instead."""
