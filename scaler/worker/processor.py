@@ -26,6 +26,7 @@ from scaler.serializer import DefaultSerializer, default_loads, dump_to_shared, 
 from scaler.tracebacks import SERIALIZER_FILES, task_traceback
 from scaler.worker.capture import OutputCapture
 from scaler.worker.channel import MessageReader, SharedProgress, encode_shared, send_encoded, split_for_descriptors
+from scaler.worker.heap import IDLE_SECONDS, Heap
 from scaler.worker.lifetime import parent_alive
 from scaler.worker.mapped_inputs import MappedInputs
 from scaler.worker.processor_messages import (
@@ -132,6 +133,7 @@ def run_processor(
             target=_exit_when_orphaned, args=(parent_pid,), name="scaler-orphan-check", daemon=True
         ).start()
     progress = SharedProgress(progress_fd)
+    heap = Heap()  # keeps what tasks free for the next one, until idle
     runner = TaskRunner(progress.set_kept, progress.set_spare)
     reader = MessageReader(sock)
     reporter = _Reporter(sock)
@@ -167,7 +169,10 @@ def run_processor(
         else:
             reporter.flush()  # nothing left to run: what is unsent leaves now
             orders_seen = progress.orders_posted()
-            orders = reader.wait()
+            orders = reader.wait(IDLE_SECONDS if heap.tuned else None)
+            if not orders and not reader.closed:  # idle a while: what the heap kept for the next task goes back
+                heap.trim()
+                orders = reader.wait()
         if reader.closed:
             return
         if after_parking:
