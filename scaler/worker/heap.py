@@ -43,10 +43,6 @@ class Heap:
             return
         self._libc = libc
 
-    @property
-    def tuned(self) -> bool:
-        return self._libc is not None
-
     def trim(self) -> None:
         """Give the memory freed back to the system (the process is idle)."""
         if self._libc is not None:

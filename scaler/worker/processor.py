@@ -169,9 +169,10 @@ def run_processor(
         else:
             reporter.flush()  # nothing left to run: what is unsent leaves now
             orders_seen = progress.orders_posted()
-            orders = reader.wait(IDLE_SECONDS if heap.tuned else None)
-            if not orders and not reader.closed:  # idle a while: what the heap kept for the next task goes back
+            orders = reader.wait(IDLE_SECONDS)
+            if not orders and not reader.closed:  # idle a while: what was kept for the next tasks goes back
                 heap.trim()
+                runner.spares.release()
                 orders = reader.wait()
         if reader.closed:
             return

@@ -5,7 +5,7 @@ Writing a result into a new memfd costs the kernel a page allocation, a zeroing 
 page, and freeing it as much again: about 4 ms per 8 MiB here, where writing over the pages of a file that has them
 costs 0.8 ms. So the agent, as it frees a result that no process but its writer was handed and that it never mapped
 or served (SharedBytes.lent), gives the file back to its writer (the pages stay charged where they were), which
-keeps a few and writes its next results over them.
+keeps a few and writes its next results over them, until it is idle (processor.py closes them then).
 
 A file is written again only once nothing in this process maps it: its reader's mappings are private, copy on write,
 and a page this process did not write shows the file's current bytes, so an array a task kept from an earlier input
@@ -65,8 +65,9 @@ class SpareFiles:
             self.settle()
 
     def offer(self, spares: Sequence[Tuple[bytes, SharedBytes]]) -> None:
-        """Files of freed results, by the result's object id."""
-        self._waiting.extend(spares)
+        """Files of freed results, by the result's object id. Their descriptors are this object's from now on (the
+        order that brought them may outlive them: they close as they are dropped here)."""
+        self._waiting.extend((object_id, SharedBytes(spare.take_fd(), spare.size)) for object_id, spare in spares)
         del self._waiting[:-_WAITING_COUNT]
         self.settle()
 
@@ -95,6 +96,13 @@ class SpareFiles:
         self._ready_bytes -= shared.size
         self._said()
         return shared
+
+    def release(self) -> None:
+        """Close every spare (the process is idle: their memory goes back)."""
+        self._ready.clear()
+        self._waiting.clear()
+        self._ready_bytes = 0
+        self._said()
 
     def ready_bytes(self) -> int:
         return self._ready_bytes

@@ -111,9 +111,10 @@ def test_spares_past_the_bound_are_closed_and_the_rest_said() -> None:
     said = []
     spares = SpareFiles(said.append)
     files = [SharedBytes.create(bytes([index]) * KB) for index in range(SPARE_COUNT + 2)]
-    spares.offer([(bytes([index]) * 16, file) for index, file in enumerate(files)])
     kept = [file.fd for file in files[:SPARE_COUNT]]
     closed = [file.fd for file in files[SPARE_COUNT:]]
+    spares.offer([(bytes([index]) * 16, file) for index, file in enumerate(files)])
+    assert all(file.fd == -1 for file in files), "their descriptors are the spares' now"
     del files
     gc.collect()
     assert all(is_open(fd) for fd in kept) and not any(is_open(fd) for fd in closed)
@@ -133,3 +134,18 @@ def test_a_spare_waits_for_the_mapping_kept_for_the_next_reader_until_its_result
     runner.forget([OLD])
     spare = runner.spares.take()
     assert spare is not None and inode(spare) == inode(old)
+
+
+def test_an_idle_process_closes_its_spares() -> None:
+    said = []
+    spares = SpareFiles(said.append)
+    ready, waiting = SharedBytes.create(b"r" * KB), SharedBytes.create(b"w" * KB)
+    mapping = waiting.private_view()
+    spares.mapped(b"w" * 16, mapping)  # a task still maps it: it waits
+    fds = [ready.fd, waiting.fd]
+    spares.offer([(b"r" * 16, ready), (b"w" * 16, waiting)])
+    del ready, waiting
+    spares.release()
+    gc.collect()
+    assert not any(is_open(fd) for fd in fds) and spares.take() is None and said[-1] == 0
+    assert bytes(mapping[:1]) == b"w", "a mapping outlives the file's descriptor"
