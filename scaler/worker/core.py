@@ -180,6 +180,9 @@ STALL_SECONDS = 1.0  # a turn of the shell's loop this long is a stall (see stal
 SPILL_BYTES_AT_ONCE = 256 * 1024 * 1024  # held results moved to disk per sample at most: the agent's loop turns
 
 _SPARES_PER_ORDER = 16  # files given back to a processor in one order (spares.py keeps as many at most)
+# Smaller results' files are not given back: writing over one saves microseconds, and a fan-in of thousands of them
+# would pass thousands of descriptors back for a task process that keeps 16
+_SPARE_MIN_BYTES = 1024 * 1024
 _SUCCESS = TaskStatus.success
 _FAILED = TaskStatus.failed
 _INLINE_LIMIT = config.DEFAULT_INLINE_LIMIT_BYTES
@@ -968,8 +971,9 @@ class WorkerCore(ActorHosting):
                     self._not_held(processor, task_id)
                 elif self.memory_enforcement == "cgroup":
                     self._charge(task_id, processor.number, len(payload))
-                elif self.cache.held_payload(task_id) is payload:  # not kept as bytes instead (objects.py)
-                    # (a file given back under a cgroup would keep pages the core no longer allows its writer)
+                elif len(payload) >= _SPARE_MIN_BYTES and self.cache.held_payload(task_id) is payload:
+                    # (not under a cgroup: a file given back would keep pages the core no longer allows its writer;
+                    # nor kept as bytes instead, objects.py)
                     self._reusable[task_id] = (processor.number, payload)
         self._take_success_results()
 

@@ -10,13 +10,14 @@ from tests.worker.core_harness import FUNCTION, Harness
 from tests.worker.test_core import connected, teach_short
 
 KB = 1000
+MB = 1000 * KB
 
 
-def held_result(harness: Harness) -> Task:
-    """A task run on the active processor, whose 300 kB result the worker holds (a shared memory file)."""
+def held_result(harness: Harness, size: int = 2 * MB) -> Task:
+    """A task run on the active processor, whose result of `size` bytes the worker holds (a shared memory file)."""
     made = harness.task()
     harness.send(made)
-    harness.run(harness.active.number, payload=SharedBytes.create(b"x" * (300 * KB)))
+    harness.run(harness.active.number, payload=SharedBytes.create(b"x" * size))
     assert type(harness.core.cache.held_payload(made.task_id)) is SharedBytes
     return made
 
@@ -42,6 +43,15 @@ def test_a_freed_result_its_writer_alone_read_goes_back_to_its_writer() -> None:
     harness.send(ObjectDelete(object_ids=[made.task_id]))
     assert given_back(harness) == {harness.active.number: [made.task_id]}
     assert harness.active.spares[0][1] is payload, "its very file"
+
+
+def test_a_small_freed_result_is_not_given_back() -> None:
+    """Writing over a file of less than 1 MiB saves less than passing it back costs."""
+    harness = connected(data_address="tcp://127.0.0.1:5555")
+    teach_short(harness)
+    made = held_result(harness, 300 * KB)
+    harness.send(ObjectDelete(object_ids=[made.task_id]))
+    assert not any(given_back(harness).values())
 
 
 def test_a_freed_result_read_by_another_processor_is_not_given_back() -> None:
