@@ -17,7 +17,6 @@ for IDLE_SECONDS. Elsewhere than glibc, nothing changes.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 from typing import Any, Optional
 
@@ -32,7 +31,7 @@ class Heap:
     def __init__(self) -> None:
         self._libc: Optional[Any] = None
         try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+            libc = ctypes.CDLL(None)  # the process's own symbols, libc's among them (find_library would fork)
             mallopt, trim = libc.mallopt, libc.malloc_trim
         except (OSError, AttributeError):  # not glibc
             return
