@@ -59,19 +59,25 @@ REPORTS = [
 ]
 
 
-def test_every_message_shape_crosses_unchanged() -> None:
+def crossed(*sent) -> list:
+    """The messages as read at the other end of a socket pair, sent in order."""
     left, right = socket.socketpair()
     try:
-        sent = [ORDERS, ProcessorOrders([], [], False), *REPORTS]
         for message in sent:
             send_message(left, message)
         reader = MessageReader(right)
-        received = []
+        received: list = []
         while len(received) < len(sent):
             received += reader.wait()
     finally:
         left.close()
         right.close()
+    return received
+
+
+def test_every_message_shape_crosses_unchanged() -> None:
+    sent = [ORDERS, ProcessorOrders([], [], False), *REPORTS]
+    received = crossed(*sent)
     assert received == sent
     assert [type(m) for m in received] == [type(m) for m in sent]
     # Orders' tasks arrive as plain tuples of ProcessorTask's shape, which the processor unpacks
@@ -89,18 +95,7 @@ def test_a_task_with_more_shared_inputs_than_one_sendmsg_passes_gets_them_all() 
     shared = [SharedBytes.create(bytes([index % 256]) * (100 + index)) for index in range(count)]
     arguments = [ProcessorArgument("", b"o%d" % index, payload, False) for index, payload in enumerate(shared)]
     task = ProcessorTask(1, b"t" * 16, b"", None, b"f" * 32, None, arguments, False, [])
-    left, right = socket.socketpair()
-    try:
-        send_message(left, ProcessorOrders([task], [], shared=shared))
-        send_message(left, ProcessorOrders([], [b"after"]))
-        reader = MessageReader(right)
-        received: list = []
-        while len(received) < 2:
-            received += reader.wait()
-    finally:
-        left.close()
-        right.close()
-    (orders, after) = received
+    (orders, after) = crossed(ProcessorOrders([task], [], shared=shared), ProcessorOrders([], [b"after"]))
     payloads = [ProcessorArgument(*argument).payload for argument in ProcessorTask(*orders.tasks[0]).arguments]
     assert [bytes(payload.view()) for payload in payloads] == [bytes(p.view()) for p in shared]
     assert after.drops == [b"after"], "the channel goes on after it"
@@ -112,18 +107,9 @@ def test_spares_cross_with_their_object_ids_and_files() -> None:
     inputs = [SharedBytes.create(b"i" * 100)]
     spares = [(b"s%d" % index, SharedBytes.create(bytes([index]) * (200 + index))) for index in range(3)]
     task = ProcessorTask(1, b"t" * 16, b"", None, b"f" * 32, None, [("", b"in", inputs[0], False)], False, [])
-    left, right = socket.socketpair()
-    try:
-        send_message(left, ProcessorOrders([task], []))  # a test's NamedTuple task: its input is placed as sent
-        send_message(left, ProcessorOrders([], [], spares=spares))
-        reader = MessageReader(right)
-        received: list = []
-        while len(received) < 2:
-            received += reader.wait()
-    finally:
-        left.close()
-        right.close()
-    given = received[1].spares
+    # a test's NamedTuple task: its input is placed as sent
+    _, orders = crossed(ProcessorOrders([task], []), ProcessorOrders([], [], spares=spares))
+    given = orders.spares
     assert [object_id for object_id, _ in given] == [object_id for object_id, _ in spares]
     assert [os.fstat(spare.fd).st_ino for _, spare in given] == [os.fstat(spare.fd).st_ino for _, spare in spares]
     assert [spare.size for _, spare in given] == [200, 201, 202]
