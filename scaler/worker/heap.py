@@ -7,7 +7,7 @@ it gives back past its trim threshold (twice the mmap threshold). The arrays of 
 and go task after task, and each came in fresh pages, which the kernel zeroes (in transparent huge pages, which numpy
 asks for, 2 MiB at a time): 53 such faults per 4000 x 4000 product on 2 workers after the first, 105 in the first
 (/proc/vmstat, same run). With a fixed mmap threshold of 32 MiB and a trim threshold of 128 MiB, the blocks freed are
-reused: 0 to 3 such faults after the first product, 49 in the first.
+reused: 0 to 3 such faults after the first product, 53 in the first.
 
 What a process keeps this way is memory it does not use, which its RSS (and its memory cgroup) counts: so it keeps at
 most the trim threshold at the top of its heap, and gives everything free back (malloc_trim) once it had nothing to do
