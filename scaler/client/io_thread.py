@@ -115,17 +115,15 @@ class IOThread:
         self._stopping = False
         self._process = _this_process()
         self._context = zmq.Context(io_threads=1)
-        try:
-            self._socket = create_dealer(self._context, address, identity, curve, keepalive)
-        except zmq.ZMQError as error:
-            self._context.destroy(linger=0)
-            raise ValueError(f"cannot connect to {address!r}: {error}") from None
         # The socket's own events: a connection that closed (the scheduler died or restarted) or completed (say Hello
         # again), and, with CurveZMQ, a refused key, which shows nowhere else.
         self._watch_refusals = curve is not None
-        self._events = self._socket.get_monitor_socket(
-            zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | (_REFUSALS if curve is not None else 0)
-        )
+        events = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | (_REFUSALS if curve is not None else 0)
+        try:
+            self._socket, self._events = create_dealer(self._context, address, identity, events, curve, keepalive)
+        except zmq.ZMQError as error:
+            self._context.destroy(linger=0)
+            raise ValueError(f"cannot connect to {address!r}: {error}") from None
         self._next_hello = 0.0
         self._connected = True  # the socket's connection is up, as far as its events told
         self._wake_reader, self._wake_writer = socket.socketpair()

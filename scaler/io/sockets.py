@@ -14,7 +14,7 @@ import ipaddress
 import os
 import socket
 import uuid
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Tuple
 
 import zmq
 
@@ -120,10 +120,13 @@ def create_dealer(
     context: zmq.Context,
     address: str,
     identity: bytes,
+    events: int,
     curve: Optional[CurvePeerKeys] = None,
     keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
-) -> zmq.Socket:
-    """A DEALER connected to the scheduler. Unlimited high-water marks: a full queue must block nobody's results."""
+) -> Tuple[zmq.Socket, zmq.Socket]:
+    """A DEALER connected to the scheduler, and the monitor socket that reports its `events`, attached before the
+    connection starts: libzmq tries a refused CurveZMQ handshake once, and only a monitor already there hears of it.
+    Unlimited high-water marks: a full queue must block nobody's results."""
     sock = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.ROUTING_ID, identity)
     sock.setsockopt(zmq.LINGER, 0)
@@ -132,8 +135,9 @@ def create_dealer(
     keepalive.apply(sock)
     if curve is not None:
         apply_peer_keys(sock, curve)
+    monitor = sock.get_monitor_socket(events)
     sock.connect(address)
-    return sock
+    return sock, monitor
 
 
 def create_router(

@@ -599,10 +599,11 @@ class WorkerAgent:
             on_ready, self._on_ready = self._on_ready, None
             on_ready()
         identity = make_identity("W")
-        self._dealer = create_dealer(
-            self._context, self._settings.address, identity, self._settings.curve_keys, TcpKeepalive.of(self._settings)
-        )
-        self._dealer_events = self._dealer.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        settings = self._settings
+        self._dealer, self._dealer_events = create_dealer(
+            self._context, settings.address, identity, zmq.EVENT_DISCONNECTED, settings.curve_keys,
+            TcpKeepalive.of(settings),
+        )  # fmt: skip
         self._outbox = Outbox(self._dealer)
         self._poller.register(self._dealer, zmq.POLLIN)
         self._poller.register(self._dealer_events, zmq.POLLIN)

@@ -40,25 +40,25 @@ def test_every_socket_kind_gets_the_options() -> None:
     assert DEFAULT_KEEPALIVE == TcpKeepalive(True, 60, 10, 6)
     context = zmq.Context()
     custom = TcpKeepalive(True, 7, 3, 4)
+    events = zmq.EVENT_DISCONNECTED
     try:
         any_port, nobody = "tcp://127.0.0.1:*", "tcp://127.0.0.1:9"
         sockets = [
             (create_router(context, any_port), create_router(context, any_port, keepalive=custom)),
             (create_publisher(context, any_port), create_publisher(context, any_port, None, custom)),
-            (create_dealer(context, nobody, b"d"), create_dealer(context, nobody, b"e", None, custom)),
+            (
+                create_dealer(context, nobody, b"d", events)[0],
+                create_dealer(context, nobody, b"e", events, None, custom)[0],
+            ),
             (create_subscriber(context, nobody), create_subscriber(context, nobody, keepalive=custom)),
         ]
         for default, customized in sockets:
             assert _options(default) == (1, 60, 10, 6)
             assert _options(customized) == (1, 7, 3, 4)
-        off = create_dealer(context, "tcp://127.0.0.1:9", b"f", None, TcpKeepalive(False))
+        off, _ = create_dealer(context, "tcp://127.0.0.1:9", b"f", events, None, TcpKeepalive(False))
         assert off.getsockopt(zmq.TCP_KEEPALIVE) == 0
-        sockets.append((off, off))
     finally:
-        for pair in sockets:
-            for sock in pair:
-                sock.close(linger=0)
-        context.term()
+        context.destroy(linger=0)  # the dealers' monitors too
 
 
 def test_client_keywords_are_checked_and_monitor_options_parsed() -> None:
@@ -159,7 +159,7 @@ for name, keepalive in (("on", TcpKeepalive(True, 1, 1, 2)), ("off", TcpKeepaliv
     router = create_router(context, "tcp://127.0.0.1:*", keepalive=keepalive)
     events = router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
     endpoint = router.getsockopt(zmq.LAST_ENDPOINT).decode()
-    dealer = create_dealer(context, endpoint, name.encode(), keepalive=TcpKeepalive(False))
+    dealer = create_dealer(context, endpoint, name.encode(), zmq.EVENT_DISCONNECTED, keepalive=TcpKeepalive(False))[0]
     dealer.send(b"hello")
     assert router.recv_multipart() == [name.encode(), b"hello"]
     watched[events] = name

@@ -7,6 +7,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,27 @@ def test_only_authorized_clients_are_served(tmp_path: Path) -> None:
         assert log.read_text().count("client C|") == 2  # alice connected and left; nobody else got in
     finally:
         combo.shutdown()
+
+
+def test_a_refusal_before_the_client_looked_still_fails_at_once(tmp_path: Path, monkeypatch) -> None:
+    """libzmq tries a refused handshake once: a monitor attached after the connection started could miss its event,
+    and the client wait for its whole timeout. Attaching the monitor takes a second here; the refusal comes first."""
+    keys = tmp_path / "keys"
+    make_key_files(keys, [], strangers=["mallory"], scheduler=False)
+    attach = zmq.Socket.get_monitor_socket
+
+    def slow_attach(self, *args, **kwargs):
+        time.sleep(1.0)  # a client thread descheduled for that long: the handshake is over meanwhile
+        return attach(self, *args, **kwargs)
+
+    with SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_level="WARNING") as combo:
+        monkeypatch.setattr(zmq.Socket, "get_monitor_socket", slow_attach)
+        with pytest.raises(AuthenticationError, match="refused this client's CurveZMQ key"):
+            Client(
+                combo.get_address(), timeout_seconds=20,
+                curve_secret_key_file=str(keys / "mallory.key_secret"),
+                curve_server_key_file=combo.curve_server_key_file,
+            )  # fmt: skip
 
 
 def test_public_bind_without_curve_warns(tmp_path: Path) -> None:
