@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
@@ -154,7 +153,8 @@ def test_a_holder_on_this_host_that_left_costs_the_client_nothing(live) -> None:
         assert reader.descriptors(), "fetched from its holder on this host"
         live.kill_worker()
         wait_for(lambda: not reader.descriptors(), 20, "the client to drop its connection to the holder that left")
-        (io_thread,) = [thread for thread in threading.enumerate() if thread.name == "scaler-client-io"]
+        io_thread = client._connection._io._thread  # this client's (a test before may have left others running)
+        assert io_thread.native_id is not None
         before = _thread_cpu_seconds(io_thread.native_id)
         time.sleep(1)
         assert _thread_cpu_seconds(io_thread.native_id) - before < 0.3, "the IO thread idles"
