@@ -13,6 +13,8 @@ import tempfile
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
+from scaler.io.private_mapping import map_private
+
 
 class SharedBytes:
     """Bytes in a memfd. The holder of the object owns the descriptor: it is closed when the object is dropped (the
@@ -90,7 +92,7 @@ class SharedBytes:
         that an array read from it without a copy can be modified in place by its reader, never in the holder."""
         if not self.size:
             return memoryview(bytearray())
-        return memoryview(mmap.mmap(self.fd, self.size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE))
+        return map_private(self.fd, self.size)  # keeps no descriptor: a reader may keep thousands of these
 
     def to_read(self, by_default_loads: bool) -> Any:
         """What a deserializer is given of these bytes: the default one (serializer.default_loads) a copy-on-write

@@ -16,7 +16,6 @@ forgotten; one a task kept, with what it kept).
 
 from __future__ import annotations
 
-import mmap
 import weakref
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -35,7 +34,7 @@ class SpareFiles:
     def __init__(self, say_bytes: Optional[Callable[[int], None]] = None) -> None:
         """`say_bytes`: told the bytes of the spares ready whenever they change (the agent counts them as this
         process's memory: no mapping shows them in its RSS)."""
-        self._mappings: Dict[bytes, weakref.WeakSet] = {}  # object id -> the mappings of it made here
+        self._mappings: Dict[bytes, List[weakref.ref]] = {}  # object id -> the mappings of it made here
         self._prune_above = _PRUNE_ABOVE
         self._waiting: List[Tuple[bytes, SharedBytes]] = []
         self._ready: List[SharedBytes] = []
@@ -43,23 +42,26 @@ class SpareFiles:
         self._say_bytes = say_bytes
 
     def mapped(self, object_id: bytes, view: memoryview) -> None:
-        """A mapping of the shared input `object_id` was made: view.obj, the mmap, which lives as long as anything
-        made from it (mmap unmaps as it goes)."""
-        if type(view.obj) is not mmap.mmap:  # an empty payload's
+        """A mapping of the shared input `object_id` was made: view.obj, the mapping (SharedBytes.private_view), which
+        lives as long as anything made from it, and is unmapped as it goes."""
+        if not view.nbytes:  # an empty payload's: no mapping
             return
         mappings = self._mappings.get(object_id)
         if mappings is None:
-            mappings = self._mappings[object_id] = weakref.WeakSet()
+            mappings = self._mappings[object_id] = []
             if len(self._mappings) > self._prune_above:  # objects long forgotten whose mappings are gone
-                self._mappings = {key: alive for key, alive in self._mappings.items() if alive or key == object_id}
+                self._mappings = {key: refs for key, refs in self._mappings.items() if _live(refs) or key == object_id}
                 self._prune_above = max(_PRUNE_ABOVE, 2 * len(self._mappings))
-        mappings.add(view.obj)
+        elif len(mappings) >= _PRUNE_ABOVE:  # one object mapped again and again: drop the notes of mappings gone
+            _live(mappings)
+        mappings.append(weakref.ref(view.obj))
 
     def forgotten(self, object_ids: Iterable[bytes]) -> None:
         """The agent evicted these objects, and what this process kept of them (mappings among it) is dropped."""
         mappings = self._mappings
         for object_id in object_ids:
-            if not mappings.get(object_id, True):
+            refs = mappings.get(object_id)
+            if refs is not None and not _live(refs):
                 del mappings[object_id]
         if self._waiting:
             self.settle()
@@ -76,7 +78,8 @@ class SpareFiles:
         mappings = self._mappings
         waiting = []
         for object_id, shared in self._waiting:
-            if mappings.get(object_id):  # a live mapping of it
+            refs = mappings.get(object_id)
+            if refs and _live(refs):  # a live mapping of it
                 waiting.append((object_id, shared))
             elif len(self._ready) < SPARE_COUNT and self._ready_bytes + shared.size <= SPARE_BYTES:
                 self._ready.append(shared)
@@ -110,3 +113,9 @@ class SpareFiles:
     def _said(self) -> None:
         if self._say_bytes is not None:
             self._say_bytes(self._ready_bytes)
+
+
+def _live(refs: List[weakref.ref]) -> bool:
+    """Whether any of these mappings lives; the notes of those gone are dropped."""
+    refs[:] = [ref for ref in refs if ref() is not None]
+    return bool(refs)

@@ -1,0 +1,60 @@
+"""Copy-on-write mappings of shared memory files that keep no descriptor open (scaler/io/private_mapping.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy
+
+from scaler.io.private_mapping import map_private
+from scaler.io.shared_bytes import SharedBytes
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _is_mapped(address: int) -> bool:
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            start, end = (int(bound, 16) for bound in line.split(maxsplit=1)[0].split("-"))
+            if start <= address < end:
+                return True
+    return False
+
+
+def test_a_mapping_reads_the_file_and_keeps_its_writes() -> None:
+    shared = SharedBytes.create(bytes(range(256)) * 64)
+    first, second = map_private(shared.fd, shared.size), map_private(shared.fd, shared.size)
+    assert bytes(first) == bytes(range(256)) * 64
+    first[0:3] = b"abc"
+    assert bytes(first[:4]) == b"abc\x03"
+    assert bytes(second[:4]) == b"\x00\x01\x02\x03", "another mapping sees the file"
+    assert shared.to_bytes()[:4] == b"\x00\x01\x02\x03", "the file itself is unchanged"
+
+
+def test_mappings_keep_no_descriptor_and_go_with_their_last_view() -> None:
+    shared = SharedBytes.create(b"x" * (1 << 20))
+    before = _open_descriptors()
+    arrays = [numpy.frombuffer(map_private(shared.fd, shared.size), dtype=numpy.uint8) for _ in range(50)]
+    del shared  # its descriptor closes; the mappings stay readable
+    assert _open_descriptors() == before - 1, "50 mappings, no descriptor for any"
+    assert all(int(array[12345]) == ord("x") for array in arrays)
+    address = arrays[0].__array_interface__["data"][0]
+    assert _is_mapped(address)
+    view_of_view = arrays[0][10:20]  # made from the mapping: keeps it
+    del arrays
+    assert _is_mapped(address) and bytes(view_of_view) == b"x" * 10
+    del view_of_view
+    assert not _is_mapped(address), "unmapped once nothing made from it lives"
+
+
+def test_the_mapping_is_a_buffer_ctypes_and_numpy_can_write_through() -> None:
+    shared = SharedBytes.create(b"\x00" * 4096)
+    view = map_private(shared.fd, shared.size)
+    assert not view.readonly and view.format == "B" and view.nbytes == 4096
+    ctypes.c_char.from_buffer(view).value = b"z"  # as worker/mapped_inputs.py takes its address
+    array = numpy.frombuffer(view, dtype=numpy.uint8)
+    array[1] = 7
+    assert bytes(view[:2]) == b"z\x07"
