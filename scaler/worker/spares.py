@@ -34,7 +34,8 @@ class SpareFiles:
     def __init__(self, say_bytes: Optional[Callable[[int], None]] = None) -> None:
         """`say_bytes`: told the bytes of the spares ready whenever they change (the agent counts them as this
         process's memory: no mapping shows them in its RSS)."""
-        self._mappings: Dict[bytes, List[weakref.ref]] = {}  # object id -> the mappings of it made here
+        # object id -> the mappings of it made here, by identity (one kept for the next task is noted again by each)
+        self._mappings: Dict[bytes, Dict[int, weakref.ref]] = {}
         self._prune_above = _PRUNE_ABOVE
         self._waiting: List[Tuple[bytes, SharedBytes]] = []
         self._ready: List[SharedBytes] = []
@@ -48,13 +49,14 @@ class SpareFiles:
             return
         mappings = self._mappings.get(object_id)
         if mappings is None:
-            mappings = self._mappings[object_id] = []
+            mappings = self._mappings[object_id] = {}
             if len(self._mappings) > self._prune_above:  # objects long forgotten whose mappings are gone
                 self._mappings = {key: refs for key, refs in self._mappings.items() if _live(refs) or key == object_id}
                 self._prune_above = max(_PRUNE_ABOVE, 2 * len(self._mappings))
-        elif len(mappings) >= _PRUNE_ABOVE:  # one object mapped again and again: drop the notes of mappings gone
+        elif len(mappings) >= _PRUNE_ABOVE:  # one object mapped anew by task after task: the notes of those gone go
             _live(mappings)
-        mappings.append(weakref.ref(view.obj))
+        mapping = view.obj
+        mappings[id(mapping)] = weakref.ref(mapping)  # a mapping gone may have left its id to this one: replaced
 
     def forgotten(self, object_ids: Iterable[bytes]) -> None:
         """The agent evicted these objects, and what this process kept of them (mappings among it) is dropped."""
@@ -115,7 +117,8 @@ class SpareFiles:
             self._say_bytes(self._ready_bytes)
 
 
-def _live(refs: List[weakref.ref]) -> bool:
+def _live(refs: Dict[int, weakref.ref]) -> bool:
     """Whether any of these mappings lives; the notes of those gone are dropped."""
-    refs[:] = [ref for ref in refs if ref() is not None]
+    for key in [key for key, ref in refs.items() if ref() is None]:
+        del refs[key]
     return bool(refs)

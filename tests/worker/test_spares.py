@@ -149,3 +149,21 @@ def test_an_idle_process_closes_its_spares() -> None:
     gc.collect()
     assert not any(is_open(fd) for fd in fds) and spares.take() is None and said[-1] == 0
     assert bytes(mapping[:1]) == b"w", "a mapping outlives the file's descriptor"
+
+
+def test_notes_of_mappings_stay_few_however_often_an_input_is_read() -> None:
+    """A mapping kept for the next reader is noted again by every task that reads it: one note still. Mappings made
+    anew and dropped by task after task leave at most a bounded number of notes behind."""
+    spares = SpareFiles()
+    shared = SharedBytes.create(b"k" * KB)
+    kept = shared.private_view()
+    for _ in range(5000):
+        spares.mapped(OLD, kept)
+    assert len(spares._mappings[OLD]) == 1
+    for _ in range(5000):
+        spares.mapped(b"n" * 16, shared.private_view())  # each gone as the next is made
+    assert len(spares._mappings[b"n" * 16]) <= 1024
+    spares.offer([(OLD, shared)])
+    assert spares.take() is None, "still mapped: it waits"
+    del kept
+    assert spares.take() is not None
