@@ -1,12 +1,13 @@
 """Internal: copy-on-write mappings of a file that keep no descriptor open.
 
-Python's `mmap.mmap` duplicates the descriptor it maps and keeps the copy for the mapping's life (until 3.13's
-`trackfd=False`). A reader that keeps what it read from shared memory, such as a client holding a few thousand arrays
-its workers on the same host made, would keep as many descriptors, and meet the open files limit (1,024 by default on
-many systems) with "Too many open files". The kernel needs no descriptor to keep a mapping: here libc's `mmap` maps
-the file, and `munmap` unmaps it once the last view of it goes.
+Python's `mmap.mmap` duplicates the descriptor it maps and keeps the copy for the mapping's life (before 3.13, which
+added `trackfd=False`). A reader that keeps what it read from shared memory, such as a client holding a few thousand
+arrays its workers on the same host made, would keep as many descriptors, and meet the open files limit (1,024 by
+default on many systems) with "Too many open files". The kernel needs no descriptor to keep a mapping: on CPython,
+libc's `mmap` maps the file here, and `munmap` unmaps it once the last view of it goes.
 
-Where libc's functions cannot be found, `mmap.mmap` does the job, descriptor and all.
+Elsewhere (PyPy, whose ctypes arrays neither keep their memory's owner alive nor take weak references, or where libc's
+functions cannot be found), `mmap.mmap` does the job, descriptor and all.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import sys
 import weakref
 from typing import Any, Optional
 
@@ -27,32 +29,33 @@ class _Libc:
         libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: no library search (which forks ldconfig)
         self.mmap = libc.mmap
         self.mmap.restype = ctypes.c_void_p
+        # the offset is always 0: c_long is off_t wherever the mmap symbol takes a long (glibc's, on 32 bits too)
         self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
         self.munmap = libc.munmap
         self.munmap.restype = ctypes.c_int
         self.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
-_libc: Optional[_Libc] = None
-_looked_up = False
+def _find_libc() -> Optional[_Libc]:
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        return _Libc()
+    except (OSError, AttributeError):  # no libc symbols to find (not a POSIX system)
+        return None
 
 
-def _functions() -> Optional[_Libc]:
-    global _libc, _looked_up
-    if not _looked_up:
-        _looked_up = True
-        try:
-            _libc = _Libc()
-        except (OSError, AttributeError):  # no libc symbols to find (not a POSIX system)
-            _libc = None
-    return _libc
+_libc = _find_libc()
 
 
 def map_private(fd: int, size: int) -> memoryview:
     """A writable view of the first `size` (> 0) bytes of `fd` whose writes stay in this process (copy on write, page
-    by page). No descriptor is kept: `fd` may be closed at once. Its `obj` is the mapping, which supports weak
-    references and lives as long as anything made from the view."""
-    libc = _functions()
+    by page). On CPython no descriptor is kept: `fd` may be closed at once. Its `obj` is the mapping, which supports
+    weak references and lives as long as anything made from the view. ValueError if the file is shorter than `size`
+    (reading a mapping past the end of its file would kill the process)."""
+    if os.fstat(fd).st_size < size:
+        raise ValueError(f"cannot map {size} bytes of a file of {os.fstat(fd).st_size}")
+    libc = _libc
     if libc is None:
         return memoryview(mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE))
     address = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, 0)
