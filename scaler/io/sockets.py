@@ -136,7 +136,13 @@ def create_dealer(
     if curve is not None:
         apply_peer_keys(sock, curve)
     monitor = sock.get_monitor_socket(events)
-    sock.connect(address)
+    try:
+        sock.connect(address)
+    except zmq.ZMQError:
+        sock.disable_monitor()
+        monitor.close(linger=0)
+        sock.close(linger=0)
+        raise
     return sock, monitor
 
 
