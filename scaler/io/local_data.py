@@ -288,7 +288,12 @@ class LocalDataReader:
                 (response,) = decode_frame(data)
             except (ProtocolError, ValueError):
                 response = None
-            if type(response) is not DataResponse or response.found != bool(received) or len(received) > 1:
+            if (
+                type(response) is not DataResponse
+                or response.found != bool(received)
+                or len(received) > 1
+                or (received and _file_size(received[0]) < response.total_size)  # mapped, its end would kill us
+            ):
                 for extra in received:
                     _close_fd(extra)
                 self._drop(sock)  # not a holder we understand: through the network from now on
@@ -306,6 +311,13 @@ class LocalDataReader:
         for sock in list(self._by_address.values()):
             if sock is not None:
                 self._drop(sock)
+
+
+def _file_size(fd: int) -> int:
+    try:
+        return os.fstat(fd).st_size
+    except OSError:
+        return -1
 
 
 def _close_fd(fd: int) -> None:

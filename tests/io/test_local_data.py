@@ -231,3 +231,18 @@ def test_a_reader_gets_a_descriptor_that_cannot_change_the_holders_bytes() -> No
         del private, shared
     finally:
         pair.close()
+
+
+def test_a_holder_that_says_its_file_is_larger_than_it_is_is_left_for_the_network() -> None:
+    """A reader maps what it is handed: reading a mapping past the end of its file would kill it (SIGBUS). A holder
+    whose answer says more bytes than its file holds is not one the reader understands."""
+    short = SharedBytes.create(b"s" * 1000)
+    lying = SharedBytes(os.dup(short.fd), 1_000_000)  # says a million bytes; its file holds a thousand
+    pair = Pair({b"a": lying})
+    try:
+        assert pair.reader.request(pair.address, b"a")
+        answers, gone = pair.answers(1)
+        assert answers == [] and gone == pair.address
+        assert not pair.reader.request(pair.address, b"a"), "that holder is read through the network from now on"
+    finally:
+        pair.close()
