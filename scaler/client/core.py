@@ -697,14 +697,30 @@ class ClientCore:
     # ---- results being fetched ---------------------------------------------------------------------------------------
 
     def _fetched(self, object_id: bytes, payload: Any) -> None:
-        """`payload`: bytes-like (a view of a received message); a custom deserializer is given bytes, as promised."""
+        """`payload`: bytes-like (a view of a received message), or the SharedBytes of a holder on this host, mapped
+        here (if it cannot be, the scheduler is asked to relay its bytes); a custom deserializer is given bytes, as
+        promised."""
+        fetched = payload  # what the graph keeps, should it send the result back: not what the user's arrays view
+        if type(payload) is SharedBytes:
+            fetch = self.fetches.get(object_id)
+            if fetch is None:
+                return
+            try:
+                payload = payload.to_read(fetch.future._deserialize is default_loads)
+            except (OSError, ValueError) as error:  # vm.max_map_count reached, say: this result only, not the client
+                logger.warning(
+                    "cannot map the result of task %s (%s): asking the scheduler to relay it", object_id.hex(), error
+                )
+                self.fetch_unreachable(object_id)
+                return
         fetch = self._end_fetch(object_id, True)
         if fetch is None:
             return
-        fetched = payload  # what the graph keeps, should it send the result back: not what the user's arrays view
-        if type(payload) is SharedBytes:  # from a holder on this host: its memory, mapped
-            payload = payload.to_read(fetch.future._deserialize is default_loads)
-        elif type(payload) is not bytes and fetch.future._deserialize is not default_loads:
+        if (
+            type(payload) is not bytes
+            and type(fetched) is not SharedBytes
+            and fetch.future._deserialize is not default_loads
+        ):
             payload = fetched = bytes(payload)
         self._settle_success(fetch.future, fetch.result, payload, fetched)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import pickle
 import random
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
@@ -32,6 +33,7 @@ from scaler.client.objects import LargeObject, object_puts
 from scaler.client.resubmission import GraphRecord
 from scaler.config import DEFAULT_INLINE_LIMIT_BYTES
 from scaler.errors import DisconnectedError, ScalerError, SchedulerGoneError, TaskNotFoundError, WorkerDiedError
+from scaler.io.shared_bytes import SharedBytes
 from scaler.protocol import (
     PROTOCOL_VERSION,
     Argument,
@@ -448,6 +450,27 @@ def test_an_unreachable_holder_makes_the_scheduler_relay_the_result_in_chunks() 
     harness.receive(ObjectResponse(object_id=lost.task_id, found=False))
     assert isinstance(lost.exception(), ScalerError) and "lost" in str(lost.exception())
     assert not core.fetches and not core.pending
+
+
+def test_a_result_its_holder_on_this_host_hands_over_but_that_cannot_be_mapped_is_relayed() -> None:
+    """Mapping a holder's memory can fail (the process's mappings at vm.max_map_count; here a file shorter than the
+    answer said): that result is relayed by the scheduler instead, and the client goes on."""
+    harness = connected()
+    core = harness.core
+    future = harness.submit()
+    harness.take()
+    harness.answer(future.task_id, in_object=True)
+    harness.take()
+    harness.receive(ObjectResponse(object_id=future.task_id, found=True, holder_address=HOLDER))
+    short = SharedBytes.create(b"s" * 100)
+    core.fetched(future.task_id, SharedBytes(os.dup(short.fd), 1_000_000), False)
+    harness.step()
+    (request,) = harness.take()
+    assert type(request) is ObjectRequest and request.object_ids == [future.task_id] and request.via_scheduler
+    assert not future.done() and future.task_id in core.fetches, "not freed on its holder: it is still to be read"
+    harness.receive(ObjectResponse(object_id=future.task_id, found=True, payload=payload_of(future.task_id)))
+    assert future.result() == value_of(future.task_id)
+    assert of_type(harness.take(), ObjectDelete) == [ObjectDelete(object_ids=[future.task_id])]
 
 
 def test_relayed_chunks_out_of_their_place_are_not_joined() -> None:
