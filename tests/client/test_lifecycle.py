@@ -15,6 +15,7 @@ import pytest
 
 from scaler import task_context as context
 from scaler.client import Client, Serializer
+from scaler.client import client as client_module
 from scaler.errors import DisconnectedError, ScalerError, SchedulerGoneError
 from scaler.protocol import (
     ClientDisconnect,
@@ -27,6 +28,19 @@ from scaler.protocol import (
 )
 from scaler.testing.processes import wait_for
 from scaler.testing.protocol_peer import ProtocolPeer
+
+
+@pytest.fixture(autouse=True)
+def close_shared_connections():
+    """Clients unpickled in a process share one connection, kept open for the process's life (a worker's next tasks
+    use it). Here the process is pytest's: what a test opened is closed after it, or its IO thread would go on
+    reconnecting to a peer that is gone while later tests run."""
+    yield
+    with client_module._shared_lock:
+        shared = list(client_module._shared_connections.values())
+        client_module._shared_connections.clear()
+    for connection in shared:
+        connection.close(shutdown_cluster=False, timeout_seconds=0)
 
 
 def inc(value: int) -> int:
