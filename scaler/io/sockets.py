@@ -148,12 +148,14 @@ def create_dealer(
 
 def create_router(
     context: zmq.Context,
-    address: str,
+    address: Optional[str],
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     curve: Optional[CurveServerKeys] = None,
     keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
     backlog: int = LISTEN_BACKLOG,
 ) -> zmq.Socket:
+    """A ROUTER bound to `address`; with None, not bound yet: its caller attaches a monitor first, which hears only of
+    the connections accepted after it."""
     sock = context.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 0)
@@ -164,24 +166,27 @@ def create_router(
     keepalive.apply(sock)
     if curve is not None:
         apply_server_keys(sock, curve)
-    sock.bind(address)
+    if address is not None:
+        sock.bind(address)
     return sock
 
 
 def create_publisher(
     context: zmq.Context,
-    address: str,
+    address: Optional[str],
     curve: Optional[CurveServerKeys] = None,
     keepalive: TcpKeepalive = DEFAULT_KEEPALIVE,
 ) -> zmq.Socket:
-    """The scheduler's monitor socket. Status is dropped, never queued, for a subscriber that does not keep up."""
+    """The scheduler's monitor socket, bound to `address` (with None, not yet, as create_router). Status is dropped,
+    never queued, for a subscriber that does not keep up."""
     sock = context.socket(zmq.PUB)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDHWM, 16)
     keepalive.apply(sock)
     if curve is not None:
         apply_server_keys(sock, curve)
-    sock.bind(address)
+    if address is not None:
+        sock.bind(address)
     return sock
 
 

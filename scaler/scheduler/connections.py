@@ -46,24 +46,30 @@ class ConnectionWatch:
         warnings: LimitedLog,
         goodbyes: Optional[Callable[[], int]] = None,
         budget: Optional[ConnectionBudget] = None,
+        counted: bool = False,
     ) -> None:
-        """Without `goodbyes`, closed connections are not watched (monitors leave without a word); with `budget`,
+        """Without `goodbyes`, closed connections are not watched (monitors leave without a word); with `budget`, or
+        `counted` and the budget `count_in` gives later (once the socket is bound: the budget reads its listener),
         accepted and closed connections are counted in it. `warnings` is shared with the scheduler's core, which sums
-        up what it suppressed."""
+        up what it suppressed. Events wait in the monitor until the event loop reads them."""
         self._what = what
         self._warnings = warnings
         self._goodbyes = goodbyes
         self._budget = budget
+        counted = counted or budget is not None
         events = (
-            (zmq.EVENT_DISCONNECTED if goodbyes is not None or budget is not None else 0)
+            (zmq.EVENT_DISCONNECTED if goodbyes is not None or counted else 0)
             | (sum(_HANDSHAKE_FAILURES) if watch_handshakes else 0)
-            | (zmq.EVENT_ACCEPTED | zmq.EVENT_ACCEPT_FAILED if budget is not None else 0)
+            | (zmq.EVENT_ACCEPTED | zmq.EVENT_ACCEPT_FAILED if counted else 0)
         )
         self._events = socket.get_monitor_socket(events)
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.failures: Dict[int, int] = {}
         self.disconnects = 0
         self.unexplained = 0  # closes reported as unexplained so far
+
+    def count_in(self, budget: ConnectionBudget) -> None:
+        self._budget = budget
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

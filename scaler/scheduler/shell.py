@@ -81,21 +81,20 @@ class SchedulerShell:
         )
         keepalive = TcpKeepalive.of(settings)
         backlog = listen_backlog(self.open_files)
-        self.router = create_router(self.context, settings.address, settings.max_frame_bytes, curve, keepalive, backlog)
-        self.monitor = create_publisher(self.context, settings.monitor_address, curve, keepalive)
-        self.budget = budget_for(self.router, "scheduler address", self.open_files, backlog)
-        self._ipc_files = [BoundIpcFile.after_bind(self.router), BoundIpcFile.after_bind(self.monitor)]
+        # watched before they are bound: a peer accepted or refused as soon as they listen is counted and logged too
+        self.router = create_router(self.context, None, settings.max_frame_bytes, curve, keepalive, backlog)
+        self.monitor = create_publisher(self.context, None, curve, keepalive)
         router_watch = ConnectionWatch(
-            self.router,
-            "scheduler address",
-            curve is not None,
-            warnings,
-            self._goodbyes,
-            budget=self.budget,
+            self.router, "scheduler address", curve is not None, warnings, self._goodbyes, counted=True
         )
         self._watches = [router_watch]
         if curve is not None:
             self._watches.append(ConnectionWatch(self.monitor, "monitor address", True, warnings))
+        self.router.bind(settings.address)
+        self.monitor.bind(settings.monitor_address)
+        self.budget = budget_for(self.router, "scheduler address", self.open_files, backlog)
+        router_watch.count_in(self.budget)
+        self._ipc_files = [BoundIpcFile.after_bind(self.router), BoundIpcFile.after_bind(self.monitor)]
         self._process = psutil.Process()
         self._process.cpu_percent()
         self._usage: Tuple[float, int] = (0.0, 0)  # the last CPU % and RSS read (see _own_usage)
