@@ -53,8 +53,9 @@ def map_private(fd: int, size: int) -> memoryview:
     by page). On CPython no descriptor is kept: `fd` may be closed at once. Its `obj` is the mapping, which supports
     weak references and lives as long as anything made from the view. ValueError if the file is shorter than `size`
     (reading a mapping past the end of its file would kill the process)."""
-    if os.fstat(fd).st_size < size:
-        raise ValueError(f"cannot map {size} bytes of a file of {os.fstat(fd).st_size}")
+    file_size = os.fstat(fd).st_size
+    if file_size < size:
+        raise ValueError(f"cannot map {size} bytes of a file of {file_size}")
     libc = _libc
     if libc is None:
         return memoryview(mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE))
