@@ -700,28 +700,25 @@ class ClientCore:
         """`payload`: bytes-like (a view of a received message), or the SharedBytes of a holder on this host, mapped
         here (if it cannot be, the scheduler is asked to relay its bytes); a custom deserializer is given bytes, as
         promised."""
+        fetch = self.fetches.get(object_id)
+        if fetch is None:
+            return
+        by_default_loads = fetch.future._deserialize is default_loads
         fetched = payload  # what the graph keeps, should it send the result back: not what the user's arrays view
-        if type(payload) is SharedBytes:
-            fetch = self.fetches.get(object_id)
-            if fetch is None:
-                return
+        if type(payload) is SharedBytes:  # from a holder on this host: its memory, mapped
             try:
-                payload = payload.to_read(fetch.future._deserialize is default_loads)
+                payload = payload.to_read(by_default_loads)
             except (OSError, ValueError) as error:  # vm.max_map_count reached, say: this result only, not the client
                 logger.warning(
                     "cannot map the result of task %s (%s): asking the scheduler to relay it", object_id.hex(), error
                 )
                 self.fetch_unreachable(object_id)
                 return
+        elif type(payload) is not bytes and not by_default_loads:
+            payload = fetched = bytes(payload)
         fetch = self._end_fetch(object_id, True)
         if fetch is None:
             return
-        if (
-            type(payload) is not bytes
-            and type(fetched) is not SharedBytes
-            and fetch.future._deserialize is not default_loads
-        ):
-            payload = fetched = bytes(payload)
         self._settle_success(fetch.future, fetch.result, payload, fetched)
 
     def _fetch_failed(self, object_id: bytes, reason: str) -> None:
