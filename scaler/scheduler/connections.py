@@ -45,18 +45,16 @@ class ConnectionWatch:
         watch_handshakes: bool,
         warnings: LimitedLog,
         goodbyes: Optional[Callable[[], int]] = None,
-        budget: Optional[ConnectionBudget] = None,
         counted: bool = False,
     ) -> None:
-        """Without `goodbyes`, closed connections are not watched (monitors leave without a word); with `budget`, or
-        `counted` and the budget `count_in` gives later (once the socket is bound: the budget reads its listener),
-        accepted and closed connections are counted in it. `warnings` is shared with the scheduler's core, which sums
-        up what it suppressed. Events wait in the monitor until the event loop reads them."""
+        """Without `goodbyes`, closed connections are not watched (monitors leave without a word); with `counted`,
+        accepted and closed connections are counted in the budget `count_in` gives (once the socket is bound: the
+        budget reads its listener; events wait in the monitor until the event loop reads them). `warnings` is shared
+        with the scheduler's core, which sums up what it suppressed."""
         self._what = what
         self._warnings = warnings
         self._goodbyes = goodbyes
-        self._budget = budget
-        counted = counted or budget is not None
+        self._budget: Optional[ConnectionBudget] = None
         events = (
             (zmq.EVENT_DISCONNECTED if goodbyes is not None or counted else 0)
             | (sum(_HANDSHAKE_FAILURES) if watch_handshakes else 0)

@@ -45,7 +45,8 @@ def test_a_flood_of_failed_accepts_is_read_a_bounded_number_per_turn_of_the_even
         [[struct.pack("=hi", zmq.EVENT_ACCEPT_FAILED, errno.EMFILE), b"tcp://127.0.0.1:1"] for _ in range(flood)]
     )
     budget = ConnectionBudget("scheduler address", OpenFiles(128, 128, 128), 16, None)
-    watch = ConnectionWatch(monitor, "scheduler address", False, LimitedLog(logging.getLogger("test")), budget=budget)
+    watch = ConnectionWatch(monitor, "scheduler address", False, LimitedLog(logging.getLogger("test")), counted=True)
+    watch.count_in(budget)
     loop = StandInLoop()
     watch._loop = loop  # type: ignore[assignment]
 
