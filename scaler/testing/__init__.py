@@ -2,7 +2,8 @@
 
 One importable place, so that tests/ and bench/ need no `sys.path` edits to share them:
 
-- `processes`: Scaler's CLIs as real processes (`ScalerProcess`), free addresses, waiting, stopping process groups.
+- `processes`: Scaler's CLIs as real processes (`ScalerProcess`), free addresses, waiting, stopping process groups,
+  what this process maps at an address.
 - `protocol_peer`: `ProtocolPeer`, a real ROUTER that plays scheduler and worker for a Client.
 - `scheduler_harness`: `Harness`, the sans-IO scheduler core driven with real encoded messages.
 - `sim_peers`: thousands of simulated workers and clients per process against a real scheduler (`PeerHost`).

@@ -101,6 +101,18 @@ def fill_pipe(fd: int) -> None:
     os.set_blocking(fd, True)
 
 
+def mapped_at(address: int) -> Optional[str]:
+    """What this process maps at `address`, as /proc/self/maps names it: a file's path or a memfd's name ("" for
+    anonymous memory), or None if nothing is mapped there."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            start, end = (int(bound, 16) for bound in fields[0].split("-"))
+            if start <= address < end:
+                return fields[5].strip() if len(fields) > 5 else ""
+    return None
+
+
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
     """Poll `condition` until it holds; fail with `what` once `timeout` seconds passed."""
     deadline = time.monotonic() + timeout

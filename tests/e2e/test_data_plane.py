@@ -18,7 +18,7 @@ import pytest
 
 from scaler import Client
 from scaler.testing.curve_files import client_key_options, make_key_files, peer_key_options, scheduler_key_options
-from scaler.testing.processes import wait_for
+from scaler.testing.processes import mapped_at, wait_for
 from tests.e2e.live_cluster import LiveCluster
 from tests.e2e.monitor import counters
 
@@ -111,17 +111,6 @@ def add_in_place(array: Any, amount: float) -> Any:
     return array
 
 
-def _mapped_from(address: int) -> str:
-    """What /proc/self/maps says is mapped at `address`: a file's path, a memfd's name, or nothing for anonymous."""
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            fields = line.split(maxsplit=5)
-            start, end = (int(bound, 16) for bound in fields[0].split("-"))
-            if start <= address < end:
-                return fields[5].strip() if len(fields) > 5 else ""
-    raise AssertionError(f"nothing is mapped at {address:#x}")
-
-
 def test_a_holder_on_this_host_hands_its_memory_over_without_a_copy(live) -> None:
     """Same host: the client maps the holder's shared memory (the array's memory is that mapping), copy on write, and
     two graph nodes reading one held array each get it as it was made, whatever the other did to its own."""
@@ -134,8 +123,10 @@ def test_a_holder_on_this_host_hands_its_memory_over_without_a_copy(live) -> Non
     with Client(live.address) as client:
         array = client.submit(make_array, size).result(timeout=60)
         assert numpy.array_equal(array, numpy.arange(size, dtype=numpy.float64))
-        mapped = _mapped_from(array.__array_interface__["data"][0])
-        assert mapped.startswith("/memfd:scaler-data"), f"the client's array is the holder's memory, mapped: {mapped}"
+        mapped = mapped_at(array.__array_interface__["data"][0])
+        assert mapped is not None and mapped.startswith("/memfd:scaler-data"), (
+            f"the client's array is the holder's memory, mapped: {mapped}"
+        )
         array[0] = 42.0  # writable: copy on write
         results = client.get(graph, keys=["plus1", "plus2"])
     base = numpy.arange(size, dtype=numpy.float64)

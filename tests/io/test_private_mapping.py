@@ -10,6 +10,7 @@ import pytest
 
 from scaler.io.private_mapping import map_private
 from scaler.io.shared_bytes import SharedBytes
+from scaler.testing.processes import mapped_at
 
 
 def _open_memfds() -> int:
@@ -22,15 +23,6 @@ def _open_memfds() -> int:
         except OSError:  # closed meanwhile
             pass
     return count
-
-
-def _is_mapped(address: int) -> bool:
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            start, end = (int(bound, 16) for bound in line.split(maxsplit=1)[0].split("-"))
-            if start <= address < end:
-                return True
-    return False
 
 
 def test_a_mapping_reads_the_file_and_keeps_its_writes() -> None:
@@ -51,12 +43,12 @@ def test_mappings_keep_no_descriptor_and_go_with_their_last_view() -> None:
     assert _open_memfds() == before - 1, "50 mappings, no descriptor for any"
     assert all(int(array[12345]) == ord("x") for array in arrays)
     address = arrays[0].__array_interface__["data"][0]
-    assert _is_mapped(address)
+    assert mapped_at(address) is not None
     view_of_view = arrays[0][10:20]  # made from the mapping: keeps it
     del arrays
-    assert _is_mapped(address) and bytes(view_of_view) == b"x" * 10
+    assert mapped_at(address) is not None and bytes(view_of_view) == b"x" * 10
     del view_of_view
-    assert not _is_mapped(address), "unmapped once nothing made from it lives"
+    assert mapped_at(address) is None, "unmapped once nothing made from it lives"
 
 
 def test_the_mapping_is_a_buffer_ctypes_and_numpy_can_write_through() -> None:
