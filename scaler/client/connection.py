@@ -241,10 +241,16 @@ class Connection:
             self._hello_reply.set_exception(error)
 
     def refused(self, reason: str) -> None:
-        """Before the handshake, a refusal is final: the connection gives up at once instead of at its timeout."""
+        """A refused handshake is final: ZeroMQ never tries that connection again. Before the HelloReply the client
+        gives up at once instead of at its timeout; after it (a scheduler restarted with other keys), its tasks fail."""
+        error = AuthenticationError(f"{reason} (scheduler at {self.address})")
         if not self._hello_reply.done():
-            self._hello_reply.set_exception(AuthenticationError(f"{reason} (scheduler at {self.address})"))
-            self._io.request_stop()
+            self._hello_reply.set_exception(error)
+        else:
+            logger.warning("%s: failing unfinished tasks", error)
+            self.core.terminate(str(error), error)
+            _LIVE_CONNECTIONS.discard(self)
+        self._io.request_stop()
 
     def _carry_out(self) -> None:
         """The core's commands, in order (IO thread)."""

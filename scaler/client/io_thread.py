@@ -126,6 +126,7 @@ class IOThread:
             raise ValueError(f"cannot connect to {address!r}: {error}") from None
         self._next_hello = 0.0
         self._connected = True  # the socket's connection is up, as far as its events told
+        self._gone = False  # its handshake failed: it will never connect again (_send)
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._wake_reader.setblocking(False)
         self._wake_writer.setblocking(False)
@@ -310,12 +311,14 @@ class IOThread:
 
     def _send_hello(self, now: float) -> None:
         self._next_hello = now + _HELLO_RETRY_SECONDS
-        self._socket.send(self._owner.hello())
+        self._send(self._owner.hello())
 
     def _read_events(self) -> None:
         events = self._events
         while cast(int, events.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
-            event = recv_monitor_message(events, zmq.NOBLOCK)["event"]
+            message = recv_monitor_message(events, zmq.NOBLOCK)
+            event = message["event"]
+            logger.debug("connection to %s: event %#x, value %s", self._address, event, message["value"])
             if event == zmq.EVENT_DISCONNECTED:
                 self._connected = False
                 stop = self.drops.dropped(time.monotonic(), self._address)
@@ -331,6 +334,7 @@ class IOThread:
                 self._next_hello = time.monotonic() + _HELLO_RETRY_SECONDS / 2
             elif event & _REFUSALS and self._watch_refusals:
                 self._handshake_failed(event)
+                return
 
     def _handshake_failed(self, event: int) -> None:
         if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
@@ -411,8 +415,8 @@ class IOThread:
         """Send a frame, unless it is over the scheduler's frame limit: ZeroMQ would then drop the connection, and
         the frame would go again with every reconnection. Its tasks fail instead, saying why."""
         if len(frame) <= self.max_frame_bytes:
-            self._socket.send(frame, 0, copy=len(frame) < _COPY_THRESHOLD)
-            self.drops.sent(len(frame))
+            if self._send(frame, len(frame) < _COPY_THRESHOLD):
+                self.drops.sent(len(frame))
             return
         error = FrameTooLargeError(
             f"a message of {len(frame)} bytes is over the scheduler's frame limit of {self.max_frame_bytes} bytes"
@@ -426,6 +430,24 @@ class IOThread:
             refused = []
         for message in refused:
             self._owner.not_sent(message, error)
+
+    def _send(self, frame: bytes, copy: bool = True) -> bool:
+        """Send on the scheduler's connection without ever blocking. ZeroMQ keeps what is sent while the connection is
+        down, except once its handshake failed (a refused key, a peer that is no scheduler): it never connects again,
+        and a blocking send would wait forever. The socket's events already say why; whatever is sent then is lost."""
+        if self._gone:
+            return False
+        try:
+            self._socket.send(frame, zmq.NOBLOCK, copy=copy)
+            return True
+        except zmq.Again:
+            self._gone = True
+        registered = self.registered
+        self._read_events()  # a refused key ends the client, saying so
+        if registered and not self._stopping:
+            self._owner.silent(f"the connection to the scheduler at {self._address} failed its handshake: it is over")
+            self._stopping = True
+        return False
 
     def _encode_batch(self, batch: List[Any]) -> bytes:
         try:
@@ -462,9 +484,7 @@ class IOThread:
     def _send_heartbeat(self, now: float) -> None:
         cpu, rss = _process_usage(self._process)
         interval_ms = round(self.heartbeat_seconds * 1000)  # so the scheduler knows when to expect the next one
-        self._socket.send(
-            encode(ClientHeartbeat(sent_at_us=int(now * 1_000_000), cpu=cpu, rss=rss, interval_ms=interval_ms))
-        )
+        self._send(encode(ClientHeartbeat(sent_at_us=int(now * 1_000_000), cpu=cpu, rss=rss, interval_ms=interval_ms)))
 
 
 def _this_process() -> Optional[Any]:

@@ -37,7 +37,12 @@ class Outbox:
         frame = encode(messages[0]) if len(messages) == 1 else encode_many(messages)
         self._messages = []
         self._payload_bytes = 0
-        self._dealer.send(frame, 0, copy=len(frame) < _ZERO_COPY_SEND_BYTES)
+        try:
+            self._dealer.send(frame, zmq.NOBLOCK, copy=len(frame) < _ZERO_COPY_SEND_BYTES)
+        except zmq.Again:
+            # The connection failed its handshake (a refused key): ZeroMQ will never connect it again, and a blocking
+            # send would wait forever. Its DISCONNECTED event is already queued, and makes the agent connect anew.
+            return
         if len(frame) > self.largest:
             self.largest = len(frame)
 

@@ -59,6 +59,7 @@ class _Sender:
         self._owner = self
         self.max_frame_bytes = max_frame_bytes
         self.drops = DropStreak()
+        self._gone = False
 
     def take_outgoing(self) -> List[Any]:
         items, self._items = self._items, []
@@ -73,6 +74,7 @@ class _Sender:
     _send_batch = IOThread._send_batch
     _send_joined = IOThread._send_joined
     _send_frame = IOThread._send_frame
+    _send = IOThread._send
     _encode_batch = IOThread._encode_batch
 
 

@@ -7,6 +7,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,14 +15,19 @@ import pytest
 import zmq
 import zmq.auth
 from zmq.utils import z85
+from zmq.utils.monitor import recv_monitor_message
 
 from scaler import Client, SchedulerClusterCombo
+from scaler.client.connection import Connection
 from scaler.errors import AuthenticationError
 from scaler.io.curve import answer_zap_request, generate_key_pair
 from scaler.io.curve_keys import load_peer_keys, load_server_keys, raw_key, z85_decode
+from scaler.io.sockets import create_dealer
+from scaler.protocol import Goodbye
 from scaler.scheduler.settings import SchedulerSettings
-from scaler.testing.curve_files import make_key_files, peer_key_options
+from scaler.testing.curve_files import client_key_options, make_key_files, peer_key_options, scheduler_key_options
 from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
+from scaler.worker.outbox import Outbox
 from scaler.worker.settings import WorkerSettings
 
 BIN = Path(sys.executable).parent
@@ -189,12 +195,99 @@ def test_a_refusal_before_the_client_looked_still_fails_at_once(tmp_path: Path, 
 
     with SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_level="WARNING") as combo:
         monkeypatch.setattr(zmq.Socket, "get_monitor_socket", slow_attach)
-        with pytest.raises(AuthenticationError, match="refused this client's CurveZMQ key"):
-            Client(
-                combo.get_address(), timeout_seconds=20,
-                curve_secret_key_file=str(keys / "mallory.key_secret"),
-                curve_server_key_file=combo.curve_server_key_file,
-            )  # fmt: skip
+        _mallory_is_refused(combo, keys, timeout_seconds=20)
+
+
+def _mallory_is_refused(combo: SchedulerClusterCombo, keys: Path, timeout_seconds: float) -> None:
+    """A client with the key pair of mallory, a stranger, is refused: saying so, not at its timeout."""
+    with pytest.raises(AuthenticationError, match="refused this client's CurveZMQ key"):
+        Client(
+            combo.get_address(), timeout_seconds=timeout_seconds,
+            curve_secret_key_file=str(keys / "mallory.key_secret"),
+            curve_server_key_file=combo.curve_server_key_file,
+        )  # fmt: skip
+
+
+def test_a_refusal_before_the_first_hello_fails_at_once_instead_of_blocking_it(tmp_path: Path, monkeypatch) -> None:
+    """Once a handshake failed, ZeroMQ never connects that socket again and has nowhere to queue a message: a blocking
+    send waits forever. A client whose IO thread gets to its first Hello after the refusal (a busy host) must still be
+    told at once, and its thread end."""
+    keys = tmp_path / "keys"
+    make_key_files(keys, [], strangers=["mallory"], scheduler=False)
+    hello = Connection.hello
+    threads = []
+
+    def late_hello(self):
+        threads.append(threading.current_thread())
+        time.sleep(1.0)  # the handshake is refused meanwhile
+        self._io._socket.getsockopt(zmq.EVENTS)  # and the socket has heard so: it has no connection left
+        return hello(self)
+
+    with SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_level="WARNING") as combo:
+        monkeypatch.setattr(Connection, "hello", late_hello)
+        started = time.monotonic()
+        _mallory_is_refused(combo, keys, timeout_seconds=6)
+        assert time.monotonic() - started < 5
+        wait_for(lambda: not threads[0].is_alive(), 5, "the client's IO thread to end")
+
+
+def test_a_scheduler_back_without_the_clients_key_fails_its_tasks_at_once(tmp_path: Path) -> None:
+    """A refused handshake is final (ZeroMQ never tries that connection again): a client whose scheduler came back on
+    its address without the client's key among the authorized ones fails its unfinished tasks, saying why, at once,
+    instead of waiting out reconnect_seconds for a connection that cannot come."""
+    keys = make_key_files(tmp_path / "keys", ["client", "worker"])
+    address = free_tcp_address()
+    arguments = [address, *scheduler_key_options(keys)]
+    first = ScalerProcess("scaler.scheduler", arguments, str(tmp_path / "first.log"))
+    try:
+        first.wait_for_output("Scheduler: listening on")
+        with Client(address, timeout_seconds=60, **client_key_options(keys, "client")) as client:
+            future = client.submit(abs, -1)  # no worker: it waits
+            first.popen.kill()
+            first.popen.wait(10)
+            (keys / "authorized" / "client.key").unlink()
+            second = ScalerProcess("scaler.scheduler", arguments, str(tmp_path / "second.log"))
+            try:
+                second.wait_for_output("Scheduler: listening on")
+                started = time.monotonic()
+                with pytest.raises(AuthenticationError, match="refused this client's CurveZMQ key"):
+                    future.result(timeout=30)
+                assert time.monotonic() - started < 15
+                assert "is not among the authorized keys" in second.output()
+            finally:
+                second.stop()
+    finally:
+        first.stop()
+
+
+def test_a_refused_workers_outbox_drops_its_frame_instead_of_blocking(tmp_path: Path) -> None:
+    """The worker's side of it: its agent sends what a turn gathered after reading its socket's events, and a refusal
+    may come in between. The frame is dropped; the DISCONNECTED event, already queued, makes the agent connect anew."""
+    keys = make_key_files(tmp_path / "keys", ["worker"], strangers=["mallory"])
+    address = free_tcp_address()
+    scheduler = ScalerProcess("scaler.scheduler", [address, *scheduler_key_options(keys)], str(tmp_path / "s.log"))
+    context = zmq.Context()
+    sender = None
+    try:
+        scheduler.wait_for_output("Scheduler: listening on")
+        mallory = load_peer_keys(str(keys / "mallory.key_secret"), str(keys / "scheduler.key"))
+        dealer, events = create_dealer(context, address, b"W|mallory", zmq.EVENT_DISCONNECTED, mallory)
+        assert events.poll(10_000), "the refusal closes the connection"
+        dealer.getsockopt(zmq.EVENTS)  # the socket hears of it: it has no connection left
+        outbox = Outbox(dealer)
+        outbox.add(Goodbye(reason="anything", reconnect=False))
+        sender = threading.Thread(target=outbox.flush, daemon=True)
+        sender.start()
+        sender.join(5)
+        assert not sender.is_alive(), "a blocking send waits forever on a socket that never connects again"
+        assert recv_monitor_message(events)["event"] == zmq.EVENT_DISCONNECTED
+        dealer.disable_monitor()
+        events.close(linger=0)
+        dealer.close(linger=0)
+    finally:
+        if sender is None or not sender.is_alive():  # else its socket is in use: left to the process's end
+            context.term()
+        scheduler.stop()
 
 
 def test_public_bind_without_curve_warns(tmp_path: Path) -> None:
