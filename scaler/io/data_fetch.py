@@ -92,15 +92,29 @@ class DataFetcher:
         if self.relay is not None and self._out_of_reach(address, now):
             self._via_relay(address, object_id, now)
             return
-        sock = self._socket(address, now, holder_key)
+        sock = self._ask(address, encode(DataRequest(object_ids=[object_id])), now, holder_key)
         self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS, sock=sock)
-        sock.send(encode(DataRequest(object_ids=[object_id])), zmq.NOBLOCK)
 
     def _via_relay(self, address: str, object_id: bytes, now: float) -> None:
         assert self.relay is not None  # callers check
-        sock = self._socket(self.relay, now, relay=True)
+        request = encode(DataRequest(object_ids=[object_id], holder_address=address))
+        sock = self._ask(self.relay, request, now, relay=True)
         self._fetches[object_id] = _Fetch(address, False, now + FETCH_TIMEOUT_SECONDS, relayed=True, sock=sock)
-        sock.send(encode(DataRequest(object_ids=[object_id], holder_address=address)), zmq.NOBLOCK)
+
+    def _ask(
+        self, address: str, request: bytes, now: float, holder_key: bytes = b"", relay: bool = False
+    ) -> zmq.Socket:
+        """Send `request` on the DEALER to `address`, or on a new one if that one's handshake was refused (a holder
+        that did not accept this peer's key yet): ZeroMQ never connects such a socket again, nor takes anything on
+        it. A new socket keeps the request until it connects."""
+        sock = self._socket(address, now, holder_key, relay)
+        try:
+            sock.send(request, zmq.NOBLOCK)
+        except zmq.Again:
+            self._close((address, holder_key))
+            sock = self._socket(address, now, holder_key, relay)
+            sock.send(request, zmq.NOBLOCK)
+        return sock
 
     def holders(self) -> List[str]:
         """The addresses this fetcher has a socket to (holders, and the data relay)."""
@@ -117,11 +131,14 @@ class DataFetcher:
         busy = {self.relay if fetch.relayed else fetch.address for fetch in self._fetches.values() if not fetch.local}
         for key, used in list(self._used.items()):
             if used + IDLE_SOCKET_SECONDS <= now and key[0] not in busy:
-                sock = self._sockets.pop(key)
-                del self._used[key]
-                self._watched.discard(sock)
-                self._poller.unregister(sock)
-                sock.close(linger=0)
+                self._close(key)
+
+    def _close(self, key: Tuple[str, bytes]) -> None:
+        sock = self._sockets.pop(key)
+        self._used.pop(key, None)
+        self._watched.discard(sock)
+        self._poller.unregister(sock)
+        sock.close(linger=0)
 
     def _out_of_reach(self, address: str, now: float) -> bool:
         until = self._unreachable.get(address)

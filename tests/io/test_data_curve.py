@@ -140,6 +140,26 @@ def test_a_key_the_scheduler_does_not_accept_is_refused_and_logged(closing, capl
     assert refusals and "not among the authorized keys" in refusals[0] and "scaler-data" in refusals[0]
 
 
+def test_a_fetch_after_a_refused_handshake_goes_on_a_new_connection(closing) -> None:
+    """ZeroMQ never connects a socket again once its handshake was refused, and takes nothing more on it: a holder
+    that refused this peer's key (its DataKeys not there yet, say) is asked again on a new connection, and answers it
+    once it accepts the key."""
+    late = _keys()
+    holder = Holder([], {OBJECT: b"x" * 100 * KiB})
+    closing(holder)
+    requester = Requester(late)
+    closing(requester)
+    key = raw_key(holder.keys.public_key)
+    requester.fetcher.fetch(holder.server.address, OBJECT, time.monotonic(), key)
+    assert _run(holder, requester, 1.0) == [], "refused"
+    assert holder.zap.refusals == 1
+    holder.zap.authorized_keys = z85_keys([raw_key(late.public_key)])
+    requester.fetcher.fetch(holder.server.address, OBJECT, time.monotonic(), key)
+    ((object_id, fetched, timed_out),) = _run(holder, requester, 20)
+    assert (object_id, len(fetched), timed_out) == (OBJECT, 100 * KiB, False)
+    assert requester.fetcher.holders() == [holder.server.address], "the refused connection closed, not kept"
+
+
 def test_a_peer_without_curve_or_with_a_wrong_holder_key_gets_nothing(closing) -> None:
     authorized = _keys()
     holder = Holder([authorized], {OBJECT: b"x" * 100 * KiB})
