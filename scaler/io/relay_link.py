@@ -106,9 +106,13 @@ def follow_relay(
         link = None
     if address is None or not data_address:
         return link
-    if link is None:
-        link = RelayLink(context, address, data_address, max_frame_bytes, curve)
-        poller.register(link.sock, zmq.POLLIN)
-    else:
-        link.hello()
+    if link is not None:
+        try:
+            link.hello()
+            return link
+        except zmq.Again:  # its handshake was refused: ZeroMQ never connects it again, nor takes anything on it
+            poller.unregister(link.sock)
+            link.close()
+    link = RelayLink(context, address, data_address, max_frame_bytes, curve)
+    poller.register(link.sock, zmq.POLLIN)
     return link

@@ -12,7 +12,7 @@ import zmq
 
 from scaler.io.curve_keys import CurvePeerKeys, CurveServerKeys, raw_key
 from scaler.io.data_fetch import FETCH_TIMEOUT_SECONDS, DataFetcher
-from scaler.io.relay_link import RelayLink
+from scaler.io.relay_link import RelayLink, follow_relay
 from scaler.protocol import DataResponse, encode
 from scaler.relay.relay import Relay, bind_avoiding
 from scaler.testing.processes import free_tcp_address, wait_for
@@ -155,6 +155,34 @@ def test_with_curve_an_address_is_served_by_the_key_that_claimed_it_first() -> N
     finally:
         fetcher.close()
         for link, _ in served:
+            link.close()
+        relay.close()
+        context.term()
+
+
+def test_a_relay_link_refused_at_its_handshake_is_made_anew_at_the_next_registration() -> None:
+    """ZeroMQ never connects a socket again once its handshake was refused, and takes nothing more on it: a holder
+    registering again (a scheduler back, accepting its key now) opens a new link rather than fail saying RelayHello on
+    the old one."""
+    scheduler, late = zmq.curve_keypair(), zmq.curve_keypair()
+    context = zmq.Context()
+    relay = Relay(context, "127.0.0.1", 64 * 1024 * 1024, None, CurveServerKeys(*scheduler, frozenset()))
+    assert relay.zap is not None  # with CurveZMQ
+    relay_address = f"tcp://127.0.0.1:{relay.port}"
+    holder_address = free_tcp_address()
+    poller = zmq.Poller()
+    keys = CurvePeerKeys(*late, scheduler[0])
+    link = follow_relay(None, relay_address, context, poller, holder_address, 64 * 1024 * 1024, keys)
+    assert link is not None
+    try:
+        wait_for(lambda: relay.serve_once(10) or relay.zap.refusals == 1, 10, "the refusal")
+        wait_for(lambda: not dict(poller.poll(10)) and time.sleep(0.3) is None, 10, "the link to hear of it")
+        relay.zap.authorized_keys = frozenset({late[0]})
+        link = follow_relay(link, relay_address, context, poller, holder_address, 64 * 1024 * 1024, keys)
+        assert link is not None
+        wait_for(lambda: relay.serve_once(10) or holder_address in relay._holders, 10, "the holder's RelayHello")
+    finally:
+        if link is not None:
             link.close()
         relay.close()
         context.term()
