@@ -136,12 +136,14 @@ def send_held(
     payload: Any,
     reply_to: bytes,
     chunk_bytes: int = DEFAULT_OBJECT_CHUNK_BYTES,
+    flags: int = 0,
 ) -> int:
     """Send what is held under `object_id` (bytes, SharedBytes, or None: not held) as DataResponse chunks of up to
     `chunk_bytes`, each a message of `route` (a ROUTER's peer; nothing on a DEALER), the header and the chunk's bytes, a
-    view of where they are; `reply_to` echoed (a relay's requester). Returns the bytes sent."""
+    view of where they are; `reply_to` echoed (a relay's requester). `flags` of each send (zmq.NOBLOCK: zmq.Again when
+    the socket takes nothing). Returns the bytes sent."""
     if payload is None:
-        sock.send_multipart([*route, encode(DataResponse(object_id=object_id, found=False, reply_to=reply_to))])
+        sock.send_multipart([*route, encode(DataResponse(object_id=object_id, found=False, reply_to=reply_to))], flags)
         return 0
     total = len(payload)
     chunk = chunk_bytes
@@ -157,5 +159,5 @@ def send_held(
             total_size=total,
             reply_to=reply_to,
         )
-        sock.send_multipart([*route, encode(header), view[index * chunk : (index + 1) * chunk]], copy=False)
+        sock.send_multipart([*route, encode(header), view[index * chunk : (index + 1) * chunk]], flags, copy=False)
     return total

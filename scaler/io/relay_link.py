@@ -82,7 +82,12 @@ class RelayLink:
                 if request.reply_to:
                     for object_id in request.object_ids:
                         payload = held_payload(object_id)
-                        self.served_bytes += send_held(sock, [], object_id, payload, request.reply_to, self.chunk_bytes)
+                        try:
+                            self.served_bytes += send_held(
+                                sock, [], object_id, payload, request.reply_to, self.chunk_bytes, zmq.NOBLOCK
+                            )
+                        except zmq.Again:  # the relay refused this link's key: the next registration makes a new one
+                            return
 
     def close(self) -> None:
         self.sock.close(linger=0)
@@ -110,7 +115,7 @@ def follow_relay(
         try:
             link.hello()
             return link
-        except zmq.Again:  # its handshake was refused: ZeroMQ never connects it again, nor takes anything on it
+        except zmq.Again:  # its handshake was refused: ZeroMQ never connects it again, and takes nothing on it now
             poller.unregister(link.sock)
             link.close()
     link = RelayLink(context, address, data_address, max_frame_bytes, curve)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, cast
+
+import zmq
 
 from scaler.io.curve import generate_key_pair
+from scaler.testing.processes import wait_for
 
 
 def make_key_files(
@@ -45,3 +48,11 @@ def client_key_options(keys: Path, name: str) -> Dict[str, str]:
         "curve_secret_key_file": str(keys / f"{name}.key_secret"),
         "curve_server_key_file": str(keys / "scheduler.key"),
     }
+
+
+def until_it_takes_nothing(dealer: zmq.Socket) -> None:
+    """Wait until a DEALER whose handshake was refused has no route left: libzmq takes it down in steps, each as the
+    socket looks at its commands, and a send meanwhile succeeds and goes nowhere; after, a send has nowhere to wait."""
+    wait_for(
+        lambda: not cast(int, dealer.getsockopt(zmq.EVENTS)) & zmq.POLLOUT, 10, "the refused socket to take nothing"
+    )

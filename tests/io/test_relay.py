@@ -4,17 +4,20 @@ holder the relay does not know answered as not found; garbage dropped."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Dict, List, Tuple
 
 import pytest
 import zmq
 
+from scaler.io.curve import ZapResponder
 from scaler.io.curve_keys import CurvePeerKeys, CurveServerKeys, raw_key
 from scaler.io.data_fetch import FETCH_TIMEOUT_SECONDS, DataFetcher
 from scaler.io.relay_link import RelayLink, follow_relay
-from scaler.protocol import DataResponse, encode
+from scaler.protocol import DataRequest, DataResponse, encode
 from scaler.relay.relay import Relay, bind_avoiding
+from scaler.testing.curve_files import until_it_takes_nothing
 from scaler.testing.processes import free_tcp_address, wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -176,7 +179,7 @@ def test_a_relay_link_refused_at_its_handshake_is_made_anew_at_the_next_registra
     assert link is not None
     try:
         wait_for(lambda: relay.serve_once(10) or relay.zap.refusals == 1, 10, "the refusal")
-        wait_for(lambda: not dict(poller.poll(10)) and time.sleep(0.3) is None, 10, "the link to hear of it")
+        until_it_takes_nothing(link.sock)
         relay.zap.authorized_keys = frozenset({late[0]})
         link = follow_relay(link, relay_address, context, poller, holder_address, 64 * 1024 * 1024, keys)
         assert link is not None
@@ -186,6 +189,52 @@ def test_a_relay_link_refused_at_its_handshake_is_made_anew_at_the_next_registra
             link.close()
         relay.close()
         context.term()
+
+
+def _curve_router(context: zmq.Context, secret_key: bytes, port: int = 0) -> Tuple[zmq.Socket, int]:
+    """A CURVE server ROUTER on 127.0.0.1 (a relay's socket, as the relay makes it), on `port` or a free one."""
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.curve_server = True
+    router.curve_secretkey = secret_key
+    if not port:
+        return router, router.bind_to_random_port("tcp://127.0.0.1")
+    wait_for(lambda: _binds(router, f"tcp://127.0.0.1:{port}"), 10, f"port {port} free again")
+    return router, port
+
+
+def test_a_relay_link_refused_with_requests_unread_stops_serving_instead_of_blocking() -> None:
+    """Requests the relay passed on before it went away stay readable on the link after a relay back on its port
+    refused the holder's key; ZeroMQ takes nothing more on that socket, and answering them must not block the holder's
+    loop: the link stops serving (the next registration makes a new one)."""
+    scheduler, holder = zmq.curve_keypair(), zmq.curve_keypair()
+    context = zmq.Context()
+    zap = ZapResponder(context, frozenset({holder[0]}))  # bound first, as the relay binds it
+    relay, port = _curve_router(context, scheduler[1])
+    link = RelayLink(
+        context, f"tcp://127.0.0.1:{port}", "tcp://127.0.0.1:9", 1 << 20, CurvePeerKeys(*holder, scheduler[0])
+    )
+    server = None
+    try:
+        wait_for(lambda: zap.answer_pending() or bool(relay.poll(10)), 10, "the link's RelayHello")
+        identity, _ = relay.recv_multipart()
+        relay.send_multipart([identity, encode(DataRequest(object_ids=[b"o" * 32], reply_to=b"asker"))])
+        wait_for(lambda: bool(link.sock.poll(10)), 10, "the request at the link, left unread")
+        relay.close(linger=0)
+        zap.authorized_keys = frozenset()  # the relay back without the holder's key
+        relay, _ = _curve_router(context, scheduler[1], port)
+        wait_for(lambda: zap.answer_pending() or zap.refusals == 1, 10, "the link's key refused")
+        until_it_takes_nothing(link.sock)
+        server = threading.Thread(target=link.serve, args=({b"o" * 32: b"x" * 100}.get,), daemon=True)
+        server.start()
+        server.join(5)
+        assert not server.is_alive(), "a blocking send on a socket that takes nothing waits forever"
+    finally:
+        if server is None or not server.is_alive():  # else its socket is in use: left to the process's end
+            link.close()
+            relay.close(linger=0)
+            zap.close()
+            context.term()
 
 
 class _FirstPortTaken:
