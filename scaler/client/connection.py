@@ -246,7 +246,7 @@ class Connection:
         error = AuthenticationError(f"{reason} (scheduler at {self.address})")
         if not self._hello_reply.done():
             self._hello_reply.set_exception(error)
-        else:
+        elif self.core.closed_reason is None:
             logger.warning("%s: failing unfinished tasks", error)
             self.core.terminate(str(error), error)
             _LIVE_CONNECTIONS.discard(self)

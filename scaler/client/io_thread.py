@@ -434,7 +434,8 @@ class IOThread:
     def _send(self, frame: bytes, copy: bool = True) -> bool:
         """Send on the scheduler's connection without ever blocking. ZeroMQ keeps what is sent while the connection is
         down, except once its handshake failed (a refused key, a peer that is no scheduler): it never connects again,
-        and a blocking send would wait forever. The socket's events already say why; whatever is sent then is lost."""
+        what is sent as it takes the route down is lost, and then a blocking send would wait forever. The socket's
+        events already say why."""
         if self._gone:
             return False
         try:

@@ -105,8 +105,9 @@ class DataFetcher:
         self, address: str, request: bytes, now: float, holder_key: bytes = b"", relay: bool = False
     ) -> zmq.Socket:
         """Send `request` on the DEALER to `address`, or on a new one if that one's handshake was refused (a holder
-        that did not accept this peer's key yet): ZeroMQ never connects such a socket again, nor takes anything on
-        it. A new socket keeps the request until it connects."""
+        that did not accept this peer's key yet, a frame over our limit): ZeroMQ never connects such a socket again,
+        and once it took its route down, takes nothing on it. (The fetch under way when it was refused, and any asked
+        while it went down, hear nothing and time out.) A new socket keeps the request until it connects."""
         sock = self._socket(address, now, holder_key, relay)
         try:
             sock.send(request, zmq.NOBLOCK)

@@ -14,6 +14,7 @@ from scaler.io.curve import ZapResponder, z85_keys
 from scaler.io.curve_keys import CurvePeerKeys, raw_key
 from scaler.io.data_fetch import DataFetcher
 from scaler.io.data_server import DataServer
+from scaler.testing.curve_files import until_it_takes_nothing
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -153,6 +154,7 @@ def test_a_fetch_after_a_refused_handshake_goes_on_a_new_connection(closing) -> 
     requester.fetcher.fetch(holder.server.address, OBJECT, time.monotonic(), key)
     assert _run(holder, requester, 1.0) == [], "refused"
     assert holder.zap.refusals == 1
+    until_it_takes_nothing(requester.fetcher._sockets[holder.server.address, key])
     holder.zap.authorized_keys = z85_keys([raw_key(late.public_key)])
     requester.fetcher.fetch(holder.server.address, OBJECT, time.monotonic(), key)
     ((object_id, fetched, timed_out),) = _run(holder, requester, 20)

@@ -25,7 +25,13 @@ from scaler.io.curve_keys import load_peer_keys, load_server_keys, raw_key, z85_
 from scaler.io.sockets import create_dealer
 from scaler.protocol import Goodbye
 from scaler.scheduler.settings import SchedulerSettings
-from scaler.testing.curve_files import client_key_options, make_key_files, peer_key_options, scheduler_key_options
+from scaler.testing.curve_files import (
+    client_key_options,
+    make_key_files,
+    peer_key_options,
+    scheduler_key_options,
+    until_it_takes_nothing,
+)
 from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
 from scaler.worker.outbox import Outbox
 from scaler.worker.settings import WorkerSettings
@@ -219,8 +225,7 @@ def test_a_refusal_before_the_first_hello_fails_at_once_instead_of_blocking_it(t
 
     def late_hello(self):
         threads.append(threading.current_thread())
-        time.sleep(1.0)  # the handshake is refused meanwhile
-        self._io._socket.getsockopt(zmq.EVENTS)  # and the socket has heard so: it has no connection left
+        until_it_takes_nothing(self._io._socket)  # the handshake is refused meanwhile
         return hello(self)
 
     with SchedulerClusterCombo(n_workers=1, curve_keys_dir=str(keys), logging_level="WARNING") as combo:
@@ -273,7 +278,7 @@ def test_a_refused_workers_outbox_drops_its_frame_instead_of_blocking(tmp_path: 
         mallory = load_peer_keys(str(keys / "mallory.key_secret"), str(keys / "scheduler.key"))
         dealer, events = create_dealer(context, address, b"W|mallory", zmq.EVENT_DISCONNECTED, mallory)
         assert events.poll(10_000), "the refusal closes the connection"
-        dealer.getsockopt(zmq.EVENTS)  # the socket hears of it: it has no connection left
+        until_it_takes_nothing(dealer)
         outbox = Outbox(dealer)
         outbox.add(Goodbye(reason="anything", reconnect=False))
         sender = threading.Thread(target=outbox.flush, daemon=True)
