@@ -44,7 +44,7 @@ from scaler.io.data_server import DataServer, data_host
 from scaler.io.limits import raise_open_files_limit
 from scaler.io.local_data import LocalDataServer
 from scaler.io.relay_link import RelayLink, follow_relay, relay_address
-from scaler.io.sockets import DEFAULT_KEEPALIVE, TcpKeepalive, create_dealer
+from scaler.io.sockets import DEFAULT_KEEPALIVE, HANDSHAKE_REFUSALS, TcpKeepalive, create_dealer, refusal_reason
 from scaler.protocol import ClientHeartbeat, Encoded, ObjectDelete, ProtocolError, decode_frame, encode, encode_many
 
 logger = logging.getLogger(__name__)
@@ -54,7 +54,6 @@ _IDLE_POLL_MS = 1000  # the loop's longest sleep: timers and the stop flag are l
 _COPY_THRESHOLD = 64 * 1024  # ZeroMQ copies smaller frames; larger ones are sent zero-copy
 _CLOSE_LINGER_MS = 100  # a last ClientDisconnect gets this long to leave; an unreachable scheduler costs no more
 _HELLO_RETRY_SECONDS = 2.0  # while connected and not registered, Hello again this often
-_REFUSALS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
 
 class IOOwner(Protocol):
@@ -118,7 +117,9 @@ class IOThread:
         # The socket's own events: a connection that closed (the scheduler died or restarted) or completed (say Hello
         # again), and, with CurveZMQ, a refused key, which shows nowhere else.
         self._watch_refusals = curve is not None
-        events = zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | (_REFUSALS if curve is not None else 0)
+        events = (
+            zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | (HANDSHAKE_REFUSALS if curve is not None else 0)
+        )
         try:
             self._socket, self._events = create_dealer(self._context, address, identity, events, curve, keepalive)
         except zmq.ZMQError as error:
@@ -332,16 +333,9 @@ class IOThread:
                 self._connected = True
                 # the waiting Hello leaves now and is answered at once: another only if it was not
                 self._next_hello = time.monotonic() + _HELLO_RETRY_SECONDS / 2
-            elif event & _REFUSALS and self._watch_refusals:
-                self._handshake_failed(event)
+            elif event & HANDSHAKE_REFUSALS and self._watch_refusals:
+                self._owner.refused(refusal_reason(event, "client", "curve_server_key_file"))
                 return
-
-    def _handshake_failed(self, event: int) -> None:
-        if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-            reason = "the scheduler refused this client's CurveZMQ key: is its public key among the authorized ones?"
-        else:
-            reason = "the CurveZMQ handshake failed: is curve_server_key_file the public key of this scheduler?"
-        self._owner.refused(reason)
 
     def _drain_wake(self) -> None:
         try:

@@ -116,6 +116,18 @@ def check_resolvable(address: str) -> str:
     return address
 
 
+# The events of a refused handshake (a key the scheduler does not accept, a wrong server key): libzmq never connects
+# that socket again, so the peer must give up, saying why, rather than wait or connect anew in a loop.
+HANDSHAKE_REFUSALS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+
+
+def refusal_reason(event: int, peer: str, server_key_option: str) -> str:
+    """What a refused handshake's `event` tells a `peer` ("client", "worker") about its keys."""
+    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return f"the scheduler refused this {peer}'s CurveZMQ key: is its public key among the authorized ones?"
+    return f"the CurveZMQ handshake failed: is {server_key_option} the public key of this scheduler?"
+
+
 def create_dealer(
     context: zmq.Context,
     address: str,

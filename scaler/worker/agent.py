@@ -35,7 +35,7 @@ from scaler.io.limits import raise_open_files_limit
 from scaler.io.local_data import LocalDataServer
 from scaler.io.relay_link import RelayLink, follow_relay, relay_address
 from scaler.io.shared_bytes import SharedBytes
-from scaler.io.sockets import TcpKeepalive, create_dealer, make_identity
+from scaler.io.sockets import HANDSHAKE_REFUSALS, TcpKeepalive, create_dealer, make_identity, refusal_reason
 from scaler.protocol import ProtocolError, decode_frame
 from scaler.worker.core import EXIT_BROKEN, EXIT_OK, EXIT_SCHEDULER_LOST, WorkerCore
 from scaler.worker.instructions import (
@@ -315,6 +315,9 @@ class WorkerAgent:
                 event = recv_monitor_message(self._dealer_events, zmq.NOBLOCK)
             except zmq.Again:
                 break
+            if event["event"] & HANDSHAKE_REFUSALS:  # final: connecting anew would be refused again, in a loop
+                self._core.refused(refusal_reason(event["event"], "worker", "--curve-server-key"), now)
+                return
             dropped = dropped or event["event"] == zmq.EVENT_DISCONNECTED
         if dropped:
             self._core.connection_dropped(now, self._outbox.largest if self._outbox is not None else 0)
@@ -600,10 +603,10 @@ class WorkerAgent:
             on_ready()
         identity = make_identity("W")
         settings = self._settings
+        events = zmq.EVENT_DISCONNECTED | (HANDSHAKE_REFUSALS if settings.curve_keys is not None else 0)
         self._dealer, self._dealer_events = create_dealer(
-            self._context, settings.address, identity, zmq.EVENT_DISCONNECTED, settings.curve_keys,
-            TcpKeepalive.of(settings),
-        )  # fmt: skip
+            self._context, settings.address, identity, events, settings.curve_keys, TcpKeepalive.of(settings)
+        )
         self._outbox = Outbox(self._dealer)
         self._poller.register(self._dealer, zmq.POLLIN)
         self._poller.register(self._dealer_events, zmq.POLLIN)

@@ -147,7 +147,7 @@ logger = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_SCHEDULER_LOST = 1  # death timeout, or the launcher that started us is gone
-EXIT_REFUSED = 2  # the scheduler refused our Hello (protocol version)
+EXIT_REFUSED = 2  # the scheduler refused our Hello (protocol version) or our CurveZMQ key
 EXIT_BROKEN = 3  # the worker can no longer start processors
 EXIT_PRELOAD_FAILED = 4  # its first processor could not run the preload: the worker never registered (preload.py)
 _MAX_ERROR_TEXT = 64 * 1024  # characters of a failed task's traceback sent; the middle of a longer one is left out
@@ -373,6 +373,11 @@ class WorkerCore(ActorHosting):
             self._lose_scheduler("the connection to the scheduler closed")
         else:
             self._connect_again()  # our Hello may have gone with it
+
+    def refused(self, reason: str, now: float) -> None:
+        """The scheduler refused this worker's handshake (its CurveZMQ key): final, so the worker leaves, saying why."""
+        self._now = now
+        self._exit(EXIT_REFUSED, reason)
 
     def receive_malformed(self, reason: str, now: float) -> None:
         self.last_heard = now  # the scheduler is there, even if this frame was garbled

@@ -33,6 +33,7 @@ from scaler.testing.curve_files import (
     until_it_takes_nothing,
 )
 from scaler.testing.processes import ScalerProcess, free_tcp_address, wait_for
+from scaler.worker.core import EXIT_REFUSED
 from scaler.worker.outbox import Outbox
 from scaler.worker.settings import WorkerSettings
 
@@ -292,6 +293,28 @@ def test_a_refused_workers_outbox_drops_its_frame_instead_of_blocking(tmp_path: 
     finally:
         if sender is None or not sender.is_alive():  # else its socket is in use: left to the process's end
             context.term()
+        scheduler.stop()
+
+
+def test_a_worker_with_a_refused_key_leaves_saying_why_instead_of_connecting_in_a_loop(tmp_path: Path) -> None:
+    """libzmq never connects a refused socket again: a worker that connected anew after each refusal hammered the
+    scheduler with handshakes (37,192 in a minute, here) and never told its user."""
+    keys = make_key_files(tmp_path / "keys", ["worker"], strangers=["mallory"])
+    address = free_tcp_address()
+    scheduler = ScalerProcess("scaler.scheduler", [address, *scheduler_key_options(keys)], str(tmp_path / "s.log"))
+    try:
+        scheduler.wait_for_output("Scheduler: listening on")
+        worker = ScalerProcess(
+            "scaler.cluster", ["-n", "1", address, *peer_key_options(keys, "mallory")], str(tmp_path / "w.log")
+        )
+        try:
+            assert worker.popen.wait(20) == EXIT_REFUSED
+        finally:
+            worker.stop()
+        output = worker.output()
+        assert "exiting: the scheduler refused this worker's CurveZMQ key" in output
+        assert output.count("connecting to") <= 2, "gave up at the first refusal (or the second, at a reconnection)"
+    finally:
         scheduler.stop()
 
 

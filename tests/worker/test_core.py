@@ -80,6 +80,20 @@ def test_refused_hello_exits():
     assert harness.exit.code == EXIT_REFUSED and "too old" in harness.exit.reason
 
 
+def test_a_refused_handshake_exits_at_once_whether_registered_or_not():
+    """A refused CurveZMQ handshake is final (libzmq never connects that socket again): before the HelloReply or after
+    it (a scheduler back without this worker's key), the worker leaves, saying why, and sends nothing more."""
+    for registered in (False, True):
+        harness = Harness()
+        if registered:
+            harness.connect()
+        sent = len(harness.sent)
+        harness.core.refused("the scheduler refused this worker's CurveZMQ key", harness.now)
+        harness._step()
+        assert harness.exit.code == EXIT_REFUSED and "CurveZMQ key" in harness.exit.reason
+        assert len(harness.sent) == sent and not harness.exit.disconnect
+
+
 def test_task_fetches_what_it_misses_once_then_runs():
     harness = Harness()
     harness.connect()
