@@ -116,7 +116,6 @@ class IOThread:
         self._context = zmq.Context(io_threads=1)
         # The socket's own events: a connection that closed (the scheduler died or restarted) or completed (say Hello
         # again), and, with CurveZMQ, a refused key, which shows nowhere else.
-        self._watch_refusals = curve is not None
         events = (
             zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | (HANDSHAKE_REFUSALS if curve is not None else 0)
         )
@@ -333,7 +332,7 @@ class IOThread:
                 self._connected = True
                 # the waiting Hello leaves now and is answered at once: another only if it was not
                 self._next_hello = time.monotonic() + _HELLO_RETRY_SECONDS / 2
-            elif event & HANDSHAKE_REFUSALS and self._watch_refusals:
+            elif event & HANDSHAKE_REFUSALS:  # asked for with CurveZMQ only
                 self._owner.refused(refusal_reason(event, "client", "curve_server_key_file"))
                 return
 
